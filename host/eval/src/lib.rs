@@ -1,0 +1,2 @@
+//! Benchmark loaders, metrics and reports.
+#![deny(missing_docs)]

@@ -1,0 +1,2 @@
+//! Prompts, the multi-role episode (Actor -> verifier -> Judge -> Editor) and baseline strategies.
+#![deny(missing_docs)]
