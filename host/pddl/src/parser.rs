@@ -1,0 +1,705 @@
+//! PDDL parser: S-expression tree → [`Domain`], [`Problem`], [`Plan`].
+
+use crate::ast::{Action, Atom, Domain, Literal, Plan, PlanStep, Predicate, Problem, Term, TypedName, OBJECT};
+use crate::diag::Span;
+use crate::error::{ParseError, ParseErrorKind};
+use crate::sexpr::{read, List, SExpr, Sym};
+
+type Result<T> = std::result::Result<T, ParseError>;
+
+fn malformed<T>(span: Span, msg: impl Into<String>) -> Result<T> {
+    Err(ParseError::new(ParseErrorKind::Malformed, msg, span))
+}
+
+fn unsupported<T>(span: Span, construct: &str) -> Result<T> {
+    Err(ParseError::new(ParseErrorKind::Unsupported, format!("unsupported PDDL construct: {construct}"), span))
+}
+
+/// Requirements this toolkit handles. `:adl` is accepted because language models write it to
+/// mean "negative preconditions and equality"; the ADL constructs themselves are rejected
+/// where they are used, so accepting the keyword never hides a misparse.
+const SUPPORTED_REQUIREMENTS: &[&str] =
+    &[":strips", ":typing", ":negative-preconditions", ":equality", ":adl"];
+
+/// Requirements that name constructs this toolkit rejects, with the construct's description.
+const UNSUPPORTED_REQUIREMENTS: &[(&str, &str)] = &[
+    (":conditional-effects", "conditional effects (:conditional-effects)"),
+    (":universal-preconditions", "universally quantified preconditions (:universal-preconditions)"),
+    (":existential-preconditions", "existentially quantified preconditions (:existential-preconditions)"),
+    (":quantified-preconditions", "quantified preconditions (:quantified-preconditions)"),
+    (":disjunctive-preconditions", "disjunctive preconditions (:disjunctive-preconditions)"),
+    (":numeric-fluents", "numeric fluents (:numeric-fluents)"),
+    (":fluents", "numeric fluents (:fluents)"),
+    (":object-fluents", "object fluents (:object-fluents)"),
+    (":action-costs", "action costs (:action-costs)"),
+    (":durative-actions", "durative actions (:durative-actions)"),
+    (":duration-inequalities", "duration inequalities (:duration-inequalities)"),
+    (":continuous-effects", "continuous effects (:continuous-effects)"),
+    (":derived-predicates", "derived predicates (:derived-predicates)"),
+    (":timed-initial-literals", "timed initial literals (:timed-initial-literals)"),
+    (":preferences", "preferences (:preferences)"),
+    (":constraints", "state-trajectory constraints (:constraints)"),
+];
+
+/// Where variables may appear in a condition.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    Precondition,
+    Goal,
+}
+
+fn sym<'a>(e: &'a SExpr, what: &str) -> Result<&'a Sym> {
+    match e {
+        SExpr::Sym(s) => Ok(s),
+        SExpr::List(l) => malformed(l.span, format!("expected {what}, found a list")),
+    }
+}
+
+fn list<'a>(e: &'a SExpr, what: &str) -> Result<&'a List> {
+    match e {
+        SExpr::List(l) => Ok(l),
+        SExpr::Sym(s) => malformed(s.span, format!("expected {what}, found `{}`", s.text)),
+    }
+}
+
+/// The list's first item as a symbol, if it is one.
+fn head(l: &List) -> Option<&Sym> {
+    match l.items.first() {
+        Some(SExpr::Sym(s)) => Some(s),
+        _ => None,
+    }
+}
+
+fn is_name(s: &str) -> bool {
+    let mut cs = s.chars();
+    matches!(cs.next(), Some(c) if c.is_ascii_alphanumeric() || c == '_')
+        && cs.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// A name (of a domain, type, object, predicate or action), checked for legal characters.
+fn name(e: &SExpr, what: &str) -> Result<(String, Span)> {
+    let s = sym(e, what)?;
+    if s.text.starts_with('?') {
+        return malformed(s.span, format!("expected {what}, found variable `{}`", s.text));
+    }
+    if !is_name(&s.text) {
+        return malformed(s.span, format!("`{}` is not a valid {what}", s.text));
+    }
+    Ok((s.text.clone(), s.span))
+}
+
+/// The item after a list's head, or an error at the closing bracket naming what is missing.
+fn nth<'a>(l: &'a List, i: usize, what: &str) -> Result<&'a SExpr> {
+    match l.items.get(i) {
+        Some(e) => Ok(e),
+        None => malformed(l.end, format!("expected {what} before ')'")),
+    }
+}
+
+/// Reads `(define (KIND NAME) sections...)` as the only top-level expression.
+fn define<'a>(top: &'a [SExpr], kind: &str) -> Result<(&'a List, String, Span)> {
+    let Some(first) = top.first() else {
+        return Err(ParseError::new(
+            ParseErrorKind::UnexpectedEof,
+            format!("empty input: expected (define ({kind} NAME) ...)"),
+            Span::new(1, 1),
+        ));
+    };
+    let def = list(first, "(define ...)")?;
+    match head(def) {
+        Some(h) if h.text == "define" => {}
+        _ => return malformed(def.span, format!("expected (define ({kind} NAME) ...)")),
+    }
+    let header = list(nth(def, 1, &format!("({kind} NAME)"))?, &format!("({kind} NAME)"))?;
+    match head(header) {
+        Some(h) if h.text == kind => {}
+        Some(h) if h.text == "domain" || h.text == "problem" => {
+            return malformed(h.span, format!("expected a {kind} definition, found a {} definition", h.text))
+        }
+        _ => return malformed(header.span, format!("expected ({kind} NAME)")),
+    }
+    let (n, span) = name(nth(header, 1, &format!("the {kind} name"))?, &format!("{kind} name"))?;
+    if let Some(extra) = header.items.get(2) {
+        return malformed(extra.span(), format!("unexpected `{}` after the {kind} name", describe(extra)));
+    }
+    if let Some(extra) = top.get(1) {
+        return malformed(extra.span(), format!("unexpected content after the end of the {kind} definition"));
+    }
+    Ok((def, n, span))
+}
+
+fn describe(e: &SExpr) -> String {
+    match e {
+        SExpr::Sym(s) => s.text.clone(),
+        SExpr::List(_) => "(...)".to_string(),
+    }
+}
+
+/// A section `(:keyword ...)`: its keyword symbol.
+fn section<'a>(e: &'a SExpr, file: &str) -> Result<(&'a List, &'a Sym)> {
+    let l = list(e, &format!("a {file} section like (:keyword ...)"))?;
+    match head(l) {
+        Some(h) if h.text.starts_with(':') => Ok((l, h)),
+        Some(h) => malformed(h.span, format!("expected a {file} section keyword like :predicates, found `{}`", h.text)),
+        None => malformed(l.span, format!("expected a {file} section like (:keyword ...)")),
+    }
+}
+
+fn once(seen: &mut Vec<String>, kw: &Sym) -> Result<()> {
+    if seen.contains(&kw.text) {
+        return malformed(kw.span, format!("section {} appears more than once", kw.text));
+    }
+    seen.push(kw.text.clone());
+    Ok(())
+}
+
+fn requirements(l: &List) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in &l.items[1..] {
+        let s = sym(e, "a requirement keyword")?;
+        if let Some((_, what)) = UNSUPPORTED_REQUIREMENTS.iter().find(|(k, _)| *k == s.text) {
+            return unsupported(s.span, what);
+        }
+        if !SUPPORTED_REQUIREMENTS.contains(&s.text.as_str()) {
+            return malformed(s.span, format!("unknown requirement `{}`", s.text));
+        }
+        out.push(s.text.clone());
+    }
+    Ok(out)
+}
+
+/// `a b - t c ?x - u`: names (or variables when `vars`) with optional types; untyped ones are
+/// `object`.
+fn typed_list(items: &[SExpr], vars: bool, what: &str) -> Result<Vec<TypedName>> {
+    let mut out: Vec<TypedName> = Vec::new();
+    let mut pending = 0usize; // how many trailing entries of `out` still await a type
+    let mut i = 0;
+    while i < items.len() {
+        let e = &items[i];
+        if let SExpr::Sym(s) = e {
+            if s.text == "-" {
+                if pending == 0 {
+                    return malformed(s.span, format!("`-` with no {what} before it"));
+                }
+                let Some(t) = items.get(i + 1) else {
+                    return malformed(s.span, "expected a type name after `-`");
+                };
+                if let SExpr::List(tl) = t {
+                    if head(tl).is_some_and(|h| h.text == "either") {
+                        return unsupported(tl.span, "`either` types");
+                    }
+                }
+                let (ty, ty_span) = name(t, "type name")?;
+                let n = out.len();
+                for tn in &mut out[n - pending..] {
+                    tn.ty = ty.clone();
+                    tn.type_span = Some(ty_span);
+                }
+                pending = 0;
+                i += 2;
+                continue;
+            }
+        }
+        let s = sym(e, what)?;
+        let text = &s.text;
+        if vars {
+            if !(text.starts_with('?') && is_name(&text[1..])) {
+                return malformed(s.span, format!("expected a variable like ?x, found `{text}`"));
+            }
+        } else if !is_name(text) {
+            return malformed(s.span, format!("`{text}` is not a valid {what}"));
+        }
+        out.push(TypedName { name: text.clone(), ty: OBJECT.to_string(), span: s.span, type_span: None });
+        pending += 1;
+        i += 1;
+    }
+    Ok(out)
+}
+
+fn predicate_decl(e: &SExpr) -> Result<Predicate> {
+    let l = list(e, "a predicate declaration like (on ?x ?y)")?;
+    let (n, span) = name(nth(l, 0, "a predicate name")?, "predicate name")?;
+    let params = typed_list(&l.items[1..], true, "predicate parameter")?;
+    Ok(Predicate { name: n, params, span })
+}
+
+/// An atom `(p t1 ...)` or `(= t1 t2)`.
+fn atom(l: &List, vars_allowed: bool, where_: &str) -> Result<Atom> {
+    let h = sym(nth(l, 0, "a predicate name")?, "a predicate name")?;
+    if h.text != "=" && !is_name(&h.text) {
+        return malformed(h.span, format!("`{}` is not a valid predicate name", h.text));
+    }
+    let mut args = Vec::with_capacity(l.items.len() - 1);
+    for e in &l.items[1..] {
+        let s = match e {
+            SExpr::Sym(s) => s,
+            SExpr::List(inner) => {
+                return unsupported(inner.span, "function terms (numeric or object fluents)");
+            }
+        };
+        if s.text.starts_with('?') {
+            if !vars_allowed {
+                return malformed(s.span, format!("variable `{}` in {where_}: only action schemas may use variables", s.text));
+            }
+            if !is_name(&s.text[1..]) {
+                return malformed(s.span, format!("`{}` is not a valid variable", s.text));
+            }
+        } else if !is_name(&s.text) {
+            return malformed(s.span, format!("`{}` is not a valid object name", s.text));
+        }
+        args.push(Term { name: s.text.clone(), span: s.span });
+    }
+    if h.text == "=" && args.len() != 2 {
+        return malformed(h.span, format!("`=` takes 2 arguments, found {}", args.len()));
+    }
+    Ok(Atom { predicate: h.text.clone(), args, span: l.span })
+}
+
+/// Rejects the heads of constructs that are valid PDDL but unsupported, naming them.
+fn reject_unsupported_condition(h: &Sym) -> Result<()> {
+    match h.text.as_str() {
+        "or" => unsupported(h.span, "disjunctive conditions (or)"),
+        "imply" => unsupported(h.span, "implications (imply)"),
+        "forall" => unsupported(h.span, "universally quantified conditions (forall)"),
+        "exists" => unsupported(h.span, "existentially quantified conditions (exists)"),
+        "when" => unsupported(h.span, "conditional effects (when)"),
+        "preference" => unsupported(h.span, "preferences (preference)"),
+        "<" | ">" | "<=" | ">=" => unsupported(h.span, &format!("numeric comparisons ({})", h.text)),
+        _ => Ok(()),
+    }
+}
+
+/// A condition (precondition or goal), flattened into a conjunction of literals.
+fn condition(e: &SExpr, ctx: Ctx, out: &mut Vec<Literal>) -> Result<()> {
+    let where_ = if ctx == Ctx::Goal { "the goal" } else { "a precondition" };
+    let l = list(e, "a condition like (pred ...) or (and ...)")?;
+    let Some(h) = head(l) else {
+        if l.items.is_empty() {
+            return Ok(()); // `()` is the empty conjunction
+        }
+        return malformed(l.span, "expected a predicate name or `and`/`not` at the start of a condition");
+    };
+    reject_unsupported_condition(h)?;
+    let vars = ctx == Ctx::Precondition;
+    match h.text.as_str() {
+        "and" => {
+            for c in &l.items[1..] {
+                condition(c, ctx, out)?;
+            }
+            Ok(())
+        }
+        "not" => {
+            if l.items.len() != 2 {
+                return malformed(h.span, format!("`not` takes exactly one condition, found {}", l.items.len() - 1));
+            }
+            let inner = list(&l.items[1], "an atom inside `not`")?;
+            if let Some(ih) = head(inner) {
+                reject_unsupported_condition(ih)?;
+                match ih.text.as_str() {
+                    "and" => return unsupported(ih.span, "negated conjunctions (not (and ...)), which are disjunctions"),
+                    "not" => return unsupported(ih.span, "nested negation (not (not ...))"),
+                    _ => {}
+                }
+            }
+            let a = atom(inner, vars, where_)?;
+            out.push(Literal { positive: false, atom: a, span: l.span });
+            Ok(())
+        }
+        _ => {
+            let a = atom(l, vars, where_)?;
+            out.push(Literal { positive: true, atom: a, span: l.span });
+            Ok(())
+        }
+    }
+}
+
+/// An effect, flattened into add (positive) and delete (negative) literals.
+fn effect(e: &SExpr, out: &mut Vec<Literal>) -> Result<()> {
+    let l = list(e, "an effect like (pred ...) or (and ...)")?;
+    let Some(h) = head(l) else {
+        if l.items.is_empty() {
+            return Ok(());
+        }
+        return malformed(l.span, "expected a predicate name or `and`/`not` at the start of an effect");
+    };
+    match h.text.as_str() {
+        "when" => return unsupported(h.span, "conditional effects (when)"),
+        "forall" => return unsupported(h.span, "universally quantified effects (forall)"),
+        "increase" | "decrease" | "assign" | "scale-up" | "scale-down" => {
+            return unsupported(h.span, &format!("numeric effects ({})", h.text))
+        }
+        "or" | "exists" | "imply" => return malformed(h.span, format!("`{}` is not allowed in an effect", h.text)),
+        "=" => return malformed(h.span, "`=` is not allowed in an effect"),
+        _ => {}
+    }
+    match h.text.as_str() {
+        "and" => {
+            for c in &l.items[1..] {
+                effect(c, out)?;
+            }
+            Ok(())
+        }
+        "not" => {
+            if l.items.len() != 2 {
+                return malformed(h.span, format!("`not` takes exactly one atom, found {}", l.items.len() - 1));
+            }
+            let inner = list(&l.items[1], "an atom inside `not`")?;
+            if let Some(ih) = head(inner) {
+                if matches!(ih.text.as_str(), "and" | "not" | "when" | "forall" | "=") {
+                    return malformed(ih.span, format!("`(not ({} ...))` is not a valid effect", ih.text));
+                }
+            }
+            let a = atom(inner, true, "an effect")?;
+            out.push(Literal { positive: false, atom: a, span: l.span });
+            Ok(())
+        }
+        _ => {
+            let a = atom(l, true, "an effect")?;
+            out.push(Literal { positive: true, atom: a, span: l.span });
+            Ok(())
+        }
+    }
+}
+
+fn action(l: &List) -> Result<Action> {
+    let (n, span) = name(nth(l, 1, "an action name")?, "action name")?;
+    let mut params = Vec::new();
+    let mut precondition = Vec::new();
+    let mut eff = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    let mut i = 2;
+    while i < l.items.len() {
+        let key = sym(&l.items[i], "an action keyword like :parameters")?;
+        let value = match l.items.get(i + 1) {
+            Some(v) => v,
+            None => return malformed(key.span, format!("`{}` has no value", key.text)),
+        };
+        if !matches!(key.text.as_str(), ":parameters" | ":precondition" | ":effect") {
+            if key.text == ":vars" || key.text == ":duration" || key.text == ":condition" {
+                return unsupported(key.span, &format!("action keyword {}", key.text));
+            }
+            return malformed(key.span, format!("unknown action keyword `{}`", key.text));
+        }
+        once(&mut seen, key)?;
+        match key.text.as_str() {
+            ":parameters" => {
+                let pl = list(value, "a parameter list like (?x - t)")?;
+                params = typed_list(&pl.items, true, "parameter")?;
+            }
+            ":precondition" => condition(value, Ctx::Precondition, &mut precondition)?,
+            _ => effect(value, &mut eff)?,
+        }
+        i += 2;
+    }
+    Ok(Action { name: n, params, precondition, effect: eff, span })
+}
+
+/// Parses a domain file.
+///
+/// Accepts sections in any order and a missing `:requirements`. Rejects, with
+/// [`ParseErrorKind::Unsupported`], `:functions`, `:durative-action`, `:derived`,
+/// `:constraints`, quantifiers, `or`/`imply`, conditional and numeric effects, `either` types and
+/// the requirements that announce them.
+pub fn parse_domain(src: &str) -> Result<Domain> {
+    let top = read(src)?;
+    let (def, name, span) = define(&top, "domain")?;
+    let mut d = Domain {
+        name,
+        requirements: Vec::new(),
+        types: Vec::new(),
+        constants: Vec::new(),
+        predicates: Vec::new(),
+        actions: Vec::new(),
+        span,
+    };
+    let mut seen = Vec::new();
+    for e in &def.items[2..] {
+        let (l, kw) = section(e, "domain")?;
+        match kw.text.as_str() {
+            ":requirements" => {
+                once(&mut seen, kw)?;
+                d.requirements = requirements(l)?;
+            }
+            ":types" => {
+                once(&mut seen, kw)?;
+                d.types = typed_list(&l.items[1..], false, "type name")?;
+            }
+            ":constants" => {
+                once(&mut seen, kw)?;
+                d.constants = typed_list(&l.items[1..], false, "constant name")?;
+            }
+            ":predicates" => {
+                once(&mut seen, kw)?;
+                for p in &l.items[1..] {
+                    d.predicates.push(predicate_decl(p)?);
+                }
+            }
+            ":action" => d.actions.push(action(l)?),
+            ":functions" => return unsupported(kw.span, "numeric fluents (:functions)"),
+            ":durative-action" => return unsupported(kw.span, "durative actions (:durative-action)"),
+            ":derived" => return unsupported(kw.span, "derived predicates (:derived)"),
+            ":constraints" => return unsupported(kw.span, "state-trajectory constraints (:constraints)"),
+            ":domain" => return malformed(kw.span, "(:domain ...) belongs in a problem file"),
+            other => return malformed(kw.span, format!("unknown domain section `{other}`")),
+        }
+    }
+    Ok(d)
+}
+
+/// Parses a problem file.
+///
+/// `(:domain X)` and `(:goal ...)` are required; `:requirements` is optional. `:metric` and
+/// `:constraints` are rejected as [`ParseErrorKind::Unsupported`] (this toolkit has no numeric
+/// fluents to minimise, and ignoring a metric would silently change what "solved" means).
+pub fn parse_problem(src: &str) -> Result<Problem> {
+    let top = read(src)?;
+    let (def, problem_name, span) = define(&top, "problem")?;
+    let mut domain: Option<(String, Span)> = None;
+    let mut requirements_ = Vec::new();
+    let mut objects = Vec::new();
+    let mut init = Vec::new();
+    let mut goal: Option<(Vec<Literal>, Span)> = None;
+    let mut seen = Vec::new();
+    for e in &def.items[2..] {
+        let (l, kw) = section(e, "problem")?;
+        match kw.text.as_str() {
+            ":domain" => {
+                once(&mut seen, kw)?;
+                let d = name(nth(l, 1, "the domain name")?, "domain name")?;
+                if let Some(extra) = l.items.get(2) {
+                    return malformed(extra.span(), "(:domain NAME) takes one name");
+                }
+                domain = Some(d);
+            }
+            ":requirements" => {
+                once(&mut seen, kw)?;
+                requirements_ = requirements(l)?;
+            }
+            ":objects" => {
+                once(&mut seen, kw)?;
+                objects = typed_list(&l.items[1..], false, "object name")?;
+            }
+            ":init" => {
+                once(&mut seen, kw)?;
+                for f in &l.items[1..] {
+                    let fl = list(f, "an initial fact like (on a b)")?;
+                    match head(fl).map(|h| h.text.as_str()) {
+                        Some("not") => {
+                            return malformed(fl.span, "negative literals are not allowed in :init (everything not listed is false)")
+                        }
+                        Some("=") => {
+                            if fl.items.iter().skip(1).any(|x| matches!(x, SExpr::List(_))) {
+                                return unsupported(fl.span, "numeric fluents (= (f ...) v) in :init");
+                            }
+                            return malformed(fl.span, "equality atoms are not allowed in :init");
+                        }
+                        Some("at") if fl.items.len() > 1 && matches!(fl.items[1], SExpr::Sym(ref s) if s.text.parse::<f64>().is_ok()) => {
+                            return unsupported(fl.span, "timed initial literals (at T ...)");
+                        }
+                        Some("and") => return malformed(fl.span, ":init is a list of atoms; `and` is not allowed"),
+                        _ => {}
+                    }
+                    init.push(atom(fl, false, ":init")?);
+                }
+            }
+            ":goal" => {
+                once(&mut seen, kw)?;
+                let g = nth(l, 1, "a goal condition")?;
+                if let Some(extra) = l.items.get(2) {
+                    return malformed(extra.span(), "(:goal ...) takes one condition; wrap several in (and ...)");
+                }
+                let mut lits = Vec::new();
+                condition(g, Ctx::Goal, &mut lits)?;
+                goal = Some((lits, l.span));
+            }
+            ":metric" => return unsupported(kw.span, "plan metrics (:metric)"),
+            ":constraints" => return unsupported(kw.span, "state-trajectory constraints (:constraints)"),
+            other => return malformed(kw.span, format!("unknown problem section `{other}`")),
+        }
+    }
+    let Some((domain_name, domain_span)) = domain else {
+        return malformed(span, "problem has no (:domain NAME) section");
+    };
+    let Some((goal, goal_span)) = goal else {
+        return malformed(def.end, "problem has no (:goal ...) section");
+    };
+    Ok(Problem { name: problem_name, domain_name, requirements: requirements_, objects, init, goal, span, domain_span, goal_span })
+}
+
+/// Parses a sequential plan as Fast Downward writes it: one `(action arg ...)` per line, `;`
+/// comments, blank lines, any case. An IPC-style `N:` step prefix is accepted too.
+pub fn parse_plan(src: &str) -> Result<Plan> {
+    let top = read(src)?;
+    let mut steps = Vec::with_capacity(top.len());
+    for e in &top {
+        let l = match e {
+            SExpr::List(l) => l,
+            SExpr::Sym(s) if s.text.ends_with(':') && s.text[..s.text.len() - 1].parse::<f64>().is_ok() => continue,
+            SExpr::Sym(s) => return malformed(s.span, format!("expected a plan step like (action arg ...), found `{}`", s.text)),
+        };
+        let (action, _) = name(nth(l, 0, "an action name")?, "action name")?;
+        let mut args = Vec::with_capacity(l.items.len() - 1);
+        for a in &l.items[1..] {
+            args.push(name(a, "object name")?.0);
+        }
+        steps.push(PlanStep { action, args, span: l.span });
+    }
+    Ok(Plan { steps })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BW: &str = "(define (domain BW)
+  (:requirements :strips :typing :negative-preconditions :equality)
+  (:types block - object table)
+  (:constants t0 - table)
+  (:predicates (on ?x - block ?y - block) (clear ?x - block) (handempty) (holding ?x - block))
+  (:action Stack
+    :parameters (?x ?y - block)
+    :precondition (and (holding ?x) (clear ?y) (not (= ?x ?y)))
+    :effect (and (on ?x ?y) (not (holding ?x)) (not (clear ?y)) (clear ?x) (handempty))))";
+
+    const BW_P: &str = "; a problem
+(define (problem p1) (:domain bw)
+  (:objects A B - block c)
+  (:init (clear a) (holding b) (handempty))
+  (:goal (and (on b a) (not (holding b)))))";
+
+    fn err(r: Result<impl std::fmt::Debug>) -> ParseError {
+        r.expect_err("expected a parse error")
+    }
+
+    #[test]
+    fn parses_a_typed_domain() {
+        let d = parse_domain(BW).unwrap();
+        assert_eq!(d.name, "bw");
+        assert_eq!(d.requirements.len(), 4);
+        assert_eq!(d.types.iter().map(|t| (t.name.as_str(), t.ty.as_str())).collect::<Vec<_>>(), [("block", "object"), ("table", "object")]);
+        assert_eq!(d.constants[0].ty, "table");
+        assert_eq!(d.predicates.len(), 4);
+        let a = &d.actions[0];
+        assert_eq!(a.name, "stack");
+        assert_eq!(a.span, Span::new(6, 12));
+        assert_eq!(a.params.iter().map(|p| p.ty.as_str()).collect::<Vec<_>>(), ["block", "block"]);
+        assert_eq!(a.precondition.len(), 3);
+        assert!(a.precondition[2].atom.is_equality() && !a.precondition[2].positive);
+        assert_eq!(a.effect.iter().filter(|l| !l.positive).count(), 2);
+    }
+
+    #[test]
+    fn parses_a_problem_lowercasing_names() {
+        let p = parse_problem(BW_P).unwrap();
+        assert_eq!((p.name.as_str(), p.domain_name.as_str()), ("p1", "bw"));
+        assert_eq!(p.objects.iter().map(|o| (o.name.as_str(), o.ty.as_str())).collect::<Vec<_>>(), [("a", "block"), ("b", "block"), ("c", "object")]);
+        assert_eq!(p.init.len(), 3);
+        assert_eq!(p.goal.len(), 2);
+        assert_eq!(p.goal[1].to_string(), "(not (holding b))");
+        assert_eq!(p.domain_span, Span::new(2, 31));
+    }
+
+    #[test]
+    fn parses_untyped_domain_without_requirements() {
+        let d = parse_domain("(define (domain d) (:predicates (p ?x)) (:action a :parameters (?x) :precondition () :effect (p ?x)))").unwrap();
+        assert_eq!(d.predicates[0].params[0].ty, OBJECT);
+        assert!(d.actions[0].precondition.is_empty());
+        assert!(d.requirements.is_empty());
+    }
+
+    #[test]
+    fn round_trips_through_display() {
+        let d = parse_domain(BW).unwrap();
+        assert_eq!(parse_domain(&d.to_string()).unwrap(), d);
+        let p = parse_problem(BW_P).unwrap();
+        assert_eq!(parse_problem(&p.to_string()).unwrap(), p);
+        let plan = parse_plan("(Stack B A)\n(noop)\n").unwrap();
+        assert_eq!(plan.to_string(), "(stack b a)\n(noop)\n");
+        assert_eq!(parse_plan(&plan.to_string()).unwrap(), plan);
+    }
+
+    #[test]
+    fn parses_fast_downward_plans() {
+        let p = parse_plan("(unstack b a)\n\n(PUT-DOWN b)\n; cost = 2 (unit cost)\n").unwrap();
+        assert_eq!(p.steps.len(), 2);
+        assert_eq!(p.steps[1].to_string(), "(put-down b)");
+        assert_eq!(p.steps[1].span, Span::new(3, 1));
+        assert_eq!(parse_plan("0: (a x)\n1: (b)").unwrap().steps.len(), 2);
+        assert!(parse_plan("").unwrap().steps.is_empty());
+        let e = err(parse_plan("(a b)\nfoo"));
+        assert_eq!(e.span(), Span::new(2, 1));
+        let e = err(parse_plan("(a (b))"));
+        assert_eq!(e.span(), Span::new(1, 4));
+    }
+
+    #[test]
+    fn every_unsupported_construct_is_named() {
+        let dom = |body: &str| format!("(define (domain d) (:predicates (p ?x) (q)) {body})");
+        let act = |pre: &str, eff: &str| dom(&format!("(:action a :parameters (?x) :precondition {pre} :effect {eff})"));
+        let cases: Vec<(String, &str)> = vec![
+            (act("(p ?x)", "(when (p ?x) (q))"), "conditional effects"),
+            (act("(forall (?y) (p ?y))", "(q)"), "forall"),
+            (act("(exists (?y) (p ?y))", "(q)"), "exists"),
+            (act("(or (p ?x) (q))", "(q)"), "disjunctive"),
+            (act("(imply (p ?x) (q))", "(q)"), "imply"),
+            (act("(not (and (p ?x) (q)))", "(q)"), "negated conjunctions"),
+            (act("(> (f ?x) 0)", "(q)"), "numeric comparisons"),
+            (act("(p ?x)", "(increase (total-cost) 1)"), "numeric effects"),
+            (act("(p ?x)", "(forall (?y) (p ?y))"), "quantified effects"),
+            (act("(p (f ?x))", "(q)"), "function terms"),
+            (dom("(:functions (f ?x))"), ":functions"),
+            (dom("(:durative-action a :parameters () :duration (= ?duration 1) :condition () :effect ())"), "durative"),
+            (dom("(:derived (q) (p a))"), "derived"),
+            ("(define (domain d) (:requirements :strips :conditional-effects))".into(), "conditional effects"),
+            ("(define (domain d) (:requirements :fluents))".into(), "numeric fluents"),
+            ("(define (domain d) (:types a - (either b c)))".into(), "either"),
+            ("(define (domain d) (:constants x - (either b c)))".into(), "either"),
+        ];
+        for (src, construct) in cases {
+            let e = err(parse_domain(&src));
+            assert_eq!(e.kind(), ParseErrorKind::Unsupported, "{src}: {e}");
+            assert!(e.message().contains(construct), "{src}: {e}");
+            assert!(e.span().line >= 1 && e.span().column >= 1);
+        }
+        let prob = |s: &str| format!("(define (problem p) (:domain d) (:objects a) (:init (p a)) (:goal (p a)) {s})");
+        for (src, construct) in [(prob("(:metric minimize (total-cost))"), "metric"), (prob("(:constraints (always (p a)))"), "constraints")] {
+            let e = err(parse_problem(&src));
+            assert_eq!(e.kind(), ParseErrorKind::Unsupported);
+            assert!(e.message().contains(construct), "{e}");
+        }
+        let e = err(parse_problem("(define (problem p) (:domain d) (:init (= (total-cost) 0)) (:goal (p a)))"));
+        assert_eq!(e.kind(), ParseErrorKind::Unsupported);
+        let e = err(parse_problem("(define (problem p) (:domain d) (:goal (exists (?x) (p ?x))))"));
+        assert_eq!(e.kind(), ParseErrorKind::Unsupported);
+    }
+
+    #[test]
+    fn errors_point_at_the_offending_token() {
+        let e = err(parse_domain("(define (domain d)\n  (:predicates (p ?x))\n  (:action a :parameters (?x) :effect (p ?x) :cost 3))"));
+        assert_eq!(e.span(), Span::new(3, 46));
+        assert!(e.message().contains(":cost"));
+        let e = err(parse_domain("(define (domain d) (:predicates (p x)))"));
+        assert_eq!(e.span(), Span::new(1, 36));
+        let e = err(parse_domain("(define (problem d))"));
+        assert!(e.message().contains("found a problem definition"), "{e}");
+        let e = err(parse_problem("(define (problem p) (:domain d) (:objects a) (:init (p a)))"));
+        assert!(e.message().contains("no (:goal"), "{e}");
+        let e = err(parse_problem("(define (problem p) (:domain d) (:init (p ?x)) (:goal (p a)))"));
+        assert_eq!(e.span(), Span::new(1, 43));
+        let e = err(parse_problem("(define (problem p) (:domain d) (:init (not (p a))) (:goal (p a)))"));
+        assert!(e.message().contains("negative"), "{e}");
+        let e = err(parse_domain("(define (domain d) (:types a - ))"));
+        assert!(e.message().contains("after `-`"), "{e}");
+        let e = err(parse_domain("(define (domain d) (:predicates) (:predicates))"));
+        assert!(e.message().contains("more than once"), "{e}");
+        let e = err(parse_domain("(define (domain d)) (extra)"));
+        assert!(e.message().contains("after the end"), "{e}");
+        let e = err(parse_domain(""));
+        assert_eq!(e.kind(), ParseErrorKind::UnexpectedEof);
+        let e = err(parse_domain("(define (domain d) (:requirements :strips :foo))"));
+        assert!(e.message().contains(":foo"));
+        assert_eq!(e.to_string(), "line 1, column 43: unknown requirement `:foo`");
+        let d = e.to_diagnostic(crate::SpecFile::Domain);
+        assert_eq!((d.category, d.line, d.column), (crate::Category::Syntax, Some(1), Some(43)));
+    }
+}
