@@ -1,2 +1,54 @@
-//! The candle backbone: one pretrained model, three roles (Actor, Judge, Editor).
+//! The candle backbone of onebrain: one pretrained language model playing three roles.
+//!
+//! [`Brain`] loads a GGUF file (Qwen2 or Llama; the tokenizer is rebuilt from its
+//! metadata) or a Hugging Face safetensors directory, and adds per [`Role`] a few learned
+//! soft tokens prepended to the input, LoRA adapters on every attention and MLP
+//! projection, and for the Judge a scalar head s_J = σ(w·h + b).
+//!
+//! * Generation ([`Brain::generate`], [`Brain::generate_batch`], [`Brain::judge`]) runs on
+//!   the quantized weights with a KV cache, greedy or temperature + nucleus sampling
+//!   ([`SamplingConfig`]), stop strings, and reuse of cached prompt prefixes.
+//! * Training ([`Brain::sequence_logprobs`], [`Brain::batch_logprobs`],
+//!   [`Brain::judge_logit`]) runs a differentiable f32 copy; every parameter in
+//!   [`Brain::trainable`] receives gradients.
+//! * Checkpoints: [`Brain::save`], [`Brain::load_trainable`], and PEFT export of a role's
+//!   adapters ([`Brain::export_peft`]).
+//!
+//! ```no_run
+//! use onebrain_model::{Brain, ModelConfig, Role, SamplingConfig};
+//!
+//! let mut brain = Brain::load(&ModelConfig::test_model())?;
+//! let prompt = brain.chat_prompt("You write PDDL.", "Define a blocksworld domain.");
+//! let out = brain.generate(Role::Actor, &prompt, &SamplingConfig::greedy(64))?;
+//! println!("{} ({:.1} tok/s)", out.text, out.decode_tokens_per_sec());
+//! let score = brain.judge(&prompt)?;
+//! assert!(score > 0.0 && score < 1.0);
+//! # Ok::<(), onebrain_model::Error>(())
+//! ```
 #![deny(missing_docs)]
+
+mod brain;
+mod config;
+mod error;
+mod paths;
+mod roles;
+mod sampler;
+mod tokenizer;
+mod transformer;
+mod weights;
+
+#[cfg(test)]
+mod test_util;
+
+pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, StopReason};
+pub use config::{ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
+pub use error::{Error, Result};
+pub use paths::{resolve_model, ModelSource, MODEL_DIR_ENV};
+pub use sampler::{argmax, Sampler};
+pub use tokenizer::{chat_prompt, Tokenizer};
+pub use transformer::{Arch, ArchConfig, LORA_TARGETS};
+
+/// The tensor type of the training API (candle's), re-exported for callers.
+pub use candle_core::{Tensor, Var};
+/// The parameter store returned by [`Brain::trainable`].
+pub use candle_nn::VarMap;

@@ -1,0 +1,244 @@
+//! What the user writes: the role names, the model config and the sampling config.
+//! No I/O happens here; [`crate::Brain::load`] turns a [`ModelConfig`] into a model.
+
+use std::{fmt, path::PathBuf, str::FromStr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// File name of the default backbone (Qwen2.5-Coder-0.5B-Instruct, Q4_K_M), fetched by
+/// `scripts/setup.sh --models all`.
+pub const DEFAULT_MODEL_FILE: &str = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+/// File name of the small test model (SmolLM2-135M-Instruct, Q4_1), fetched by
+/// `scripts/setup.sh --models test`.
+pub const TEST_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+/// One of the three roles the single backbone plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Writes the first (domain, problem) PDDL pair from the task text.
+    Actor,
+    /// Scores a candidate with s_J ∈ (0, 1).
+    Judge,
+    /// Repairs a candidate from the verifier's diagnostics.
+    Editor,
+}
+
+impl Role {
+    /// All roles, in the order used for parameter indices.
+    pub const ALL: [Role; 3] = [Role::Actor, Role::Judge, Role::Editor];
+
+    /// Lower-case name, as in configs and parameter names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Actor => "actor",
+            Role::Judge => "judge",
+            Role::Editor => "editor",
+        }
+    }
+
+    /// Position in [`Role::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            Role::Actor => 0,
+            Role::Judge => 1,
+            Role::Editor => 2,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "actor" => Ok(Role::Actor),
+            "judge" => Ok(Role::Judge),
+            "editor" => Ok(Role::Editor),
+            other => Err(Error::InvalidConfig(format!(
+                "unknown role `{other}` (expected actor, judge or editor)"
+            ))),
+        }
+    }
+}
+
+/// How to build the backbone and the role parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    /// A `.gguf` file or a Hugging Face directory (`config.json`, `*.safetensors`,
+    /// `tokenizer.json`). A bare file name is looked up in `$ONEBRAIN_MODEL_DIR`, then in
+    /// `.cache/models/` of the enclosing repository.
+    pub path: PathBuf,
+    /// Number of learned soft tokens per role, prepended to the input embeddings.
+    pub role_tokens: usize,
+    /// LoRA rank of the role adapters; `None` picks the rank that makes each role's
+    /// parameters `role_param_fraction` of the backbone's.
+    pub lora_rank: Option<usize>,
+    /// Target share of the backbone's parameter count per role (the paper's ≈ 1.67 %).
+    pub role_param_fraction: f64,
+    /// LoRA scaling numerator: adapters add `alpha / rank · B·A·x`.
+    pub lora_alpha: f32,
+    /// Three independent copies of every trainable parameter (the paper's ablation),
+    /// instead of one backbone shared by the roles.
+    pub separate_models: bool,
+    /// Train the backbone weights too (dense f32), not only the role parameters.
+    pub train_backbone: bool,
+    /// Cap on positions (prompt + generation); `None` uses the model's context length,
+    /// itself capped at 32768 to bound the rotary tables.
+    pub max_context: Option<usize>,
+    /// Seed for initialising the role parameters (LoRA A, Judge head).
+    pub init_seed: u64,
+    /// How many prompt KV caches to keep for prefix reuse.
+    pub prefix_cache_entries: usize,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            path: PathBuf::from(DEFAULT_MODEL_FILE),
+            role_tokens: 4,
+            lora_rank: None,
+            role_param_fraction: 0.0167,
+            lora_alpha: 16.0,
+            separate_models: false,
+            train_backbone: false,
+            max_context: None,
+            init_seed: 0,
+            prefix_cache_entries: 8,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// The default config pointed at the small test model (SmolLM2-135M).
+    pub fn test_model() -> Self {
+        ModelConfig { path: PathBuf::from(TEST_MODEL_FILE), ..Default::default() }
+    }
+
+    /// Checks the values that need no I/O.
+    pub fn validate(&self) -> Result<()> {
+        if self.lora_rank == Some(0) {
+            return Err(Error::InvalidConfig("lora_rank must be at least 1".into()));
+        }
+        if !(self.role_param_fraction > 0.0 && self.role_param_fraction < 1.0) {
+            return Err(Error::InvalidConfig(format!(
+                "role_param_fraction must be in (0, 1), got {}",
+                self.role_param_fraction
+            )));
+        }
+        if !(self.lora_alpha.is_finite() && self.lora_alpha > 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "lora_alpha must be positive, got {}",
+                self.lora_alpha
+            )));
+        }
+        if self.max_context == Some(0) {
+            return Err(Error::InvalidConfig("max_context must be at least 1".into()));
+        }
+        if self.path.as_os_str().is_empty() {
+            return Err(Error::InvalidConfig("model path is empty".into()));
+        }
+        Ok(())
+    }
+}
+
+/// How to pick tokens during generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SamplingConfig {
+    /// Softmax temperature; `0` means greedy (arg-max).
+    pub temperature: f32,
+    /// Nucleus mass: sample among the most likely tokens whose probabilities sum to this.
+    pub top_p: f32,
+    /// Most new tokens to generate.
+    pub max_tokens: usize,
+    /// Generation stops when the text contains any of these; the stop string is cut off.
+    pub stop: Vec<String>,
+    /// Seed of the sampler's RNG (row `i` of a batch uses `seed + i`).
+    pub seed: u64,
+}
+
+impl Default for SamplingConfig {
+    fn default() -> Self {
+        // Greedy is the paper's evaluation setting; training uses `nucleus(0.7, ..)`.
+        SamplingConfig { temperature: 0.0, top_p: 1.0, max_tokens: 512, stop: Vec::new(), seed: 0 }
+    }
+}
+
+impl SamplingConfig {
+    /// Greedy decoding of at most `max_tokens` tokens.
+    pub fn greedy(max_tokens: usize) -> Self {
+        SamplingConfig { max_tokens, ..Default::default() }
+    }
+
+    /// Temperature + nucleus sampling with a seed.
+    pub fn nucleus(temperature: f32, top_p: f32, max_tokens: usize, seed: u64) -> Self {
+        SamplingConfig { temperature, top_p, max_tokens, stop: Vec::new(), seed }
+    }
+
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return Err(Error::InvalidConfig(format!(
+                "temperature must be >= 0, got {}",
+                self.temperature
+            )));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(Error::InvalidConfig(format!("top_p must be in (0, 1], got {}", self.top_p)));
+        }
+        if self.stop.iter().any(|s| s.is_empty()) {
+            return Err(Error::InvalidConfig("stop strings must not be empty".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_parses_and_prints_lowercase() {
+        for role in Role::ALL {
+            assert_eq!(role.to_string().parse::<Role>().unwrap(), role);
+            let json = serde_json::to_string(&role).unwrap();
+            assert_eq!(json, format!("\"{role}\""));
+        }
+        assert_eq!(" Judge ".parse::<Role>().unwrap(), Role::Judge);
+        assert!(matches!("critic".parse::<Role>(), Err(Error::InvalidConfig(_))));
+    }
+
+    #[test]
+    fn model_config_rejects_unknown_keys_and_bad_values() {
+        let cfg: ModelConfig = serde_json::from_str(r#"{"role_tokens": 2}"#).unwrap();
+        assert_eq!(cfg.role_tokens, 2);
+        assert_eq!(cfg.path, PathBuf::from(DEFAULT_MODEL_FILE));
+        assert!(serde_json::from_str::<ModelConfig>(r#"{"rank": 2}"#).is_err());
+        let bad = ModelConfig { lora_rank: Some(0), ..Default::default() };
+        assert!(bad.validate().is_err());
+        let bad = ModelConfig { role_param_fraction: 1.5, ..Default::default() };
+        assert!(bad.validate().is_err());
+        assert!(ModelConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn sampling_config_ranges() {
+        assert!(SamplingConfig::default().validate().is_ok());
+        assert!(SamplingConfig::nucleus(0.7, 0.9, 10, 1).validate().is_ok());
+        assert!(SamplingConfig { top_p: 0.0, ..Default::default() }.validate().is_err());
+        assert!(SamplingConfig { temperature: -1.0, ..Default::default() }.validate().is_err());
+        assert!(SamplingConfig { stop: vec![String::new()], ..Default::default() }
+            .validate()
+            .is_err());
+    }
+}

@@ -1,0 +1,128 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while loading, running or saving the backbone.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The model file was not found in any of the places searched.
+    #[error(
+        "model file `{name}` not found (searched: {}); run `scripts/setup.sh --models {setup}` \
+         to download it, set ONEBRAIN_MODEL_DIR, or name an existing file in the config",
+        display_paths(.searched)
+    )]
+    ModelNotFound {
+        /// The file name or path the config named.
+        name: String,
+        /// Every candidate path that was tried.
+        searched: Vec<PathBuf>,
+        /// The `--models` argument of the setup script that fetches it (`test` or `all`).
+        setup: &'static str,
+    },
+    /// A model file exists but is not the file it claims to be (size, magic or layout).
+    #[error("model file {path} is unusable: {reason}; re-run `scripts/setup.sh --models {setup}`")]
+    WrongModelFile {
+        /// The offending file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+        /// The `--models` argument of the setup script that repairs it.
+        setup: &'static str,
+    },
+    /// Reading or writing a file failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A required GGUF metadata key or safetensors/config.json field is missing or mistyped.
+    #[error("missing or invalid model metadata `{key}`: {reason}")]
+    Metadata {
+        /// The key (GGUF metadata key, config.json field or tensor name).
+        key: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The checkpoint's architecture is not one this crate implements.
+    #[error("unsupported architecture `{0}` (supported: llama, qwen2)")]
+    UnsupportedArchitecture(String),
+    /// The GGUF names a pre-tokenizer this crate does not know.
+    #[error("unsupported tokenizer pre-tokenizer `{0}` (supported: qwen2, smollm, llama-bpe, gpt2)")]
+    UnsupportedPreTokenizer(String),
+    /// Building or running the tokenizer failed.
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+    /// A configuration value is out of range or inconsistent.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// A prompt (plus the tokens to generate) does not fit the model's context.
+    #[error("prompt of {tokens} tokens (+{max_new} to generate) exceeds the context of {context} positions")]
+    ContextOverflow {
+        /// Prompt length in tokens, including role tokens.
+        tokens: usize,
+        /// Tokens requested for generation.
+        max_new: usize,
+        /// The model's maximum number of positions.
+        context: usize,
+    },
+    /// A token id is outside the vocabulary.
+    #[error("token id {token} is outside the vocabulary of {vocab}")]
+    TokenOutOfRange {
+        /// The id.
+        token: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// An empty input where at least one token is needed.
+    #[error("empty input: {0}")]
+    EmptyInput(&'static str),
+    /// A checkpoint or PEFT directory does not match this model.
+    #[error("checkpoint {path} does not match this model: {reason}")]
+    CheckpointMismatch {
+        /// The checkpoint file or directory.
+        path: PathBuf,
+        /// What does not match.
+        reason: String,
+    },
+    /// A JSON file (config.json, checkpoint meta, adapter_config.json) could not be parsed.
+    #[error("invalid JSON in {path}: {source}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The parse error.
+        source: serde_json::Error,
+    },
+    /// A safetensors file could not be read or written.
+    #[error("safetensors error in {path}: {reason}")]
+    Safetensors {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A tensor operation failed inside candle.
+    #[error("tensor error: {0}")]
+    Candle(#[from] candle_core::Error),
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn display_paths(paths: &[PathBuf]) -> String {
+    if paths.is_empty() {
+        return "nothing".to_string();
+    }
+    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io { path: path.into(), source }
+    }
+
+    pub(crate) fn meta(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Metadata { key: key.into(), reason: reason.into() }
+    }
+}

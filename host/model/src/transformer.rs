@@ -1,0 +1,593 @@
+//! The decoder shared by Llama (SmolLM2) and Qwen2, with role conditioning built in.
+//!
+//! The two architectures differ only in q/k/v biases (Qwen2 has them), in the rotary
+//! layout (GGUF Llama files store q/k permuted for interleaved RoPE) and in whether the
+//! output matrix is tied; one implementation keeps the role adapters in one place.
+//!
+//! Every forward runs in one of two modes. [`Mode::Fast`] uses candle's fused kernels
+//! (`rms_norm`, `softmax_last_dim`, `rope`), which have no backward; it serves generation.
+//! [`Mode::Diff`] uses only ops with a backward (candle-nn's fused ops silently drop
+//! gradients, DESIGN.md), and serves training.
+
+use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
+use serde::{Deserialize, Serialize};
+
+use crate::Result;
+
+/// Which family a checkpoint belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// Llama (SmolLM2 is one): no attention biases.
+    Llama,
+    /// Qwen2 / Qwen2.5: biases on q, k and v.
+    Qwen2,
+}
+
+/// Shape and numerics of a backbone, with Hugging Face `config.json` field names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArchConfig {
+    /// Architecture family.
+    pub arch: Arch,
+    /// Vocabulary size (rows of the embedding).
+    pub vocab_size: usize,
+    /// Width of the residual stream.
+    pub hidden_size: usize,
+    /// Width of the MLP.
+    pub intermediate_size: usize,
+    /// Number of decoder layers.
+    pub num_hidden_layers: usize,
+    /// Query heads.
+    pub num_attention_heads: usize,
+    /// Key/value heads (grouped-query attention).
+    pub num_key_value_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// RMSNorm epsilon.
+    pub rms_norm_eps: f64,
+    /// RoPE base frequency.
+    pub rope_theta: f64,
+    /// Context length the model was trained for.
+    pub max_position_embeddings: usize,
+    /// Whether q/k rows are stored for interleaved (GPT-J style) RoPE, as in GGUF Llama
+    /// files; Hugging Face checkpoints and Qwen2 use the rotate-half layout.
+    pub rope_interleaved: bool,
+}
+
+/// Which kernels a forward may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Fused kernels without backward: generation.
+    Fast,
+    /// Differentiable ops only: training.
+    Diff,
+}
+
+/// A projection matrix, quantized (generation) or dense f32 (training, HF checkpoints).
+#[derive(Debug, Clone)]
+pub(crate) enum Weight {
+    /// GGUF block-quantized weights; no gradient flows through these.
+    Quant(QMatMul),
+    /// Dense `(out, in)` f32; a `Var` when trainable.
+    Dense(Tensor),
+}
+
+impl Weight {
+    /// `x · Wᵀ` over the last dimension of `x`.
+    pub(crate) fn matmul(&self, x: &Tensor) -> Result<Tensor> {
+        match self {
+            Weight::Quant(q) => Ok(q.forward(&x.contiguous()?)?),
+            Weight::Dense(w) => {
+                let dims = x.dims().to_vec();
+                let last = *dims.last().expect("matmul input has a last dimension");
+                let x2 = x.reshape(((), last))?;
+                let y = x2.matmul(&w.t()?)?;
+                let mut out = dims;
+                *out.last_mut().unwrap() = w.dim(0)?;
+                Ok(y.reshape(out)?)
+            }
+        }
+    }
+
+    /// Rows of the matrix for token ids (the embedding lookup).
+    pub(crate) fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
+        match self {
+            Weight::Quant(q) => Ok(q.embedding(ids)?),
+            Weight::Dense(w) => {
+                let mut dims = ids.dims().to_vec();
+                dims.push(w.dim(1)?);
+                Ok(w.index_select(&ids.flatten_all()?, 0)?.reshape(dims)?)
+            }
+        }
+    }
+
+    /// The weights as dense f32 `(out, in)`.
+    pub(crate) fn dequantize(&self) -> Result<Tensor> {
+        match self {
+            Weight::Quant(QMatMul::QTensor(q)) => Ok(q.dequantize(&Device::Cpu)?),
+            Weight::Quant(QMatMul::Tensor(t)) | Weight::Dense(t) => Ok(t.to_dtype(DType::F32)?),
+            Weight::Quant(QMatMul::TensorF16(t)) => Ok(t.to_dtype(DType::F32)?),
+        }
+    }
+
+    /// Number of stored parameters.
+    pub(crate) fn elem_count(&self) -> usize {
+        match self {
+            Weight::Quant(QMatMul::QTensor(q)) => q.shape().elem_count(),
+            Weight::Quant(QMatMul::Tensor(t))
+            | Weight::Quant(QMatMul::TensorF16(t))
+            | Weight::Dense(t) => t.elem_count(),
+        }
+    }
+}
+
+/// A projection with an optional bias.
+#[derive(Debug, Clone)]
+pub(crate) struct Linear {
+    pub(crate) w: Weight,
+    pub(crate) b: Option<Tensor>,
+    /// `(out, in)`.
+    pub(crate) shape: (usize, usize),
+}
+
+impl Linear {
+    fn forward(&self, x: &Tensor, lora: Option<(&LoraPair, f64)>) -> Result<Tensor> {
+        let mut y = self.w.matmul(x)?;
+        if let Some(b) = &self.b {
+            y = y.broadcast_add(b)?;
+        }
+        if let Some((pair, scale)) = lora {
+            // LoRA: W x + s · B (A x). Rank ≪ width, so A first keeps it cheap.
+            let dims = x.dims().to_vec();
+            let last = dims[dims.len() - 1];
+            let x2 = x.reshape(((), last))?;
+            let delta = x2.matmul(&pair.a.t()?)?.matmul(&pair.b.t()?)?;
+            let delta = (delta * scale)?.reshape(y.shape())?;
+            y = (y + delta)?;
+        }
+        Ok(y)
+    }
+}
+
+/// The projections LoRA adapts, in PEFT's naming order.
+pub const LORA_TARGETS: [&str; 7] =
+    ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+
+/// One LoRA adapter: `A (rank, in)`, `B (out, rank)`.
+#[derive(Debug, Clone)]
+pub(crate) struct LoraPair {
+    pub(crate) a: Tensor,
+    pub(crate) b: Tensor,
+}
+
+/// A role's view for one forward: soft tokens are prepended by the caller, adapters
+/// are applied here. Tensors are detached in [`Mode::Fast`] so no graph is kept.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RoleView {
+    /// Per layer, the adapters of [`LORA_TARGETS`] in order; empty when inactive.
+    pub(crate) lora: Vec<[LoraPair; 7]>,
+    pub(crate) scale: f64,
+}
+
+impl RoleView {
+    fn get(&self, layer: usize, target: usize) -> Option<(&LoraPair, f64)> {
+        self.lora.get(layer).map(|l| (&l[target], self.scale))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Block {
+    pub(crate) attn_norm: Tensor,
+    pub(crate) q: Linear,
+    pub(crate) k: Linear,
+    pub(crate) v: Linear,
+    pub(crate) o: Linear,
+    pub(crate) ffn_norm: Tensor,
+    pub(crate) gate: Linear,
+    pub(crate) up: Linear,
+    pub(crate) down: Linear,
+}
+
+impl Block {
+    pub(crate) fn linears(&self) -> [&Linear; 7] {
+        [&self.q, &self.k, &self.v, &self.o, &self.gate, &self.up, &self.down]
+    }
+}
+
+/// Key/value tensors of the positions seen so far, `(b, kv_heads, len, head_dim)` per
+/// layer. Tensors are immutable and shared, so a snapshot is a cheap clone: that is what
+/// makes prefix reuse free.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KvCache {
+    pub(crate) layers: Vec<Option<(Tensor, Tensor)>>,
+    pub(crate) len: usize,
+}
+
+impl KvCache {
+    pub(crate) fn new(n_layers: usize) -> Self {
+        KvCache { layers: vec![None; n_layers], len: 0 }
+    }
+
+    /// The first `len` positions.
+    pub(crate) fn truncate(&self, len: usize) -> Result<Self> {
+        if len >= self.len {
+            return Ok(self.clone());
+        }
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| match l {
+                Some((k, v)) if len > 0 => Ok(Some((k.narrow(2, 0, len)?, v.narrow(2, 0, len)?))),
+                _ => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache { layers, len })
+    }
+
+    /// The cache of batch row 0 repeated `b` times.
+    pub(crate) fn expand(&self, b: usize) -> Result<Self> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| match l {
+                Some((k, v)) => {
+                    let rep = |t: &Tensor| -> Result<Tensor> {
+                        let (_, h, n, d) = t.dims4()?;
+                        Ok(t.narrow(0, 0, 1)?.broadcast_as((b, h, n, d))?.contiguous()?)
+                    };
+                    Ok(Some((rep(k)?, rep(v)?)))
+                }
+                None => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache { layers, len: self.len })
+    }
+
+    /// Keeps only the batch rows in `rows`.
+    pub(crate) fn select_rows(&self, rows: &[u32]) -> Result<Self> {
+        let idx = Tensor::new(rows, &Device::Cpu)?;
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| match l {
+                Some((k, v)) => Ok(Some((k.index_select(&idx, 0)?, v.index_select(&idx, 0)?))),
+                None => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache { layers, len: self.len })
+    }
+}
+
+/// Positions and visibility for one forward over `(b, q)` new positions.
+#[derive(Debug, Clone)]
+pub(crate) struct Step {
+    /// RoPE position of each new entry, row-major `(b, q)`; `None` means every row uses
+    /// `cache.len .. cache.len + q`.
+    pub(crate) positions: Option<Vec<u32>>,
+    /// Additive mask broadcastable to `(b, 1, 1, q, past + q)`; `None` means plain causal.
+    pub(crate) mask: Option<Tensor>,
+}
+
+/// The backbone: embedding, decoder layers, final norm and output matrix.
+#[derive(Debug, Clone)]
+pub(crate) struct Backbone {
+    pub(crate) cfg: ArchConfig,
+    pub(crate) embed: Weight,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) norm: Tensor,
+    pub(crate) lm_head: Weight,
+    cos: Tensor,
+    sin: Tensor,
+}
+
+/// Large negative instead of -inf: a fully masked row (a left pad with nothing before
+/// it) then gives a uniform softmax instead of NaN that would spread through the cache.
+pub(crate) const MASKED: f32 = -1e9;
+
+impl Backbone {
+    pub(crate) fn new(
+        cfg: ArchConfig,
+        embed: Weight,
+        blocks: Vec<Block>,
+        norm: Tensor,
+        lm_head: Weight,
+        max_positions: usize,
+    ) -> Result<Self> {
+        let half = cfg.head_dim / 2;
+        let inv_freq: Vec<f32> = (0..half)
+            .map(|i| 1.0 / (cfg.rope_theta as f32).powf(2.0 * i as f32 / cfg.head_dim as f32))
+            .collect();
+        let inv_freq = Tensor::from_vec(inv_freq, (1, half), &Device::Cpu)?;
+        let t = Tensor::arange(0u32, max_positions as u32, &Device::Cpu)?
+            .to_dtype(DType::F32)?
+            .reshape((max_positions, 1))?;
+        let freqs = t.broadcast_mul(&inv_freq)?;
+        Ok(Backbone { cfg, embed, blocks, norm, lm_head, cos: freqs.cos()?, sin: freqs.sin()? })
+    }
+
+    /// Largest number of positions the rotary tables cover.
+    pub(crate) fn max_positions(&self) -> usize {
+        self.cos.dim(0).unwrap_or(0)
+    }
+
+    /// Number of backbone parameters (embedding, layers, norms, untied output).
+    pub(crate) fn param_count(&self) -> usize {
+        let mut n = self.embed.elem_count() + self.norm.elem_count();
+        if !self.is_tied() {
+            n += self.lm_head.elem_count();
+        }
+        for b in &self.blocks {
+            n += b.attn_norm.elem_count() + b.ffn_norm.elem_count();
+            for l in b.linears() {
+                n += l.w.elem_count() + l.b.as_ref().map_or(0, |b| b.elem_count());
+            }
+        }
+        n
+    }
+
+    /// Whether the output matrix is the embedding matrix.
+    pub(crate) fn is_tied(&self) -> bool {
+        match (&self.embed, &self.lm_head) {
+            (Weight::Quant(QMatMul::QTensor(a)), Weight::Quant(QMatMul::QTensor(b))) => {
+                std::sync::Arc::ptr_eq(a, b)
+            }
+            (Weight::Dense(a), Weight::Dense(b)) => a.id() == b.id(),
+            _ => false,
+        }
+    }
+
+    /// Token embeddings `(b, q, hidden)` of ids `(b, q)`.
+    pub(crate) fn embed(&self, ids: &Tensor) -> Result<Tensor> {
+        self.embed.embedding(ids)
+    }
+
+    /// Runs the layers over new embeddings `x (b, q, hidden)` and returns the final-norm
+    /// hidden states `(b, q, hidden)`. With a cache, keys/values are appended to it.
+    pub(crate) fn forward(
+        &self,
+        x: &Tensor,
+        step: &Step,
+        mut cache: Option<&mut KvCache>,
+        role: &RoleView,
+        mode: Mode,
+    ) -> Result<Tensor> {
+        let (b, q, _) = x.dims3()?;
+        let past = cache.as_ref().map_or(0, |c| c.len);
+        let (cos, sin) = self.rope_tables(b, q, past, step.positions.as_deref())?;
+        let mask = match (&step.mask, q) {
+            (Some(m), _) => Some(m.clone()),
+            (None, 1) => None,
+            (None, _) => Some(causal_mask(q, past)?),
+        };
+        let mut x = x.clone();
+        for (i, block) in self.blocks.iter().enumerate() {
+            let layer_cache = cache.as_mut().map(|c| &mut c.layers[i]);
+            x = self.block_forward(i, block, &x, &cos, &sin, mask.as_ref(), layer_cache, role, mode)?;
+        }
+        if let Some(c) = cache {
+            c.len += q;
+        }
+        rms_norm(&x, &self.norm, self.cfg.rms_norm_eps, mode)
+    }
+
+    /// Logits `(.., vocab)` of final hidden states.
+    pub(crate) fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
+        self.lm_head.matmul(hidden)
+    }
+
+    fn rope_tables(
+        &self,
+        b: usize,
+        q: usize,
+        past: usize,
+        positions: Option<&[u32]>,
+    ) -> Result<(Tensor, Tensor)> {
+        match positions {
+            None => {
+                if past + q > self.max_positions() {
+                    return Err(candle_core::Error::Msg(format!(
+                        "position {} beyond the rotary table of {}",
+                        past + q,
+                        self.max_positions()
+                    ))
+                    .into());
+                }
+                Ok((self.cos.narrow(0, past, q)?, self.sin.narrow(0, past, q)?))
+            }
+            Some(pos) => {
+                if let Some(&p) = pos.iter().find(|&&p| p as usize >= self.max_positions()) {
+                    return Err(candle_core::Error::Msg(format!(
+                        "position {p} beyond the rotary table of {}",
+                        self.max_positions()
+                    ))
+                    .into());
+                }
+                let idx = Tensor::new(pos, &Device::Cpu)?;
+                let half = self.cfg.head_dim / 2;
+                Ok((
+                    self.cos.index_select(&idx, 0)?.reshape((b, q, half))?,
+                    self.sin.index_select(&idx, 0)?.reshape((b, q, half))?,
+                ))
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn block_forward(
+        &self,
+        layer: usize,
+        blk: &Block,
+        x: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: Option<&Tensor>,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+        role: &RoleView,
+        mode: Mode,
+    ) -> Result<Tensor> {
+        let cfg = &self.cfg;
+        let (b, q_len, _) = x.dims3()?;
+        let (n_h, n_kv, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
+        let n_rep = n_h / n_kv;
+
+        let h = rms_norm(x, &blk.attn_norm, cfg.rms_norm_eps, mode)?;
+        let q = blk.q.forward(&h, role.get(layer, 0))?;
+        let k = blk.k.forward(&h, role.get(layer, 1))?;
+        let v = blk.v.forward(&h, role.get(layer, 2))?;
+        let q = q.reshape((b, q_len, n_h, hd))?.transpose(1, 2)?.contiguous()?;
+        let k = k.reshape((b, q_len, n_kv, hd))?.transpose(1, 2)?.contiguous()?;
+        let v = v.reshape((b, q_len, n_kv, hd))?.transpose(1, 2)?.contiguous()?;
+        let q = rope(&q, cos, sin, cfg.rope_interleaved, mode)?;
+        let k = rope(&k, cos, sin, cfg.rope_interleaved, mode)?;
+
+        let (k, v) = match cache {
+            Some(slot) => {
+                let (k, v) = match slot.as_ref() {
+                    Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
+                    None => (k, v),
+                };
+                *slot = Some((k.clone(), v.clone()));
+                (k, v)
+            }
+            None => (k, v),
+        };
+        let kv_len = k.dim(2)?;
+
+        // Grouped-query attention without copying K/V: the n_rep query heads that share a
+        // KV head are folded into the query-length axis.
+        let qg = q.reshape((b, n_kv, n_rep * q_len, hd))?;
+        let scores = (qg.matmul(&k.t()?)? * (1.0 / (hd as f64).sqrt()))?;
+        let scores = match mask {
+            Some(m) => scores.reshape((b, n_kv, n_rep, q_len, kv_len))?.broadcast_add(m)?,
+            None => scores.reshape((b, n_kv, n_rep, q_len, kv_len))?,
+        };
+        let probs = match mode {
+            Mode::Fast => candle_nn::ops::softmax_last_dim(&scores)?,
+            Mode::Diff => candle_nn::ops::softmax(&scores, D::Minus1)?,
+        };
+        let probs = probs.reshape((b, n_kv, n_rep * q_len, kv_len))?;
+        let attn = probs.matmul(&v)?;
+        let attn = attn.reshape((b, n_h, q_len, hd))?.transpose(1, 2)?.reshape((b, q_len, n_h * hd))?;
+        let x = (x + blk.o.forward(&attn, role.get(layer, 3))?)?;
+
+        let h = rms_norm(&x, &blk.ffn_norm, cfg.rms_norm_eps, mode)?;
+        let gate = blk.gate.forward(&h, role.get(layer, 4))?;
+        let up = blk.up.forward(&h, role.get(layer, 5))?;
+        let mlp = blk.down.forward(&(gate.silu()? * up)?, role.get(layer, 6))?;
+        Ok((x + mlp)?)
+    }
+}
+
+/// Causal mask `(1, 1, 1, q, past + q)` for `q` new positions after `past` cached ones.
+pub(crate) fn causal_mask(q: usize, past: usize) -> Result<Tensor> {
+    let kv = past + q;
+    let data: Vec<f32> = (0..q)
+        .flat_map(|i| (0..kv).map(move |j| if j <= past + i { 0.0 } else { MASKED }))
+        .collect();
+    Ok(Tensor::from_vec(data, (1, 1, 1, q, kv), &Device::Cpu)?)
+}
+
+fn rms_norm(x: &Tensor, w: &Tensor, eps: f64, mode: Mode) -> Result<Tensor> {
+    match mode {
+        Mode::Fast => Ok(candle_nn::ops::rms_norm(&x.contiguous()?, w, eps as f32)?),
+        Mode::Diff => {
+            let hidden = x.dim(D::Minus1)? as f64;
+            let ms = (x.sqr()?.sum_keepdim(D::Minus1)? / hidden)?;
+            Ok(x.broadcast_div(&(ms + eps)?.sqrt()?)?.broadcast_mul(w)?)
+        }
+    }
+}
+
+/// Rotary embedding of `x (b, h, q, hd)` with tables `(q, hd/2)` or `(b, q, hd/2)`.
+fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, interleaved: bool, mode: Mode) -> Result<Tensor> {
+    if mode == Mode::Fast {
+        let f = if interleaved { candle_nn::rotary_emb::rope_i } else { candle_nn::rotary_emb::rope };
+        return Ok(f(x, cos, sin)?);
+    }
+    let (b, h, q, hd) = x.dims4()?;
+    let half = hd / 2;
+    // Tables to (b|1, 1, q, half) so they broadcast over heads.
+    let (cos, sin) = match cos.rank() {
+        2 => (cos.reshape((1, 1, q, half))?, sin.reshape((1, 1, q, half))?),
+        _ => (cos.unsqueeze(1)?, sin.unsqueeze(1)?),
+    };
+    if interleaved {
+        let xr = x.reshape((b, h, q, half, 2))?;
+        let x0 = xr.narrow(D::Minus1, 0, 1)?.squeeze(D::Minus1)?;
+        let x1 = xr.narrow(D::Minus1, 1, 1)?.squeeze(D::Minus1)?;
+        let y0 = (x0.broadcast_mul(&cos)? - x1.broadcast_mul(&sin)?)?;
+        let y1 = (x0.broadcast_mul(&sin)? + x1.broadcast_mul(&cos)?)?;
+        Ok(Tensor::stack(&[y0, y1], D::Minus1)?.reshape((b, h, q, hd))?)
+    } else {
+        let x0 = x.narrow(D::Minus1, 0, half)?;
+        let x1 = x.narrow(D::Minus1, half, half)?;
+        let y0 = (x0.broadcast_mul(&cos)? - x1.broadcast_mul(&sin)?)?;
+        let y1 = (x1.broadcast_mul(&cos)? + x0.broadcast_mul(&sin)?)?;
+        Ok(Tensor::cat(&[y0, y1], D::Minus1)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: &Tensor, b: &Tensor, tol: f32) {
+        let d = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(d < tol, "max abs diff {d}");
+    }
+
+    #[test]
+    fn differentiable_rope_and_norm_match_the_fused_kernels() {
+        let dev = Device::Cpu;
+        let x = Tensor::randn(0f32, 1.0, (2, 3, 5, 8), &dev).unwrap();
+        let cos = Tensor::randn(0f32, 1.0, (5, 4), &dev).unwrap();
+        let sin = Tensor::randn(0f32, 1.0, (5, 4), &dev).unwrap();
+        for inter in [false, true] {
+            let a = rope(&x, &cos, &sin, inter, Mode::Fast).unwrap();
+            let b = rope(&x, &cos, &sin, inter, Mode::Diff).unwrap();
+            close(&a, &b, 1e-5);
+        }
+        // Per-row tables (b, q, half), as batched decoding uses them.
+        let cos3 = Tensor::randn(0f32, 1.0, (2, 5, 4), &dev).unwrap();
+        let sin3 = Tensor::randn(0f32, 1.0, (2, 5, 4), &dev).unwrap();
+        for inter in [false, true] {
+            let a = rope(&x, &cos3, &sin3, inter, Mode::Fast).unwrap();
+            let b = rope(&x, &cos3, &sin3, inter, Mode::Diff).unwrap();
+            close(&a, &b, 1e-5);
+        }
+        let w = Tensor::randn(0f32, 1.0, 8, &dev).unwrap();
+        let x = x.reshape((6, 5, 8)).unwrap();
+        close(
+            &rms_norm(&x, &w, 1e-5, Mode::Fast).unwrap(),
+            &rms_norm(&x, &w, 1e-5, Mode::Diff).unwrap(),
+            1e-4,
+        );
+    }
+
+    #[test]
+    fn differentiable_ops_pass_gradients() {
+        let dev = Device::Cpu;
+        let x = candle_core::Var::randn(0f32, 1.0, (1, 2, 3, 8), &dev).unwrap();
+        let cos = Tensor::randn(0f32, 1.0, (3, 4), &dev).unwrap();
+        let sin = Tensor::randn(0f32, 1.0, (3, 4), &dev).unwrap();
+        let w = candle_core::Var::ones(8, DType::F32, &dev).unwrap();
+        let y = rope(x.as_tensor(), &cos, &sin, true, Mode::Diff).unwrap();
+        let y = rms_norm(&y, w.as_tensor(), 1e-5, Mode::Diff).unwrap();
+        let loss = candle_nn::ops::softmax(&y, D::Minus1).unwrap().sqr().unwrap().sum_all().unwrap();
+        let grads = loss.backward().unwrap();
+        for v in [&x, &w] {
+            let g = grads.get(v.as_tensor()).expect("gradient present");
+            let n = g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
+            assert!(n > 0.0);
+        }
+    }
+
+    #[test]
+    fn causal_mask_shape_and_values() {
+        let m = causal_mask(2, 3).unwrap();
+        assert_eq!(m.dims(), &[1, 1, 1, 2, 5]);
+        let v: Vec<f32> = m.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(&v[..5], &[0.0, 0.0, 0.0, 0.0, MASKED]);
+        assert_eq!(&v[5..], &[0.0; 5]);
+    }
+}

@@ -1,0 +1,408 @@
+//! Reading checkpoints: GGUF files (quantized) and Hugging Face safetensors directories
+//! (dense), into a [`Backbone`], plus making a dense trainable copy of a backbone.
+
+use std::{collections::HashMap, path::Path, sync::Arc};
+
+use candle_core::{
+    quantized::{gguf_file, QMatMul},
+    DType, Device, Tensor, Var,
+};
+use candle_nn::VarMap;
+use serde::Deserialize;
+
+use crate::{
+    transformer::{Arch, ArchConfig, Backbone, Block, Linear, Weight},
+    Error, Result, Tokenizer,
+};
+
+/// Rotary tables are built up front; 32k positions of a 64-wide head are 8 MB.
+const MAX_ROPE_POSITIONS: usize = 32_768;
+
+fn gguf_usize(md: &HashMap<String, gguf_file::Value>, key: &str) -> Result<usize> {
+    let v = md.get(key).ok_or_else(|| Error::meta(key, "missing from the GGUF metadata"))?;
+    v.to_u32()
+        .map(|x| x as usize)
+        .or_else(|_| v.to_u64().map(|x| x as usize))
+        .or_else(|_| v.to_i32().map(|x| x as usize))
+        .map_err(|e| Error::meta(key, e.to_string()))
+}
+
+fn gguf_f64(md: &HashMap<String, gguf_file::Value>, key: &str) -> Option<f64> {
+    md.get(key).and_then(|v| v.to_f32().map(f64::from).or_else(|_| v.to_f64()).ok())
+}
+
+/// A loaded GGUF: architecture, quantized backbone and tokenizer.
+pub(crate) struct GgufModel {
+    pub(crate) cfg: ArchConfig,
+    pub(crate) backbone: Backbone,
+    pub(crate) tokenizer: Tokenizer,
+}
+
+/// Reads a GGUF file: metadata, tokenizer and quantized weights.
+pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>) -> Result<GgufModel> {
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let content = gguf_file::Content::read(&mut file).map_err(|e| Error::WrongModelFile {
+        path: path.to_path_buf(),
+        reason: format!("cannot read GGUF header: {e}"),
+        setup: "all",
+    })?;
+    let md = &content.metadata;
+    let arch_name = md
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok().cloned())
+        .ok_or_else(|| Error::meta("general.architecture", "missing"))?;
+    let arch = match arch_name.as_str() {
+        "llama" => Arch::Llama,
+        "qwen2" => Arch::Qwen2,
+        other => return Err(Error::UnsupportedArchitecture(other.to_string())),
+    };
+    let p = |k: &str| format!("{arch_name}.{k}");
+    let tokenizer = Tokenizer::from_gguf_metadata(md)?;
+    let hidden_size = gguf_usize(md, &p("embedding_length"))?;
+    let num_attention_heads = gguf_usize(md, &p("attention.head_count"))?;
+    let head_dim = gguf_usize(md, &p("rope.dimension_count"))
+        .unwrap_or(hidden_size / num_attention_heads.max(1));
+    let vocab_size = content
+        .tensor_infos
+        .get("token_embd.weight")
+        .map(|t| t.shape.dims()[0])
+        .ok_or_else(|| Error::meta("token_embd.weight", "tensor missing"))?;
+    let cfg = ArchConfig {
+        arch,
+        vocab_size,
+        hidden_size,
+        intermediate_size: gguf_usize(md, &p("feed_forward_length"))?,
+        num_hidden_layers: gguf_usize(md, &p("block_count"))?,
+        num_attention_heads,
+        num_key_value_heads: gguf_usize(md, &p("attention.head_count_kv"))
+            .unwrap_or(num_attention_heads),
+        head_dim,
+        rms_norm_eps: gguf_f64(md, &p("attention.layer_norm_rms_epsilon")).unwrap_or(1e-6),
+        rope_theta: gguf_f64(md, &p("rope.freq_base")).unwrap_or(10_000.0),
+        max_position_embeddings: gguf_usize(md, &p("context_length")).unwrap_or(4096),
+        // convert_hf_to_gguf.py permutes Llama q/k rows for ggml's interleaved RoPE.
+        rope_interleaved: arch == Arch::Llama,
+    };
+    validate_arch(&cfg)?;
+
+    let dev = Device::Cpu;
+    let mut get = |name: &str| -> Result<Arc<candle_core::quantized::QTensor>> {
+        if !content.tensor_infos.contains_key(name) {
+            return Err(Error::meta(name, "tensor missing from the GGUF file"));
+        }
+        Ok(Arc::new(content.tensor(&mut file, name, &dev)?))
+    };
+    let embed = get("token_embd.weight")?;
+    let lm_head = if content.tensor_infos.contains_key("output.weight") {
+        get("output.weight")?
+    } else {
+        embed.clone()
+    };
+    let norm = get("output_norm.weight")?.dequantize(&dev)?;
+    let mut blocks = Vec::with_capacity(cfg.num_hidden_layers);
+    let has_bias = content.tensor_infos.contains_key("blk.0.attn_q.bias");
+    for i in 0..cfg.num_hidden_layers {
+        let mut lin = |n: &str, bias: bool| -> Result<Linear> {
+            let q = get(&format!("blk.{i}.{n}.weight"))?;
+            let (out, inp) = q.shape().dims2()?;
+            let b = if bias { Some(get(&format!("blk.{i}.{n}.bias"))?.dequantize(&dev)?) } else { None };
+            Ok(Linear { w: Weight::Quant(QMatMul::from_arc(q)?), b, shape: (out, inp) })
+        };
+        let q = lin("attn_q", has_bias)?;
+        let k = lin("attn_k", has_bias)?;
+        let v = lin("attn_v", has_bias)?;
+        let o = lin("attn_output", false)?;
+        let gate = lin("ffn_gate", false)?;
+        let up = lin("ffn_up", false)?;
+        let down = lin("ffn_down", false)?;
+        blocks.push(Block {
+            attn_norm: get(&format!("blk.{i}.attn_norm.weight"))?.dequantize(&dev)?,
+            ffn_norm: get(&format!("blk.{i}.ffn_norm.weight"))?.dequantize(&dev)?,
+            q,
+            k,
+            v,
+            o,
+            gate,
+            up,
+            down,
+        });
+    }
+    let positions = max_positions(&cfg, max_context);
+    let backbone = Backbone::new(
+        cfg.clone(),
+        Weight::Quant(QMatMul::from_arc(embed)?),
+        blocks,
+        norm,
+        Weight::Quant(QMatMul::from_arc(lm_head)?),
+        positions,
+    )?;
+    Ok(GgufModel { cfg, backbone, tokenizer })
+}
+
+fn max_positions(cfg: &ArchConfig, max_context: Option<usize>) -> usize {
+    let n = cfg.max_position_embeddings.min(MAX_ROPE_POSITIONS);
+    max_context.map_or(n, |m| m.min(n).max(1))
+}
+
+fn validate_arch(cfg: &ArchConfig) -> Result<()> {
+    let bad = |what: &str| Err(Error::meta("architecture", what.to_string()));
+    if cfg.num_attention_heads == 0 || cfg.num_key_value_heads == 0 || cfg.head_dim == 0 {
+        return bad("zero heads or head width");
+    }
+    if cfg.num_attention_heads % cfg.num_key_value_heads != 0 {
+        return bad("query heads are not a multiple of key/value heads");
+    }
+    if cfg.head_dim % 2 != 0 {
+        return bad("odd head width cannot be rotated");
+    }
+    if cfg.num_hidden_layers == 0 || cfg.hidden_size == 0 || cfg.vocab_size == 0 {
+        return bad("empty model");
+    }
+    Ok(())
+}
+
+/// The fields of a Hugging Face `config.json` this crate reads.
+#[derive(Debug, Deserialize)]
+struct HfConfig {
+    #[serde(default)]
+    architectures: Vec<String>,
+    #[serde(default)]
+    model_type: Option<String>,
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    #[serde(default = "default_eps")]
+    rms_norm_eps: f64,
+    #[serde(default = "default_theta")]
+    rope_theta: f64,
+    #[serde(default = "default_positions")]
+    max_position_embeddings: usize,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+    #[serde(default)]
+    attention_bias: Option<bool>,
+}
+
+fn default_eps() -> f64 {
+    1e-6
+}
+fn default_theta() -> f64 {
+    10_000.0
+}
+fn default_positions() -> usize {
+    4096
+}
+
+/// A Hugging Face checkpoint directory, loaded dense.
+pub(crate) struct HfModel {
+    pub(crate) cfg: ArchConfig,
+    pub(crate) tensors: HashMap<String, Tensor>,
+    pub(crate) tie_word_embeddings: bool,
+    pub(crate) attention_bias: bool,
+    pub(crate) tokenizer: Tokenizer,
+}
+
+/// Reads `config.json`, every `*.safetensors` file (as f32) and `tokenizer.json`.
+pub(crate) fn load_hf_dir(dir: &Path) -> Result<HfModel> {
+    let cfg_path = dir.join("config.json");
+    let text = std::fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, e))?;
+    let hf: HfConfig =
+        serde_json::from_str(&text).map_err(|e| Error::Json { path: cfg_path.clone(), source: e })?;
+    let kind = hf
+        .model_type
+        .clone()
+        .or_else(|| hf.architectures.first().cloned())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let arch = if kind.starts_with("qwen2") {
+        Arch::Qwen2
+    } else if kind.starts_with("llama") {
+        Arch::Llama
+    } else {
+        return Err(Error::UnsupportedArchitecture(kind));
+    };
+    let cfg = ArchConfig {
+        arch,
+        vocab_size: hf.vocab_size,
+        hidden_size: hf.hidden_size,
+        intermediate_size: hf.intermediate_size,
+        num_hidden_layers: hf.num_hidden_layers,
+        num_attention_heads: hf.num_attention_heads,
+        num_key_value_heads: hf.num_key_value_heads.unwrap_or(hf.num_attention_heads),
+        head_dim: hf.head_dim.unwrap_or(hf.hidden_size / hf.num_attention_heads.max(1)),
+        rms_norm_eps: hf.rms_norm_eps,
+        rope_theta: hf.rope_theta,
+        max_position_embeddings: hf.max_position_embeddings,
+        rope_interleaved: false,
+    };
+    validate_arch(&cfg)?;
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| Error::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::WrongModelFile {
+            path: dir.to_path_buf(),
+            reason: "no *.safetensors file".into(),
+            setup: "all",
+        });
+    }
+    let mut tensors = HashMap::new();
+    for f in files {
+        let loaded = candle_core::safetensors::load(&f, &Device::Cpu)
+            .map_err(|e| Error::Safetensors { path: f.clone(), reason: e.to_string() })?;
+        for (k, t) in loaded {
+            tensors.insert(k, t.to_dtype(DType::F32)?);
+        }
+    }
+    let tok_path = dir.join("tokenizer.json");
+    if !tok_path.is_file() {
+        return Err(Error::WrongModelFile {
+            path: dir.to_path_buf(),
+            reason: "no tokenizer.json".into(),
+            setup: "all",
+        });
+    }
+    let tokenizer = Tokenizer::from_file(&tok_path)?;
+    let attention_bias = hf.attention_bias.unwrap_or(arch == Arch::Qwen2);
+    // Tied checkpoints usually omit lm_head.weight even when the flag is missing.
+    let tie_word_embeddings = hf.tie_word_embeddings || !tensors.contains_key("lm_head.weight");
+    Ok(HfModel { cfg, tensors, tie_word_embeddings, attention_bias, tokenizer })
+}
+
+/// Hugging Face names of the seven projections of layer `i`.
+pub(crate) fn hf_linear_name(i: usize, target: &str) -> String {
+    match target {
+        "q_proj" | "k_proj" | "v_proj" | "o_proj" => format!("model.layers.{i}.self_attn.{target}"),
+        _ => format!("model.layers.{i}.mlp.{target}"),
+    }
+}
+
+/// Where dense tensors come from, and whether they become trainable `Var`s.
+pub(crate) enum DenseSource<'a> {
+    /// Dequantize a GGUF backbone.
+    Dequantize(&'a Backbone),
+    /// Take tensors from a Hugging Face checkpoint.
+    Hf(&'a HfModel),
+}
+
+/// Builds a dense f32 backbone. With `vars`, every tensor becomes a fresh `Var` registered
+/// under `prefix` + its Hugging Face name (a copy, so separate-model copies train apart).
+pub(crate) fn dense_backbone(
+    src: &DenseSource<'_>,
+    vars: Option<(&VarMap, &str)>,
+    max_context: Option<usize>,
+) -> Result<Backbone> {
+    let cfg = match src {
+        DenseSource::Dequantize(b) => b.cfg.clone(),
+        DenseSource::Hf(m) => m.cfg.clone(),
+    };
+    let take = |name: &str, t: Tensor| -> Result<Tensor> {
+        match vars {
+            Some((map, prefix)) => {
+                let var = Var::from_tensor(&t.to_dtype(DType::F32)?.contiguous()?)?;
+                let out = var.as_tensor().clone();
+                map.data().lock().expect("varmap lock").insert(format!("{prefix}{name}"), var);
+                Ok(out)
+            }
+            None => Ok(t.to_dtype(DType::F32)?.contiguous()?),
+        }
+    };
+    let hf_get = |m: &HfModel, name: &str| -> Result<Tensor> {
+        m.tensors
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::meta(name, "tensor missing from the safetensors files"))
+    };
+    let embed = match src {
+        DenseSource::Dequantize(b) => take("model.embed_tokens.weight", b.embed.dequantize()?)?,
+        DenseSource::Hf(m) => take("model.embed_tokens.weight", hf_get(m, "model.embed_tokens.weight")?)?,
+    };
+    let lm_head = match src {
+        DenseSource::Dequantize(b) => {
+            if b.is_tied() {
+                embed.clone()
+            } else {
+                take("lm_head.weight", b.lm_head.dequantize()?)?
+            }
+        }
+        DenseSource::Hf(m) => {
+            if m.tie_word_embeddings {
+                embed.clone()
+            } else {
+                take("lm_head.weight", hf_get(m, "lm_head.weight")?)?
+            }
+        }
+    };
+    let norm = match src {
+        DenseSource::Dequantize(b) => take("model.norm.weight", b.norm.clone())?,
+        DenseSource::Hf(m) => take("model.norm.weight", hf_get(m, "model.norm.weight")?)?,
+    };
+    let mut blocks = Vec::with_capacity(cfg.num_hidden_layers);
+    for i in 0..cfg.num_hidden_layers {
+        let names = [
+            "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+        ];
+        let mut lins = Vec::with_capacity(7);
+        for (t, target) in names.iter().enumerate() {
+            let base = hf_linear_name(i, target);
+            let (w, b) = match src {
+                DenseSource::Dequantize(bb) => {
+                    let l = bb.blocks[i].linears()[t];
+                    (l.w.dequantize()?, l.b.clone())
+                }
+                DenseSource::Hf(m) => {
+                    let w = hf_get(m, &format!("{base}.weight"))?;
+                    let b = if m.attention_bias && t < 3 {
+                        Some(hf_get(m, &format!("{base}.bias"))?)
+                    } else {
+                        None
+                    };
+                    (w, b)
+                }
+            };
+            let (out, inp) = w.dims2()?;
+            let w = take(&format!("{base}.weight"), w)?;
+            let b = match b {
+                Some(b) => Some(take(&format!("{base}.bias"), b)?),
+                None => None,
+            };
+            lins.push(Linear { w: Weight::Dense(w), b, shape: (out, inp) });
+        }
+        let (attn_norm, ffn_norm) = match src {
+            DenseSource::Dequantize(bb) => {
+                (bb.blocks[i].attn_norm.clone(), bb.blocks[i].ffn_norm.clone())
+            }
+            DenseSource::Hf(m) => (
+                hf_get(m, &format!("model.layers.{i}.input_layernorm.weight"))?,
+                hf_get(m, &format!("model.layers.{i}.post_attention_layernorm.weight"))?,
+            ),
+        };
+        let attn_norm = take(&format!("model.layers.{i}.input_layernorm.weight"), attn_norm)?;
+        let ffn_norm = take(&format!("model.layers.{i}.post_attention_layernorm.weight"), ffn_norm)?;
+        let mut it = lins.into_iter();
+        let mut next = || it.next().expect("seven projections");
+        blocks.push(Block {
+            attn_norm,
+            q: next(),
+            k: next(),
+            v: next(),
+            o: next(),
+            gate: next(),
+            up: next(),
+            down: next(),
+            ffn_norm,
+        });
+    }
+    let positions = match src {
+        DenseSource::Dequantize(b) => b.max_positions(),
+        DenseSource::Hf(_) => max_positions(&cfg, max_context),
+    };
+    Backbone::new(cfg, Weight::Dense(embed), blocks, norm, Weight::Dense(lm_head), positions)
+}
