@@ -1,0 +1,2 @@
+//! The reference faithfulness checker.
+#![deny(missing_docs)]
