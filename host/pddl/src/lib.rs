@@ -27,12 +27,21 @@
 #![deny(missing_docs)]
 
 mod ast;
+mod check;
 mod diag;
 mod error;
+mod ground;
 mod parser;
 mod sexpr;
+mod validate;
+mod world;
 
 pub use ast::{Action, Atom, Domain, Literal, Plan, PlanStep, Predicate, Problem, Term, TypedName, OBJECT};
 pub use diag::{has_errors, Category, Diagnostic, Severity, SpecFile, Span};
 pub use error::{ParseError, ParseErrorKind};
+pub use check::{check, check_domain, check_sources};
+pub use ground::{
+    ground, AtomId, GroundAction, GroundError, GroundTask, Reachability, State, MAX_GROUND_ACTIONS, MAX_JOIN_STEPS,
+};
 pub use parser::{parse_domain, parse_plan, parse_problem};
+pub use validate::{validate, ValidationReport};

@@ -1,0 +1,661 @@
+//! Grounding by a delete-relaxed fixed point, states as bit sets, simulation and relaxed
+//! reachability.
+//!
+//! Grounding never enumerates all object tuples: an action is instantiated only for bindings
+//! that satisfy its positive preconditions over atoms already known to be relaxed-reachable,
+//! joined precondition by precondition through a (predicate, position, object) index, as Fast
+//! Downward's translator does with its Datalog program. Static predicates (never in an effect)
+//! are compiled away, and equality and static negative preconditions prune bindings.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use crate::ast::{Domain, Problem};
+use crate::diag::Span;
+use crate::world::{instantiate, resolve, Arg, CAction, Interner, World};
+
+/// Grounding gives up beyond this many join steps: a spec that needs more is far larger than
+/// any benchmark task (PlanBench Logistics needs a few thousand) and is almost surely a
+/// modelling error, such as an action with no preconditions over many objects.
+pub const MAX_JOIN_STEPS: u64 = 20_000_000;
+
+/// Grounding gives up beyond this many ground actions, for the same reason.
+pub const MAX_GROUND_ACTIONS: usize = 1_000_000;
+
+/// Why a (domain, problem) pair could not be grounded. [`crate::check`] reports all of these
+/// as diagnostics first; grounding stops at the first.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GroundError {
+    /// A type name that is not declared.
+    #[error("{span}: unknown type `{name}` ({context})")]
+    UnknownType {
+        /// The unknown type.
+        name: String,
+        /// Where it was used, in words.
+        context: String,
+        /// Where it was written.
+        span: Span,
+    },
+    /// The type hierarchy has a cycle through this type.
+    #[error("{span}: type `{name}` is its own ancestor")]
+    TypeCycle {
+        /// A type on the cycle.
+        name: String,
+        /// Where it is declared.
+        span: Span,
+    },
+    /// An object or constant that is not declared.
+    #[error("{span}: unknown object `{name}`")]
+    UnknownObject {
+        /// The unknown name.
+        name: String,
+        /// Where it was used.
+        span: Span,
+    },
+    /// A predicate that is not declared.
+    #[error("{span}: unknown predicate `{name}`")]
+    UnknownPredicate {
+        /// The unknown name.
+        name: String,
+        /// Where it was used.
+        span: Span,
+    },
+    /// A predicate used with the wrong number of arguments.
+    #[error("{span}: predicate `{predicate}` takes {expected} arguments, found {found}")]
+    Arity {
+        /// The predicate.
+        predicate: String,
+        /// Its declared arity.
+        expected: usize,
+        /// How many arguments were given.
+        found: usize,
+        /// Where the atom is.
+        span: Span,
+    },
+    /// A variable that is not a parameter of its action.
+    #[error("{span}: `{name}` is not a parameter of action `{action}`")]
+    UndeclaredVariable {
+        /// The variable.
+        name: String,
+        /// The action.
+        action: String,
+        /// Where it was used.
+        span: Span,
+    },
+    /// The task is too large to ground (see [`MAX_JOIN_STEPS`] and [`MAX_GROUND_ACTIONS`]).
+    #[error("grounding exceeded {limit}")]
+    TooLarge {
+        /// Which limit was hit, in words.
+        limit: String,
+    },
+}
+
+/// An interned ground atom.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AtomId(pub u32);
+
+/// A state: the set of true ground atoms, as a bit set over [`AtomId`]s (closed world).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct State {
+    words: Box<[u64]>,
+}
+
+impl State {
+    fn empty(num_atoms: usize) -> State {
+        State { words: vec![0; num_atoms.div_ceil(64)].into_boxed_slice() }
+    }
+
+    fn insert(&mut self, a: AtomId) {
+        self.words[(a.0 / 64) as usize] |= 1 << (a.0 % 64);
+    }
+
+    fn remove(&mut self, a: AtomId) {
+        self.words[(a.0 / 64) as usize] &= !(1 << (a.0 % 64));
+    }
+
+    /// True if atom `a` holds.
+    pub fn contains(&self, a: AtomId) -> bool {
+        self.words.get((a.0 / 64) as usize).is_some_and(|w| w & (1 << (a.0 % 64)) != 0)
+    }
+
+    /// How many atoms hold.
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// True if no atom holds.
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
+    }
+
+    /// The atoms that hold, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = AtomId> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            (0..64u32).filter(move |b| w & (1 << b) != 0).map(move |b| AtomId(i as u32 * 64 + b))
+        })
+    }
+}
+
+/// A ground action. Static preconditions (true in every reachable state) are compiled away.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroundAction {
+    /// The schema's name.
+    pub name: String,
+    /// Index of the schema in [`Domain::actions`].
+    pub schema: usize,
+    /// The objects bound to the schema's parameters, in order.
+    pub args: Vec<String>,
+    /// Atoms that must hold.
+    pub pre_pos: Vec<AtomId>,
+    /// Atoms that must not hold.
+    pub pre_neg: Vec<AtomId>,
+    /// Atoms made true.
+    pub add: Vec<AtomId>,
+    /// Atoms made false (before the adds, as PDDL says).
+    pub del: Vec<AtomId>,
+}
+
+/// `(stack a b)`.
+impl fmt::Display for GroundAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({}", self.name)?;
+        for a in &self.args {
+            write!(f, " {a}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// A grounded planning task: interned atoms, initial state, goal and ground actions.
+#[derive(Clone, Debug)]
+pub struct GroundTask {
+    objects: Vec<String>,
+    preds: Vec<String>,
+    schemas: Vec<String>,
+    atoms: Interner,
+    init: State,
+    goal_pos: Vec<AtomId>,
+    goal_neg: Vec<AtomId>,
+    /// False when a goal equality is false, so no state is a goal state.
+    goal_possible: bool,
+    actions: Vec<GroundAction>,
+}
+
+/// The result of the delete-relaxed fixed point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reachability {
+    reached: Vec<bool>,
+    /// Positive goal atoms that no sequence of actions can make true, even ignoring deletes.
+    pub unreachable_goals: Vec<AtomId>,
+    /// Atoms of negative goals `(not p)` where `p` holds initially and no reachable action
+    /// deletes it.
+    pub undeletable_goals: Vec<AtomId>,
+    /// Action schemas with no applicable instance in the relaxation, in domain order.
+    pub dead_schemas: Vec<String>,
+    /// False when a goal equality between distinct objects (or a negated one between equal
+    /// objects) makes the goal impossible.
+    pub goal_possible: bool,
+}
+
+impl Reachability {
+    /// True if atom `a` is relaxed-reachable (in the initial state or added by a reachable action).
+    pub fn is_reachable(&self, a: AtomId) -> bool {
+        self.reached.get(a.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// True if the relaxation does not rule the goal out.
+    pub fn goal_reachable(&self) -> bool {
+        self.goal_possible && self.unreachable_goals.is_empty() && self.undeletable_goals.is_empty()
+    }
+}
+
+impl GroundTask {
+    /// `(on a b)`.
+    pub fn atom_name(&self, id: AtomId) -> String {
+        let key = self.atoms.key(id.0);
+        let mut s = String::with_capacity(16);
+        s.push('(');
+        s.push_str(&self.preds[key[0] as usize]);
+        for &o in &key[1..] {
+            s.push(' ');
+            s.push_str(&self.objects[o as usize]);
+        }
+        s.push(')');
+        s
+    }
+
+    /// The predicate name and object names of atom `id`.
+    pub fn atom_parts(&self, id: AtomId) -> (&str, Vec<&str>) {
+        let key = self.atoms.key(id.0);
+        (&self.preds[key[0] as usize], key[1..].iter().map(|&o| self.objects[o as usize].as_str()).collect())
+    }
+
+    /// The atom `(predicate args...)`, if it was interned (every atom that can ever hold is).
+    pub fn atom_id(&self, predicate: &str, args: &[&str]) -> Option<AtomId> {
+        let mut key = Vec::with_capacity(args.len() + 1);
+        key.push(self.preds.iter().position(|p| p == predicate)? as u32);
+        for a in args {
+            key.push(self.objects.iter().position(|o| o == a)? as u32);
+        }
+        self.atoms.get(&key).map(AtomId)
+    }
+
+    /// How many atoms are interned; every [`AtomId`] is below this.
+    pub fn num_atoms(&self) -> usize {
+        self.atoms.len()
+    }
+
+    /// All objects (domain constants first), as declared.
+    pub fn objects(&self) -> &[String] {
+        &self.objects
+    }
+
+    /// The initial state.
+    pub fn init(&self) -> &State {
+        &self.init
+    }
+
+    /// Goal atoms that must hold.
+    pub fn goal_pos(&self) -> &[AtomId] {
+        &self.goal_pos
+    }
+
+    /// Goal atoms that must not hold.
+    pub fn goal_neg(&self) -> &[AtomId] {
+        &self.goal_neg
+    }
+
+    /// True if `s` satisfies the goal.
+    pub fn is_goal(&self, s: &State) -> bool {
+        self.goal_possible
+            && self.goal_pos.iter().all(|&a| s.contains(a))
+            && !self.goal_neg.iter().any(|&a| s.contains(a))
+    }
+
+    /// The ground actions: every instance whose preconditions are relaxed-reachable.
+    pub fn actions(&self) -> &[GroundAction] {
+        &self.actions
+    }
+
+    /// True if action `action` is applicable in `s`.
+    pub fn is_applicable(&self, s: &State, action: usize) -> bool {
+        let a = &self.actions[action];
+        a.pre_pos.iter().all(|&p| s.contains(p)) && !a.pre_neg.iter().any(|&p| s.contains(p))
+    }
+
+    /// Indices of the actions applicable in `s`.
+    pub fn applicable<'a>(&'a self, s: &'a State) -> impl Iterator<Item = usize> + 'a {
+        (0..self.actions.len()).filter(move |&i| self.is_applicable(s, i))
+    }
+
+    /// The successor of `s` under action `action`: deletes first, then adds. Does not check
+    /// applicability.
+    pub fn apply(&self, s: &State, action: usize) -> State {
+        let a = &self.actions[action];
+        let mut next = s.clone();
+        for &d in &a.del {
+            next.remove(d);
+        }
+        for &p in &a.add {
+            next.insert(p);
+        }
+        next
+    }
+
+    /// The atoms of `s` as strings like `(on a b)`.
+    pub fn state_atoms(&self, s: &State) -> Vec<String> {
+        s.iter().map(|a| self.atom_name(a)).collect()
+    }
+
+    /// The delete-relaxed fixed point from the initial state over the ground actions.
+    pub fn relaxed_reachability(&self) -> Reachability {
+        let n = self.atoms.len();
+        let mut reached = vec![false; n];
+        let mut queue: Vec<AtomId> = self.init.iter().collect();
+        for &a in &queue {
+            reached[a.0 as usize] = true;
+        }
+        let mut waiting: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut remaining: Vec<usize> = Vec::with_capacity(self.actions.len());
+        let mut fired = vec![false; self.actions.len()];
+        let mut ready = Vec::new();
+        for (i, a) in self.actions.iter().enumerate() {
+            remaining.push(a.pre_pos.len());
+            for &p in &a.pre_pos {
+                waiting[p.0 as usize].push(i as u32);
+            }
+            if a.pre_pos.is_empty() {
+                ready.push(i);
+            }
+        }
+        loop {
+            while let Some(i) = ready.pop() {
+                fired[i] = true;
+                for &p in &self.actions[i].add {
+                    if !reached[p.0 as usize] {
+                        reached[p.0 as usize] = true;
+                        queue.push(p);
+                    }
+                }
+            }
+            let Some(atom) = queue.pop() else { break };
+            for &i in &waiting[atom.0 as usize] {
+                let r = &mut remaining[i as usize];
+                *r -= 1;
+                if *r == 0 {
+                    ready.push(i as usize);
+                }
+            }
+        }
+        let mut deletable = vec![false; n];
+        for (i, a) in self.actions.iter().enumerate() {
+            if fired[i] {
+                for &d in &a.del {
+                    deletable[d.0 as usize] = true;
+                }
+            }
+        }
+        let mut live = vec![false; self.schemas.len()];
+        for (i, a) in self.actions.iter().enumerate() {
+            if fired[i] {
+                live[a.schema] = true;
+            }
+        }
+        Reachability {
+            unreachable_goals: self.goal_pos.iter().copied().filter(|a| !reached[a.0 as usize]).collect(),
+            undeletable_goals: self
+                .goal_neg
+                .iter()
+                .copied()
+                .filter(|a| self.init.contains(*a) && !deletable[a.0 as usize])
+                .collect(),
+            dead_schemas: self.schemas.iter().zip(&live).filter(|(_, &l)| !l).map(|(s, _)| s.clone()).collect(),
+            goal_possible: self.goal_possible,
+            reached,
+        }
+    }
+}
+
+/// Indexes of relaxed-reachable atoms for the join.
+struct Reached {
+    flag: Vec<bool>,
+    by_pred: Vec<Vec<u32>>,
+    /// (predicate, argument position, object) → atoms.
+    by_arg: HashMap<(u32, u32, u32), Vec<u32>>,
+}
+
+impl Reached {
+    fn add(&mut self, id: u32, key: &[u32]) -> bool {
+        if self.flag.len() <= id as usize {
+            self.flag.resize(id as usize + 1, false);
+        }
+        if self.flag[id as usize] {
+            return false;
+        }
+        self.flag[id as usize] = true;
+        self.by_pred[key[0] as usize].push(id);
+        for (pos, &o) in key[1..].iter().enumerate() {
+            self.by_arg.entry((key[0], pos as u32, o)).or_default().push(id);
+        }
+        true
+    }
+
+    fn contains(&self, id: u32) -> bool {
+        self.flag.get(id as usize).copied().unwrap_or(false)
+    }
+}
+
+const UNBOUND: u32 = u32::MAX;
+
+/// One schema's join over the reached atoms, collecting complete bindings.
+struct Join<'a> {
+    world: &'a World<'a>,
+    schema: &'a CAction,
+    /// Positive preconditions (indices into `schema.pre`) in join order.
+    order: &'a [usize],
+    reached: &'a Reached,
+    atoms: &'a Interner,
+    binding: Vec<u32>,
+    found: Vec<Box<[u32]>>,
+    steps: &'a mut u64,
+}
+
+impl Join<'_> {
+    fn tick(&mut self) -> Result<(), GroundError> {
+        *self.steps += 1;
+        if *self.steps > MAX_JOIN_STEPS {
+            return Err(GroundError::TooLarge { limit: format!("{MAX_JOIN_STEPS} join steps") });
+        }
+        Ok(())
+    }
+
+    fn fits(&self, var: usize, obj: u32) -> bool {
+        self.world.types.is_subtype(self.world.object_type[obj as usize], self.schema.params[var])
+    }
+
+    fn join(&mut self, k: usize) -> Result<(), GroundError> {
+        self.tick()?;
+        let Some(&pi) = self.order.get(k) else {
+            return self.free(0);
+        };
+        let atom = &self.schema.pre[pi].1;
+        // Candidates: the shortest index list among bound positions, else all atoms of the predicate.
+        let mut cands: &[u32] = &self.reached.by_pred[atom.pred as usize];
+        let mut narrowed = false;
+        for (pos, arg) in atom.args.iter().enumerate() {
+            let obj = resolve_partial(*arg, &self.binding);
+            if obj != UNBOUND {
+                let list = self.reached.by_arg.get(&(atom.pred, pos as u32, obj)).map_or(&[][..], |v| v.as_slice());
+                if !narrowed || list.len() < cands.len() {
+                    cands = list;
+                    narrowed = true;
+                }
+            }
+        }
+        let mut newly = Vec::with_capacity(atom.args.len());
+        for &id in cands {
+            self.tick()?;
+            let key = self.atoms.key(id);
+            newly.clear();
+            let mut ok = true;
+            for (pos, arg) in atom.args.iter().enumerate() {
+                let o = key[pos + 1];
+                match *arg {
+                    Arg::Obj(c) => ok = c == o,
+                    Arg::Var(v) => {
+                        if self.binding[v] == UNBOUND {
+                            if self.fits(v, o) {
+                                self.binding[v] = o;
+                                newly.push(v);
+                            } else {
+                                ok = false;
+                            }
+                        } else {
+                            ok = self.binding[v] == o;
+                        }
+                    }
+                }
+                if !ok {
+                    break;
+                }
+            }
+            if ok {
+                self.join(k + 1)?;
+            }
+            for &v in &newly {
+                self.binding[v] = UNBOUND;
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds the parameters no positive precondition mentions, over their type's objects.
+    fn free(&mut self, from: usize) -> Result<(), GroundError> {
+        let Some(v) = (from..self.binding.len()).find(|&v| self.binding[v] == UNBOUND) else {
+            let eq_ok = self.schema.eq.iter().all(|&(pos, a, b)| (resolve(a, &self.binding) == resolve(b, &self.binding)) == pos);
+            if eq_ok {
+                self.found.push(self.binding.clone().into_boxed_slice());
+            }
+            return Ok(());
+        };
+        let ty = self.schema.params[v] as usize;
+        for i in 0..self.world.objects_of_type[ty].len() {
+            self.tick()?;
+            self.binding[v] = self.world.objects_of_type[ty][i];
+            self.free(v + 1)?;
+        }
+        self.binding[v] = UNBOUND;
+        Ok(())
+    }
+}
+
+fn resolve_partial(arg: Arg, binding: &[u32]) -> u32 {
+    match arg {
+        Arg::Var(i) => binding[i],
+        Arg::Obj(o) => o,
+    }
+}
+
+/// A static join order: at each step the precondition with the most already-bound arguments,
+/// static predicates (usually type predicates, which filter hardest) before fluent ones, then
+/// the one with fewest arguments.
+fn join_order(schema: &CAction, fluent: &[bool]) -> Vec<usize> {
+    let mut todo: Vec<usize> = (0..schema.pre.len()).filter(|&i| schema.pre[i].0).collect();
+    let mut bound = vec![false; schema.params.len()];
+    let mut order = Vec::with_capacity(todo.len());
+    while !todo.is_empty() {
+        let score = |i: usize| {
+            let a = &schema.pre[i].1;
+            let b = a.args.iter().filter(|x| matches!(x, Arg::Obj(_)) || matches!(x, Arg::Var(v) if bound[*v])).count();
+            (b, !fluent[a.pred as usize], usize::MAX - a.args.len())
+        };
+        let (pos, &best) = todo.iter().enumerate().max_by_key(|&(_, &i)| score(i)).expect("non-empty");
+        todo.swap_remove(pos);
+        for a in &schema.pre[best].1.args {
+            if let Arg::Var(v) = a {
+                bound[*v] = true;
+            }
+        }
+        order.push(best);
+    }
+    order
+}
+
+/// Grounds `problem` over `domain` (see the module docs for the method).
+pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundError> {
+    let world = World::new(domain, problem)?;
+    if domain.actions.iter().any(|a| a.params.len() > 64 || a.precondition.len() > 512) {
+        return Err(GroundError::TooLarge { limit: "64 parameters or 512 preconditions in one action".into() });
+    }
+    let mut fluent = vec![false; world.preds.len()];
+    for a in &world.actions {
+        for e in a.add.iter().chain(&a.del) {
+            fluent[e.pred as usize] = true;
+        }
+    }
+    let mut atoms = Interner::default();
+    let mut reached = Reached { flag: Vec::new(), by_pred: vec![Vec::new(); world.preds.len()], by_arg: HashMap::new() };
+    let mut key = Vec::new();
+    let mut init_ids = Vec::with_capacity(problem.init.len());
+    for a in &problem.init {
+        let pred = world.ground_atom(a, &mut key)?;
+        key.insert(0, pred);
+        let (id, _) = atoms.intern(&key);
+        reached.add(id, &key);
+        init_ids.push(id);
+    }
+    let orders: Vec<Vec<usize>> = world.actions.iter().map(|a| join_order(a, &fluent)).collect();
+    let mut seen: HashSet<(usize, Box<[u32]>)> = HashSet::new();
+    let mut actions: Vec<GroundAction> = Vec::new();
+    let mut steps = 0u64;
+    loop {
+        let mut changed = false;
+        for (si, schema) in world.actions.iter().enumerate() {
+            let found = {
+                let mut j = Join {
+                    world: &world,
+                    schema,
+                    order: &orders[si],
+                    reached: &reached,
+                    atoms: &atoms,
+                    binding: vec![UNBOUND; schema.params.len()],
+                    found: Vec::new(),
+                    steps: &mut steps,
+                };
+                j.join(0)?;
+                j.found
+            };
+            'binding: for b in found {
+                if seen.contains(&(si, b.clone())) {
+                    continue;
+                }
+                let mut ga = GroundAction {
+                    name: domain.actions[si].name.clone(),
+                    schema: si,
+                    args: b.iter().map(|&o| world.objects[o as usize].to_string()).collect(),
+                    pre_pos: Vec::new(),
+                    pre_neg: Vec::new(),
+                    add: Vec::new(),
+                    del: Vec::new(),
+                };
+                for (pos, atom) in &schema.pre {
+                    instantiate(atom, &b, &mut key);
+                    if fluent[atom.pred as usize] {
+                        let (id, _) = atoms.intern(&key);
+                        if *pos { ga.pre_pos.push(AtomId(id)) } else { ga.pre_neg.push(AtomId(id)) }
+                    } else if !*pos && atoms.get(&key).is_some_and(|id| reached.contains(id)) {
+                        continue 'binding; // a static atom that holds, required false
+                    }
+                }
+                for atom in &schema.del {
+                    instantiate(atom, &b, &mut key);
+                    ga.del.push(AtomId(atoms.intern(&key).0));
+                }
+                for atom in &schema.add {
+                    instantiate(atom, &b, &mut key);
+                    let (id, _) = atoms.intern(&key);
+                    ga.add.push(AtomId(id));
+                    changed |= reached.add(id, &key);
+                }
+                seen.insert((si, b));
+                actions.push(ga);
+                if actions.len() > MAX_GROUND_ACTIONS {
+                    return Err(GroundError::TooLarge { limit: format!("{MAX_GROUND_ACTIONS} ground actions") });
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut goal_pos = Vec::new();
+    let mut goal_neg = Vec::new();
+    let mut goal_possible = true;
+    for l in &problem.goal {
+        if l.atom.is_equality() {
+            let a = world.object(&l.atom.args[0].name, l.atom.args[0].span)?;
+            let b = world.object(&l.atom.args[1].name, l.atom.args[1].span)?;
+            goal_possible &= (a == b) == l.positive;
+            continue;
+        }
+        let pred = world.ground_atom(&l.atom, &mut key)?;
+        key.insert(0, pred);
+        let id = AtomId(atoms.intern(&key).0);
+        if l.positive { goal_pos.push(id) } else { goal_neg.push(id) }
+    }
+    let mut init = State::empty(atoms.len());
+    for id in init_ids {
+        init.insert(AtomId(id));
+    }
+    Ok(GroundTask {
+        objects: world.objects.iter().map(|s| s.to_string()).collect(),
+        preds: world.preds.iter().map(|s| s.to_string()).collect(),
+        schemas: domain.actions.iter().map(|a| a.name.clone()).collect(),
+        atoms,
+        init,
+        goal_pos,
+        goal_neg,
+        goal_possible,
+        actions,
+    })
+}
