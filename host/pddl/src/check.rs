@@ -88,6 +88,10 @@ impl<'a> Checker<'a> {
         if self.types.id(ty).is_some() {
             return true;
         }
+        // `a b c - blok` shares one type token: report it once.
+        if self.diags.iter().any(|d| d.file == Some(file) && (d.line, d.column) == (Some(span.line), Some(span.column))) {
+            return false;
+        }
         self.err(file, span, Category::ObjectType, format!("undefined type `{ty}` {what}"));
         false
     }
@@ -402,5 +406,168 @@ fn type_fits(domain: &Domain, have: &str, want: &str) -> bool {
     match (t.id(have), t.id(want)) {
         (Some(h), Some(w)) => t.is_subtype(h, w),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::Severity;
+
+    const DOMAIN: &str = "(define (domain bw)
+  (:requirements :strips :typing :negative-preconditions :equality)
+  (:types block)
+  (:predicates (on ?x - block ?y - block) (ontable ?x - block) (clear ?x - block) (handempty) (holding ?x - block))
+  (:action pick-up :parameters (?x - block)
+    :precondition (and (clear ?x) (ontable ?x) (handempty))
+    :effect (and (holding ?x) (not (ontable ?x)) (not (clear ?x)) (not (handempty))))
+  (:action put-down :parameters (?x - block)
+    :precondition (holding ?x)
+    :effect (and (ontable ?x) (clear ?x) (handempty) (not (holding ?x))))
+  (:action stack :parameters (?x ?y - block)
+    :precondition (and (holding ?x) (clear ?y) (not (= ?x ?y)))
+    :effect (and (on ?x ?y) (clear ?x) (handempty) (not (holding ?x)) (not (clear ?y))))
+  (:action unstack :parameters (?x ?y - block)
+    :precondition (and (on ?x ?y) (clear ?x) (handempty))
+    :effect (and (holding ?x) (clear ?y) (not (on ?x ?y)) (not (clear ?x)) (not (handempty)))))";
+
+    const PROBLEM: &str = "(define (problem p) (:domain bw)
+  (:objects a b c - block)
+  (:init (clear a) (on a b) (ontable b) (clear c) (ontable c) (handempty))
+  (:goal (and (on c a) (on a b))))";
+
+    fn run(domain: &str, problem: &str) -> Vec<Diagnostic> {
+        check_sources(domain, problem)
+    }
+
+    /// The single diagnostic of `cat`, asserting there is exactly one.
+    fn only(diags: &[Diagnostic], cat: Category) -> Diagnostic {
+        let of: Vec<_> = diags.iter().filter(|d| d.category == cat).collect();
+        assert_eq!(of.len(), 1, "expected one {cat} diagnostic in {diags:#?}");
+        of[0].clone()
+    }
+
+    #[test]
+    fn a_good_spec_has_no_diagnostics() {
+        assert_eq!(run(DOMAIN, PROBLEM), vec![]);
+    }
+
+    #[test]
+    fn syntax_errors_name_their_file() {
+        let d = run("(define (domain bw)", PROBLEM);
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].category, d[0].file), (Category::Syntax, Some(SpecFile::Domain)));
+        let d = run(DOMAIN, "(define (problem p) (:domain bw) (:goal (on a b))) )");
+        assert_eq!((d[0].category, d[0].file, d[0].line, d[0].column), (Category::Syntax, Some(SpecFile::Problem), Some(1), Some(52)));
+    }
+
+    #[test]
+    fn object_type_undefined_object_and_wrong_type() {
+        let p = PROBLEM.replace("(clear c)", "(clear z)");
+        let d = only(&run(DOMAIN, &p), Category::ObjectType);
+        assert!(d.message.contains("undefined object `z`"), "{d}");
+        assert_eq!((d.file, d.line, d.column, d.severity), (Some(SpecFile::Problem), Some(3), Some(48), Severity::Error));
+
+        let dom = DOMAIN.replace("(:types block)", "(:types block table)");
+        let p = PROBLEM.replace("(:objects a b c - block)", "(:objects a b - block c - table)");
+        let diags = run(&dom, &p);
+        assert!(diags.iter().all(|d| d.category == Category::ObjectType && d.is_error()), "{diags:#?}");
+        assert!(diags.iter().any(|d| d.message.contains("object `c` of type `table`") && d.message.contains("expects type `block`")), "{diags:#?}");
+
+        let d = only(&run(DOMAIN, &PROBLEM.replace("a b c - block", "a b c - blok")), Category::ObjectType);
+        assert!(d.message.contains("undefined type `blok`"), "{d}");
+        let d = only(&run(DOMAIN, &PROBLEM.replace("a b c - block", "a b c a - block")), Category::ObjectType);
+        assert!(d.message.contains("declared twice"), "{d}");
+        let d = only(&run(&DOMAIN.replace("(:types block)", "(:types block - thing)"), PROBLEM), Category::ObjectType);
+        assert!(d.message.contains("undefined parent type `thing`"), "{d}");
+        let d = only(&run(&DOMAIN.replace("(:types block)", "(:types block - a a - block)"), PROBLEM), Category::ObjectType);
+        assert!(d.message.contains("cycle"), "{d}");
+    }
+
+    #[test]
+    fn object_type_parameter_of_a_supertype_is_a_warning() {
+        let dom = DOMAIN.replace("(:action put-down :parameters (?x - block)", "(:action put-down :parameters (?x)");
+        let diags = run(&dom, PROBLEM);
+        assert!(!diags.is_empty() && diags.iter().all(|d| d.category == Category::ObjectType && !d.is_error()), "{diags:#?}");
+    }
+
+    #[test]
+    fn predicate_schema_findings() {
+        let cases = [
+            (DOMAIN.replace("(holding ?x)\n", "(holdin ?x)\n"), PROBLEM.to_string(), "undefined predicate `holdin`"),
+            (DOMAIN.replace("(holding ?x)\n", "(holding ?x ?x)\n"), PROBLEM.to_string(), "takes 1 arguments"),
+            (DOMAIN.replace("(holding ?x)\n", "(holding ?y)\n"), PROBLEM.to_string(), "`?y` is not a parameter of action `put-down`"),
+            (DOMAIN.replace("(:action put-down", "(:action pick-up"), PROBLEM.to_string(), "action `pick-up` is declared twice"),
+            (DOMAIN.replace("(handempty) (holding", "(handempty) (handempty) (holding"), PROBLEM.to_string(), "predicate `handempty` is declared twice"),
+            (DOMAIN.to_string(), PROBLEM.replace("(:domain bw)", "(:domain blocks)"), "problem is for domain `blocks`"),
+            (DOMAIN.to_string(), PROBLEM.replace("(on c a)", "(on-top c a)"), "undefined predicate `on-top` in the goal"),
+        ];
+        for (d, p, msg) in cases {
+            let diag = only(&run(&d, &p), Category::PredicateSchema);
+            assert!(diag.message.contains(msg), "{diag}");
+            assert!(diag.is_error() && diag.line.is_some());
+        }
+        let diag = only(&run(DOMAIN, &PROBLEM.replace("(:domain bw)", "(:domain blocks)")), Category::PredicateSchema);
+        assert_eq!((diag.line, diag.column), (Some(1), Some(30)));
+    }
+
+    #[test]
+    fn precondition_effect_contradictions_and_dead_actions_are_warnings() {
+        let dom = DOMAIN.replace("(holding ?x)\n", "(and (holding ?x) (not (holding ?x)))\n");
+        let diags = run(&dom, PROBLEM);
+        assert!(!has_errors(&diags), "{diags:#?}");
+        let d = diags.iter().find(|d| d.message.contains("its negation")).expect("contradiction reported");
+        assert_eq!(d.category, Category::PreconditionEffect);
+
+        let dom = DOMAIN.replace("(not (holding ?x))))\n  (:action stack", "(not (holding ?x)) (not (ontable ?x))))\n  (:action stack");
+        let d = only(&run(&dom, PROBLEM), Category::PreconditionEffect);
+        assert!(d.message.contains("both adds and deletes (ontable ?x)") && !d.is_error(), "{d}");
+
+        // Nothing can ever be held if the hand is never empty: every action is dead.
+        let p = PROBLEM.replace("(handempty))", ")").replace("(:goal (and (on c a) (on a b)))", "(:goal (on a b))");
+        let diags = run(DOMAIN, &p);
+        let dead: Vec<_> = diags.iter().filter(|d| d.category == Category::PreconditionEffect).collect();
+        assert_eq!(dead.len(), 4, "{diags:#?}");
+        assert!(dead.iter().all(|d| !d.is_error() && d.file == Some(SpecFile::Domain)));
+        assert!(dead[0].message.contains("action `pick-up` can never be applied"), "{}", dead[0]);
+        assert!(dead[0].message.contains("(handempty)"), "{}", dead[0]);
+        assert!(dead[1].message.contains("(holding ?x)"), "{}", dead[1]);
+    }
+
+    #[test]
+    fn goal_constraint_unreachable_and_contradictory_goals() {
+        let p = PROBLEM.replace("(handempty))", ")");
+        let d = only(&run(DOMAIN, &p), Category::GoalConstraint);
+        assert!(d.is_error() && d.message.contains("goal (on c a) can never be true"), "{d}");
+        assert_eq!((d.line, d.column), (Some(4), Some(15)));
+
+        let dom = DOMAIN.replace("(:action stack", "(:action stack-never").replace("(and (on ?x ?y) (clear ?x) (handempty) (not (holding", "(and (clear ?x) (handempty) (not (holding");
+        let p = PROBLEM.replace("(and (on c a) (on a b))", "(on b a)");
+        let d = only(&run(&dom, &p), Category::GoalConstraint);
+        assert!(d.message.contains("no action has `on` in its add effects"), "{d}");
+
+        let p = PROBLEM.replace("(and (on c a) (on a b))", "(and (on c a) (not (on c a)))");
+        let d = only(&run(DOMAIN, &p), Category::GoalConstraint);
+        assert!(d.message.contains("both (on c a) and its negation"), "{d}");
+        let p = PROBLEM.replace("(and (on c a) (on a b))", "(and (on c a) (= a b))");
+        assert!(only(&run(DOMAIN, &p), Category::GoalConstraint).message.contains("(= a b) can never hold"));
+
+        // A negative goal on a static fact that holds initially.
+        let dom = DOMAIN.replace("(handempty) (holding ?x - block))", "(handempty) (holding ?x - block) (heavy ?x - block))");
+        let p = PROBLEM.replace("(handempty))", "(handempty) (heavy a))").replace("(on a b)))", "(not (heavy a))))");
+        let d = only(&run(&dom, &p), Category::GoalConstraint);
+        assert!(d.message.contains("(heavy a) holds in :init and no action deletes `heavy`"), "{d}");
+    }
+
+    #[test]
+    fn diagnostics_come_in_file_order() {
+        let dom = DOMAIN.replace("(holding ?x)\n", "(holdin ?x)\n");
+        let p = PROBLEM.replace("(clear c)", "(clear z)").replace("(:domain bw)", "(:domain x)");
+        let d = run(&dom, &p);
+        let keys: Vec<_> = d.iter().map(|d| (d.file, d.line, d.column)).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+        assert_eq!(d.len(), 3, "{d:#?}");
     }
 }

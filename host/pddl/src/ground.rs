@@ -17,10 +17,10 @@ use crate::world::{instantiate, resolve, Arg, CAction, Interner, World};
 /// Grounding gives up beyond this many join steps: a spec that needs more is far larger than
 /// any benchmark task (PlanBench Logistics needs a few thousand) and is almost surely a
 /// modelling error, such as an action with no preconditions over many objects.
-pub const MAX_JOIN_STEPS: u64 = 20_000_000;
+pub const MAX_JOIN_STEPS: u64 = 5_000_000;
 
 /// Grounding gives up beyond this many ground actions, for the same reason.
-pub const MAX_GROUND_ACTIONS: usize = 1_000_000;
+pub const MAX_GROUND_ACTIONS: usize = 250_000;
 
 /// Why a (domain, problem) pair could not be grounded. [`crate::check`] reports all of these
 /// as diagnostics first; grounding stops at the first.
@@ -494,6 +494,9 @@ impl Join<'_> {
         let Some(v) = (from..self.binding.len()).find(|&v| self.binding[v] == UNBOUND) else {
             let eq_ok = self.schema.eq.iter().all(|&(pos, a, b)| (resolve(a, &self.binding) == resolve(b, &self.binding)) == pos);
             if eq_ok {
+                if self.found.len() >= MAX_GROUND_ACTIONS {
+                    return Err(GroundError::TooLarge { limit: format!("{MAX_GROUND_ACTIONS} ground actions") });
+                }
                 self.found.push(self.binding.clone().into_boxed_slice());
             }
             return Ok(());
@@ -658,4 +661,137 @@ pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundEr
         goal_possible,
         actions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::{parse_domain, parse_problem};
+
+    const BW: &str = "(define (domain bw) (:types block)
+  (:predicates (on ?x - block ?y - block) (ontable ?x - block) (clear ?x - block) (handempty) (holding ?x - block))
+  (:action pick-up :parameters (?x - block) :precondition (and (clear ?x) (ontable ?x) (handempty))
+    :effect (and (holding ?x) (not (ontable ?x)) (not (clear ?x)) (not (handempty))))
+  (:action put-down :parameters (?x - block) :precondition (holding ?x)
+    :effect (and (ontable ?x) (clear ?x) (handempty) (not (holding ?x))))
+  (:action stack :parameters (?x ?y - block) :precondition (and (holding ?x) (clear ?y) (not (= ?x ?y)))
+    :effect (and (on ?x ?y) (clear ?x) (handempty) (not (holding ?x)) (not (clear ?y))))
+  (:action unstack :parameters (?x ?y - block) :precondition (and (on ?x ?y) (clear ?x) (handempty))
+    :effect (and (holding ?x) (clear ?y) (not (on ?x ?y)) (not (clear ?x)) (not (handempty)))))";
+
+    fn task(domain: &str, problem: &str) -> GroundTask {
+        ground(&parse_domain(domain).unwrap(), &parse_problem(problem).unwrap()).unwrap()
+    }
+
+    fn bw3() -> GroundTask {
+        task(BW, "(define (problem p) (:domain bw) (:objects a b c - block)
+            (:init (clear a) (on a b) (ontable b) (clear c) (ontable c) (handempty)) (:goal (and (on c a) (on a b))))")
+    }
+
+    #[test]
+    fn grounds_blocksworld_with_equality_pruning() {
+        let t = bw3();
+        let count = |n: &str| t.actions().iter().filter(|a| a.name == n).count();
+        // 3 pick-up, 3 put-down, 6 stack (x ≠ y), 6 unstack (every (on x y) with x ≠ y is reachable).
+        assert_eq!((count("pick-up"), count("put-down"), count("stack"), count("unstack")), (3, 3, 6, 6));
+        assert!(t.actions().iter().all(|a| a.name != "stack" || a.args[0] != a.args[1]));
+        let names: Vec<String> = t.state_atoms(t.init());
+        assert_eq!(names.len(), 6);
+        assert!(names.contains(&"(on a b)".to_string()));
+        assert!(!t.is_goal(t.init()));
+    }
+
+    #[test]
+    fn simulation_applies_deletes_then_adds() {
+        let t = bw3();
+        let find = |s: &str| t.actions().iter().position(|a| a.to_string() == s).unwrap();
+        let s0 = t.init().clone();
+        let app: Vec<String> = t.applicable(&s0).map(|i| t.actions()[i].to_string()).collect();
+        assert_eq!(app.len(), 2, "{app:?}"); // pick-up c, unstack a b
+        let s1 = t.apply(&s0, find("(pick-up c)"));
+        assert!(s1.contains(t.atom_id("holding", &["c"]).unwrap()));
+        assert!(!s1.contains(t.atom_id("handempty", &[]).unwrap()));
+        let s2 = t.apply(&s1, find("(stack c a)"));
+        assert!(t.is_goal(&s2));
+        assert_eq!(s2.len(), 5);
+
+        // An action that deletes and adds the same atom leaves it true.
+        let t = task(
+            "(define (domain d) (:predicates (p) (q)) (:action a :parameters () :precondition (q) :effect (and (not (p)) (p))))",
+            "(define (problem x) (:domain d) (:init (q)) (:goal (p)))",
+        );
+        let s = t.apply(t.init(), 0);
+        assert!(t.is_goal(&s));
+    }
+
+    #[test]
+    fn static_predicates_prune_and_compile_away() {
+        let t = task(
+            "(define (domain d) (:predicates (road ?a ?b) (at ?x) (closed ?a))
+               (:action drive :parameters (?a ?b) :precondition (and (at ?a) (road ?a ?b) (not (closed ?b)))
+                 :effect (and (at ?b) (not (at ?a)))))",
+            "(define (problem x) (:domain d) (:objects l1 l2 l3 l4 l5)
+               (:init (at l1) (road l1 l2) (road l2 l3) (road l1 l4) (closed l4) (road l4 l5)) (:goal (at l3)))",
+        );
+        let drives: Vec<String> = t.actions().iter().map(|a| a.to_string()).collect();
+        // Only roads from reachable places to open places: l1→l2, l2→l3 (l4 is closed, so l5 is unreachable).
+        assert_eq!(drives, ["(drive l1 l2)", "(drive l2 l3)"]);
+        assert!(t.actions().iter().all(|a| a.pre_pos.len() == 1 && a.pre_neg.is_empty()));
+        let r = t.relaxed_reachability();
+        assert!(r.goal_reachable());
+        assert!(r.is_reachable(t.atom_id("at", &["l3"]).unwrap()));
+        assert!(t.atom_id("at", &["l5"]).is_none());
+    }
+
+    #[test]
+    fn relaxed_reachability_names_unreachable_goals_and_dead_schemas() {
+        let t = task(
+            "(define (domain d) (:predicates (p ?x) (q ?x) (r ?x) (s))
+               (:action pq :parameters (?x) :precondition (p ?x) :effect (q ?x))
+               (:action rs :parameters (?x) :precondition (r ?x) :effect (s)))",
+            "(define (problem x) (:domain d) (:objects a b) (:init (p a) (s)) (:goal (and (q a) (q b) (not (s)))))",
+        );
+        let r = t.relaxed_reachability();
+        let names = |ids: &[AtomId]| ids.iter().map(|&i| t.atom_name(i)).collect::<Vec<_>>();
+        assert_eq!(names(&r.unreachable_goals), ["(q b)"]);
+        assert_eq!(names(&r.undeletable_goals), ["(s)"]);
+        assert_eq!(r.dead_schemas, ["rs"]);
+        assert!(!r.goal_reachable());
+    }
+
+    #[test]
+    fn typed_objects_restrict_parameters_including_subtypes() {
+        let t = task(
+            "(define (domain d) (:types vehicle - object truck car - vehicle place)
+               (:predicates (at ?v - vehicle ?p - place) (washed ?v - vehicle))
+               (:action wash :parameters (?v - vehicle) :precondition () :effect (washed ?v)))",
+            "(define (problem x) (:domain d) (:objects t1 - truck c1 - car p1 - place o) (:init) (:goal (washed t1)))",
+        );
+        let args: Vec<&str> = t.actions().iter().map(|a| a.args[0].as_str()).collect();
+        assert_eq!(args, ["t1", "c1"]);
+    }
+
+    #[test]
+    fn huge_groundings_are_refused() {
+        let objs: Vec<String> = (0..40).map(|i| format!("o{i}")).collect();
+        let e = ground(
+            &parse_domain("(define (domain d) (:predicates (p ?a ?b ?c ?d ?e ?f)) (:action a :parameters (?a ?b ?c ?d ?e ?f) :effect (p ?a ?b ?c ?d ?e ?f)))").unwrap(),
+            &parse_problem(&format!("(define (problem x) (:domain d) (:objects {}) (:init) (:goal (p o1 o1 o1 o1 o1 o1)))", objs.join(" "))).unwrap(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, GroundError::TooLarge { .. }), "{e}");
+    }
+
+    #[test]
+    fn ill_formed_tasks_are_errors_not_panics() {
+        let d = parse_domain(BW).unwrap();
+        let p = |s: &str| parse_problem(s).unwrap();
+        let e = ground(&d, &p("(define (problem x) (:domain bw) (:objects a - block) (:init (clear z)) (:goal (clear a)))")).unwrap_err();
+        assert!(matches!(e, GroundError::UnknownObject { ref name, .. } if name == "z"), "{e}");
+        let e = ground(&d, &p("(define (problem x) (:domain bw) (:objects a - block) (:init (clear a a)) (:goal (clear a)))")).unwrap_err();
+        assert!(matches!(e, GroundError::Arity { expected: 1, found: 2, .. }), "{e}");
+        let e = ground(&d, &p("(define (problem x) (:domain bw) (:objects a - blk) (:init) (:goal (clear a)))")).unwrap_err();
+        assert!(matches!(e, GroundError::UnknownType { .. }), "{e}");
+        assert!(e.to_string().contains("line 1"), "{e}");
+    }
 }

@@ -175,3 +175,87 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
         ValidationReport::fail(n, None, format!("goal not satisfied after {n} steps"), unsatisfied)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::{parse_domain, parse_plan, parse_problem};
+
+    const BW: &str = "(define (domain bw) (:requirements :typing :negative-preconditions) (:types block)
+  (:predicates (on ?x - block ?y - block) (ontable ?x - block) (clear ?x - block) (handempty) (holding ?x - block))
+  (:action pick-up :parameters (?x - block) :precondition (and (clear ?x) (ontable ?x) (handempty))
+    :effect (and (holding ?x) (not (ontable ?x)) (not (clear ?x)) (not (handempty))))
+  (:action put-down :parameters (?x - block) :precondition (and (holding ?x) (not (handempty)))
+    :effect (and (ontable ?x) (clear ?x) (handempty) (not (holding ?x))))
+  (:action stack :parameters (?x ?y - block) :precondition (and (holding ?x) (clear ?y))
+    :effect (and (on ?x ?y) (clear ?x) (handempty) (not (holding ?x)) (not (clear ?y))))
+  (:action unstack :parameters (?x ?y - block) :precondition (and (on ?x ?y) (clear ?x) (handempty))
+    :effect (and (holding ?x) (clear ?y) (not (on ?x ?y)) (not (clear ?x)) (not (handempty)))))";
+
+    const P: &str = "(define (problem p) (:domain bw) (:objects a b c - block t - object)
+  (:init (clear a) (on a b) (ontable b) (clear c) (ontable c) (handempty)) (:goal (and (on c a) (on a b))))";
+
+    fn run(plan: &str) -> ValidationReport {
+        validate(&parse_domain(BW).unwrap(), &parse_problem(P).unwrap(), &parse_plan(plan).unwrap())
+    }
+
+    #[test]
+    fn a_valid_plan() {
+        let r = run("(pick-up c)\n(stack c a)\n; cost = 2 (unit cost)\n");
+        assert!(r.valid, "{r:?}");
+        assert_eq!((r.steps, r.failed_step), (2, None));
+        assert!(r.unsatisfied.is_empty());
+    }
+
+    #[test]
+    fn the_first_failing_precondition_is_reported_with_its_literals() {
+        let r = run("(pick-up c)\n(stack c a)\n(pick-up b)\n");
+        assert!(!r.valid);
+        assert_eq!(r.failed_step, Some(3));
+        assert_eq!(r.unsatisfied, ["(clear b)"]);
+        assert!(r.reason.contains("step 3 (pick-up b)"), "{}", r.reason);
+
+        let r = run("(pick-up c)\n(put-down c)\n(put-down c)");
+        assert_eq!(r.failed_step, Some(3));
+        assert_eq!(r.unsatisfied, ["(holding c)", "(not (handempty))"]);
+    }
+
+    #[test]
+    fn a_plan_that_misses_the_goal() {
+        let r = run("(pick-up c)");
+        assert!(!r.valid);
+        assert_eq!(r.failed_step, None);
+        assert_eq!(r.unsatisfied, ["(on c a)"]);
+        assert!(r.reason.contains("goal not satisfied after 1 steps"), "{}", r.reason);
+    }
+
+    #[test]
+    fn unknown_actions_objects_arity_and_types_fail_at_their_step() {
+        let r = run("(pick-up c)\n(fly c a)");
+        assert_eq!(r.failed_step, Some(2));
+        assert!(r.reason.contains("unknown action `fly`"), "{}", r.reason);
+        let r = run("(pick-up c a)");
+        assert_eq!(r.failed_step, Some(1));
+        assert!(r.reason.contains("takes 1 arguments, got 2"), "{}", r.reason);
+        let r = run("(pick-up z)");
+        assert!(r.reason.contains("unknown object `z`"), "{}", r.reason);
+        let r = run("(pick-up t)");
+        assert!(r.reason.contains("object `t` has type `object`, but parameter `?x` of `pick-up` needs `block`"), "{}", r.reason);
+    }
+
+    #[test]
+    fn ill_formed_specs_give_a_reason_not_a_panic() {
+        let p = parse_problem("(define (problem p) (:domain bw) (:objects a - block) (:init (clear q)) (:goal (clear a)))").unwrap();
+        let r = validate(&parse_domain(BW).unwrap(), &p, &parse_plan("(pick-up a)").unwrap());
+        assert!(!r.valid && r.reason.contains("ill-formed") && r.reason.contains("`q`"), "{}", r.reason);
+    }
+
+    #[test]
+    fn report_serialises_with_the_cli_field_names() {
+        let v = serde_json::to_value(run("(pick-up b)")).unwrap();
+        assert_eq!(v["valid"], false);
+        assert_eq!(v["failed_step"], 1);
+        assert_eq!(v["steps"], 1);
+        assert_eq!(v["unsatisfied"][0], "(clear b)");
+    }
+}

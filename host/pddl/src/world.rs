@@ -51,16 +51,23 @@ impl TypeTable {
                 None => t.unknown_parents.push((decl.name.clone(), decl.ty.clone(), decl.type_span.unwrap_or(decl.span))),
             }
         }
-        // Cut cycles: a chain longer than the number of types must loop.
+        // Record one type per cycle (the first declared), then cut the cycle there.
+        let mut on_reported = vec![false; t.names.len()];
         for decl in &domain.types {
             let id = t.index[&decl.name];
-            if id != 0 && t.on_cycle(id) && !t.cyclic.iter().any(|(n, _)| *n == decl.name) {
-                t.cyclic.push((decl.name.clone(), decl.span));
+            if id == 0 || on_reported[id as usize] || !t.on_cycle(id) {
+                continue;
             }
-        }
-        for (n, _) in &t.cyclic {
-            let id = t.index[n] as usize;
-            t.parent[id] = 0;
+            let mut cur = id;
+            loop {
+                on_reported[cur as usize] = true;
+                cur = t.parent[cur as usize];
+                if cur == id {
+                    break;
+                }
+            }
+            t.cyclic.push((decl.name.clone(), decl.span));
+            t.parent[id as usize] = 0;
         }
         t
     }
@@ -76,7 +83,7 @@ impl TypeTable {
                 return false;
             }
         }
-        true
+        false // the chain runs into a cycle that `start` is not on
     }
 
     pub fn id(&self, name: &str) -> Option<u32> {
@@ -345,5 +352,25 @@ pub(crate) fn resolve(arg: Arg, binding: &[u32]) -> u32 {
     match arg {
         Arg::Var(i) => binding[i],
         Arg::Obj(o) => o,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::parse_domain;
+
+    #[test]
+    fn type_table_subtypes_and_cycles() {
+        let d = parse_domain("(define (domain d) (:types c - a a - b b - a truck - vehicle vehicle - object x - nope))").unwrap();
+        let t = TypeTable::new(&d);
+        assert_eq!(t.cyclic.len(), 1, "one cycle, reported once");
+        assert_eq!(t.unknown_parents.len(), 1);
+        let (truck, vehicle) = (t.id("truck").unwrap(), t.id("vehicle").unwrap());
+        assert!(t.is_subtype(truck, vehicle) && t.is_subtype(truck, 0) && !t.is_subtype(vehicle, truck));
+        // After the cut every chain reaches `object`.
+        for ty in ["a", "b", "c", "x"] {
+            assert!(t.is_subtype(t.id(ty).unwrap(), 0), "{ty}");
+        }
     }
 }
