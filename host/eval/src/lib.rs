@@ -1,2 +1,37 @@
 //! Benchmark loaders, metrics and reports.
+//!
+//! The metrics are the numbers the evaluation and training issues report, computed from the
+//! faithfulness checker's [`FaithfulnessReport`]s (one per task):
+//!
+//! - [`FaithfulnessMetrics::from_reports`]: Solvability = mean S_i, FaithfulSuccess = mean C_i,
+//!   Drift = Σ S_i(1−C_i) / Σ S_i, Gap = Solvability − FaithfulSuccess, the goal-preservation
+//!   rate, mean Schema-F1, the distribution of drift categories and of goal decisions.
+//! - [`disagreement_bound`]: ε̂, the solver–correctness disagreement, with its Hoeffding bound
+//!   ε ≤ ε̂ + sqrt(ln(k/δ) / 2n) (δ split over k checkpoints by the union bound).
+//! - [`roc_auc`]: the Judge's ROC AUC, ties counted one half.
+//!
+//! ```
+//! use onebrain_core::{Drift, FaithfulnessReport};
+//! use onebrain_eval::{disagreement_bound, roc_auc, FaithfulnessMetrics};
+//!
+//! let faithful = FaithfulnessReport { solvable: true, faithful: true, ..Default::default() };
+//! let weakened = FaithfulnessReport { solvable: true, drift: Some(Drift::GoalWeakening), ..Default::default() };
+//! let unsolved = FaithfulnessReport::default();
+//! let m = FaithfulnessMetrics::from_reports(&[faithful.clone(), weakened.clone(), unsolved.clone()]);
+//! assert!((m.solvability - 2.0 / 3.0).abs() < 1e-12);
+//! assert_eq!(m.drift, Some(0.5));
+//! assert_eq!(m.drift_categories.goal_weakening, 1);
+//!
+//! let b = disagreement_bound(&[faithful, weakened, unsolved], 0.05, 1).unwrap();
+//! assert!((b.eps_hat - 1.0 / 3.0).abs() < 1e-12 && b.bound > b.eps_hat);
+//!
+//! assert_eq!(roc_auc(&[0.9, 0.2], &[true, false]).unwrap(), 1.0);
+//! ```
 #![deny(missing_docs)]
+
+mod metrics;
+
+pub use metrics::{
+    disagreement_bound, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts, FaithfulnessMetrics,
+    MetricsError,
+};
