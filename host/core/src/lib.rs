@@ -298,5 +298,6 @@ pub trait DomainAdapter: Send + Sync {
 /// Turns the planner's raw output into categorised diagnostics.
 pub trait DiagnosticParser: Send + Sync {
     /// Categorises `raw`, given what the native checks already found.
-    fn parse(&self, raw: &SolverOutput, native: &[Diagnostic]) -> Result<Vec<Diagnostic>, BoxError>;
+    fn parse(&self, raw: &SolverOutput, native: &[Diagnostic])
+        -> Result<Vec<Diagnostic>, BoxError>;
 }

@@ -1,0 +1,59 @@
+//! Benchmarks that measure onebrain against a peer in the same run.
+//!
+//! Targets live here, never in timed unit tests: the machines are shared and
+//! noisy, so a figure means something only next to its peer, measured in the
+//! same process a moment apart. `onebrain bench <what>` prints a [`Table`]
+//! per benchmark; the README quotes them with the command.
+//!
+//! ```
+//! let mut t = onebrain_bench::Table::new(["measure", "value"]);
+//! t.row(["answer".to_string(), "42".to_string()]);
+//! assert!(t.to_string().contains("| answer | 42 |"));
+//! ```
+#![deny(missing_docs)]
+
+pub mod verifier;
+
+use std::fmt;
+
+/// A Markdown table, ready to paste into the README.
+#[derive(Debug, Clone)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column titles.
+    pub fn new<const N: usize>(header: [&str; N]) -> Table {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Appends a row.
+    pub fn row<const N: usize>(&mut self, cells: [String; N]) {
+        self.rows.push(cells.to_vec());
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "| {} |", self.header.join(" | "))?;
+        writeln!(f, "|{}", "---|".repeat(self.header.len()))?;
+        for row in &self.rows {
+            writeln!(f, "| {} |", row.join(" | "))?;
+        }
+        Ok(())
+    }
+}
+
+/// The arithmetic mean (0 for no samples).
+pub fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}

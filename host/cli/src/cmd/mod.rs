@@ -1,0 +1,31 @@
+//! One module per subcommand; `run` is the single dispatch.
+
+mod bench;
+mod check;
+mod validate;
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::flags::{Command, Flags};
+
+/// Runs the subcommand the user chose.
+pub fn run(flags: Flags) -> anyhow::Result<()> {
+    match flags.command {
+        Command::Check(args) => check::run(args),
+        Command::Validate(args) => validate::run(args),
+        Command::Bench(args) => bench::run(args),
+    }
+}
+
+/// Reads a text file, naming it in the error.
+pub fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Prints one JSON object on stdout.
+pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

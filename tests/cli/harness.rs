@@ -1,0 +1,72 @@
+//! A tiny harness for running the `onebrain` binary (after ripgrep's `TestCommand`).
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A fixture under tests/fixtures.
+pub fn fixture(name: &str) -> PathBuf {
+    repo().join("tests/fixtures").join(name)
+}
+
+/// `../shared/data` beside the repository, if present.
+pub fn shared_data() -> Option<PathBuf> {
+    let dir = repo().join("../shared/data");
+    dir.is_dir().then_some(dir).or_else(|| {
+        eprintln!("skipping: ../shared/data is absent");
+        None
+    })
+}
+
+/// One `onebrain` invocation.
+pub struct TestCommand {
+    cmd: Command,
+}
+
+impl TestCommand {
+    pub fn new(args: &[&str]) -> TestCommand {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_onebrain"));
+        cmd.args(args).current_dir(repo());
+        TestCommand { cmd }
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.cmd.arg(arg);
+        self
+    }
+
+    fn output(mut self) -> (Output, String) {
+        let out = self.cmd.output().expect("run onebrain");
+        let desc = format!(
+            "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out, desc)
+    }
+
+    /// Runs it, asserts exit 0, returns stdout.
+    pub fn stdout(self) -> String {
+        let (out, desc) = self.output();
+        assert!(out.status.success(), "{desc}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs it with `--json`, asserts exit 0, parses stdout as one JSON object.
+    pub fn json(self) -> serde_json::Value {
+        let text = self.arg("--json").stdout();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    /// Runs it, asserts the given non-zero exit code, returns stderr.
+    pub fn fails_with(self, code: i32) -> String {
+        let (out, desc) = self.output();
+        assert_eq!(out.status.code(), Some(code), "{desc}");
+        String::from_utf8(out.stderr).unwrap()
+    }
+}
