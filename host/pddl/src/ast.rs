@@ -111,7 +111,12 @@ pub struct Action {
     /// Where the name is.
     pub span: Span,
 }
-eq_ignoring_spans!(Action { name, params, precondition, effect });
+eq_ignoring_spans!(Action {
+    name,
+    params,
+    precondition,
+    effect
+});
 
 /// A parsed domain file.
 #[derive(Clone, Debug)]
@@ -131,7 +136,14 @@ pub struct Domain {
     /// Where the domain's name is.
     pub span: Span,
 }
-eq_ignoring_spans!(Domain { name, requirements, types, constants, predicates, actions });
+eq_ignoring_spans!(Domain {
+    name,
+    requirements,
+    types,
+    constants,
+    predicates,
+    actions
+});
 
 impl Domain {
     /// The predicate declaration called `name`.
@@ -167,7 +179,14 @@ pub struct Problem {
     /// Where `(:goal` is.
     pub goal_span: Span,
 }
-eq_ignoring_spans!(Problem { name, domain_name, requirements, objects, init, goal });
+eq_ignoring_spans!(Problem {
+    name,
+    domain_name,
+    requirements,
+    objects,
+    init,
+    goal
+});
 
 /// One step of a plan: `(action arg ...)`.
 #[derive(Clone, Debug)]

@@ -5,7 +5,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A 1-based line and column in a source file; columns count characters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Span {
     /// 1-based line number.
     pub line: u32,
@@ -150,12 +152,22 @@ pub struct Diagnostic {
 impl Diagnostic {
     /// An error with no location yet.
     pub fn error(category: Category, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { category, severity: Severity::Error, message: message.into(), file: None, line: None, column: None }
+        Diagnostic {
+            category,
+            severity: Severity::Error,
+            message: message.into(),
+            file: None,
+            line: None,
+            column: None,
+        }
     }
 
     /// A warning with no location yet.
     pub fn warning(category: Category, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(category, message) }
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(category, message)
+        }
     }
 
     /// The same diagnostic, located at `span` in `file`.
@@ -209,14 +221,15 @@ mod tests {
 
     #[test]
     fn diagnostic_serialises_with_lowercase_fields() {
-        let d = Diagnostic::warning(Category::ObjectType, "m").at(SpecFile::Problem, Span::new(3, 7));
+        let d =
+            Diagnostic::warning(Category::ObjectType, "m").at(SpecFile::Problem, Span::new(3, 7));
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(json["category"], "object-type");
         assert_eq!(json["severity"], "warning");
         assert_eq!(json["file"], "problem");
         assert_eq!(json["line"], 3);
         assert_eq!(d.to_string(), "problem:3:7: warning[object-type]: m");
-        assert!(!has_errors(&[d.clone()]));
+        assert!(!has_errors(std::slice::from_ref(&d)));
         assert!(has_errors(&[d, Diagnostic::error(Category::Syntax, "x")]));
     }
 }

@@ -1,6 +1,6 @@
 //! Parse errors: what went wrong and where.
 
-use crate::diag::{Category, Diagnostic, SpecFile, Span};
+use crate::diag::{Category, Diagnostic, Span, SpecFile};
 
 /// What kind of parse error happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,7 +30,11 @@ pub struct ParseError {
 
 impl ParseError {
     pub(crate) fn new(kind: ParseErrorKind, message: impl Into<String>, span: Span) -> ParseError {
-        ParseError { kind, message: message.into(), span }
+        ParseError {
+            kind,
+            message: message.into(),
+            span,
+        }
     }
 
     /// What kind of error this is.

@@ -7,12 +7,11 @@
 //! Downward's translator does with its Datalog program. Static predicates (never in an effect)
 //! are compiled away, and equality and static negative preconditions prune bindings.
 
-use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use crate::ast::{Domain, Problem};
 use crate::diag::Span;
-use crate::world::{instantiate, resolve, Arg, CAction, Interner, World};
+use crate::world::{instantiate, resolve, Arg, CAction, FxHashMap, FxHashSet, Interner, World};
 
 /// Grounding gives up beyond this many join steps: a spec that needs more is far larger than
 /// any benchmark task (PlanBench Logistics needs a few thousand) and is almost surely a
@@ -102,7 +101,9 @@ pub struct State {
 
 impl State {
     fn empty(num_atoms: usize) -> State {
-        State { words: vec![0; num_atoms.div_ceil(64)].into_boxed_slice() }
+        State {
+            words: vec![0; num_atoms.div_ceil(64)].into_boxed_slice(),
+        }
     }
 
     fn insert(&mut self, a: AtomId) {
@@ -115,7 +116,9 @@ impl State {
 
     /// True if atom `a` holds.
     pub fn contains(&self, a: AtomId) -> bool {
-        self.words.get((a.0 / 64) as usize).is_some_and(|w| w & (1 << (a.0 % 64)) != 0)
+        self.words
+            .get((a.0 / 64) as usize)
+            .is_some_and(|w| w & (1 << (a.0 % 64)) != 0)
     }
 
     /// How many atoms hold.
@@ -131,7 +134,9 @@ impl State {
     /// The atoms that hold, in id order.
     pub fn iter(&self) -> impl Iterator<Item = AtomId> + '_ {
         self.words.iter().enumerate().flat_map(|(i, &w)| {
-            (0..64u32).filter(move |b| w & (1 << b) != 0).map(move |b| AtomId(i as u32 * 64 + b))
+            (0..64u32)
+                .filter(move |b| w & (1 << b) != 0)
+                .map(move |b| AtomId(i as u32 * 64 + b))
         })
     }
 }
@@ -227,7 +232,13 @@ impl GroundTask {
     /// The predicate name and object names of atom `id`.
     pub fn atom_parts(&self, id: AtomId) -> (&str, Vec<&str>) {
         let key = self.atoms.key(id.0);
-        (&self.preds[key[0] as usize], key[1..].iter().map(|&o| self.objects[o as usize].as_str()).collect())
+        (
+            &self.preds[key[0] as usize],
+            key[1..]
+                .iter()
+                .map(|&o| self.objects[o as usize].as_str())
+                .collect(),
+        )
     }
 
     /// The atom `(predicate args...)`, if it was interned (every atom that can ever hold is).
@@ -362,14 +373,25 @@ impl GroundTask {
             }
         }
         Reachability {
-            unreachable_goals: self.goal_pos.iter().copied().filter(|a| !reached[a.0 as usize]).collect(),
+            unreachable_goals: self
+                .goal_pos
+                .iter()
+                .copied()
+                .filter(|a| !reached[a.0 as usize])
+                .collect(),
             undeletable_goals: self
                 .goal_neg
                 .iter()
                 .copied()
                 .filter(|a| self.init.contains(*a) && !deletable[a.0 as usize])
                 .collect(),
-            dead_schemas: self.schemas.iter().zip(&live).filter(|(_, &l)| !l).map(|(s, _)| s.clone()).collect(),
+            dead_schemas: self
+                .schemas
+                .iter()
+                .zip(&live)
+                .filter(|(_, &l)| !l)
+                .map(|(s, _)| s.clone())
+                .collect(),
             goal_possible: self.goal_possible,
             reached,
         }
@@ -381,7 +403,7 @@ struct Reached {
     flag: Vec<bool>,
     by_pred: Vec<Vec<u32>>,
     /// (predicate, argument position, object) → atoms.
-    by_arg: HashMap<(u32, u32, u32), Vec<u32>>,
+    by_arg: FxHashMap<(u32, u32, u32), Vec<u32>>,
 }
 
 impl Reached {
@@ -395,7 +417,10 @@ impl Reached {
         self.flag[id as usize] = true;
         self.by_pred[key[0] as usize].push(id);
         for (pos, &o) in key[1..].iter().enumerate() {
-            self.by_arg.entry((key[0], pos as u32, o)).or_default().push(id);
+            self.by_arg
+                .entry((key[0], pos as u32, o))
+                .or_default()
+                .push(id);
         }
         true
     }
@@ -424,13 +449,18 @@ impl Join<'_> {
     fn tick(&mut self) -> Result<(), GroundError> {
         *self.steps += 1;
         if *self.steps > MAX_JOIN_STEPS {
-            return Err(GroundError::TooLarge { limit: format!("{MAX_JOIN_STEPS} join steps") });
+            return Err(GroundError::TooLarge {
+                limit: format!("{MAX_JOIN_STEPS} join steps"),
+            });
         }
         Ok(())
     }
 
     fn fits(&self, var: usize, obj: u32) -> bool {
-        self.world.types.is_subtype(self.world.object_type[obj as usize], self.schema.params[var])
+        self.world.types.is_subtype(
+            self.world.object_type[obj as usize],
+            self.schema.params[var],
+        )
     }
 
     fn join(&mut self, k: usize) -> Result<(), GroundError> {
@@ -445,7 +475,11 @@ impl Join<'_> {
         for (pos, arg) in atom.args.iter().enumerate() {
             let obj = resolve_partial(*arg, &self.binding);
             if obj != UNBOUND {
-                let list = self.reached.by_arg.get(&(atom.pred, pos as u32, obj)).map_or(&[][..], |v| v.as_slice());
+                let list = self
+                    .reached
+                    .by_arg
+                    .get(&(atom.pred, pos as u32, obj))
+                    .map_or(&[][..], |v| v.as_slice());
                 if !narrowed || list.len() < cands.len() {
                     cands = list;
                     narrowed = true;
@@ -492,10 +526,14 @@ impl Join<'_> {
     /// Binds the parameters no positive precondition mentions, over their type's objects.
     fn free(&mut self, from: usize) -> Result<(), GroundError> {
         let Some(v) = (from..self.binding.len()).find(|&v| self.binding[v] == UNBOUND) else {
-            let eq_ok = self.schema.eq.iter().all(|&(pos, a, b)| (resolve(a, &self.binding) == resolve(b, &self.binding)) == pos);
+            let eq_ok = self.schema.eq.iter().all(|&(pos, a, b)| {
+                (resolve(a, &self.binding) == resolve(b, &self.binding)) == pos
+            });
             if eq_ok {
                 if self.found.len() >= MAX_GROUND_ACTIONS {
-                    return Err(GroundError::TooLarge { limit: format!("{MAX_GROUND_ACTIONS} ground actions") });
+                    return Err(GroundError::TooLarge {
+                        limit: format!("{MAX_GROUND_ACTIONS} ground actions"),
+                    });
                 }
                 self.found.push(self.binding.clone().into_boxed_slice());
             }
@@ -529,10 +567,18 @@ fn join_order(schema: &CAction, fluent: &[bool]) -> Vec<usize> {
     while !todo.is_empty() {
         let score = |i: usize| {
             let a = &schema.pre[i].1;
-            let b = a.args.iter().filter(|x| matches!(x, Arg::Obj(_)) || matches!(x, Arg::Var(v) if bound[*v])).count();
+            let b = a
+                .args
+                .iter()
+                .filter(|x| matches!(x, Arg::Obj(_)) || matches!(x, Arg::Var(v) if bound[*v]))
+                .count();
             (b, !fluent[a.pred as usize], usize::MAX - a.args.len())
         };
-        let (pos, &best) = todo.iter().enumerate().max_by_key(|&(_, &i)| score(i)).expect("non-empty");
+        let (pos, &best) = todo
+            .iter()
+            .enumerate()
+            .max_by_key(|&(_, &i)| score(i))
+            .expect("non-empty");
         todo.swap_remove(pos);
         for a in &schema.pre[best].1.args {
             if let Arg::Var(v) = a {
@@ -547,8 +593,14 @@ fn join_order(schema: &CAction, fluent: &[bool]) -> Vec<usize> {
 /// Grounds `problem` over `domain` (see the module docs for the method).
 pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundError> {
     let world = World::new(domain, problem)?;
-    if domain.actions.iter().any(|a| a.params.len() > 64 || a.precondition.len() > 512) {
-        return Err(GroundError::TooLarge { limit: "64 parameters or 512 preconditions in one action".into() });
+    if domain
+        .actions
+        .iter()
+        .any(|a| a.params.len() > 64 || a.precondition.len() > 512)
+    {
+        return Err(GroundError::TooLarge {
+            limit: "64 parameters or 512 preconditions in one action".into(),
+        });
     }
     let mut fluent = vec![false; world.preds.len()];
     for a in &world.actions {
@@ -557,7 +609,11 @@ pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundEr
         }
     }
     let mut atoms = Interner::default();
-    let mut reached = Reached { flag: Vec::new(), by_pred: vec![Vec::new(); world.preds.len()], by_arg: HashMap::new() };
+    let mut reached = Reached {
+        flag: Vec::new(),
+        by_pred: vec![Vec::new(); world.preds.len()],
+        by_arg: FxHashMap::default(),
+    };
     let mut key = Vec::new();
     let mut init_ids = Vec::with_capacity(problem.init.len());
     for a in &problem.init {
@@ -567,8 +623,13 @@ pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundEr
         reached.add(id, &key);
         init_ids.push(id);
     }
-    let orders: Vec<Vec<usize>> = world.actions.iter().map(|a| join_order(a, &fluent)).collect();
-    let mut seen: HashSet<(usize, Box<[u32]>)> = HashSet::new();
+    let orders: Vec<Vec<usize>> = world
+        .actions
+        .iter()
+        .map(|a| join_order(a, &fluent))
+        .collect();
+    // Bindings already instantiated, per schema: the fixed point re-finds them every round.
+    let mut seen: Vec<FxHashSet<Box<[u32]>>> = vec![FxHashSet::default(); world.actions.len()];
     let mut actions: Vec<GroundAction> = Vec::new();
     let mut steps = 0u64;
     loop {
@@ -589,13 +650,16 @@ pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundEr
                 j.found
             };
             'binding: for b in found {
-                if seen.contains(&(si, b.clone())) {
+                if seen[si].contains(&b) {
                     continue;
                 }
                 let mut ga = GroundAction {
                     name: domain.actions[si].name.clone(),
                     schema: si,
-                    args: b.iter().map(|&o| world.objects[o as usize].to_string()).collect(),
+                    args: b
+                        .iter()
+                        .map(|&o| world.objects[o as usize].to_string())
+                        .collect(),
                     pre_pos: Vec::new(),
                     pre_neg: Vec::new(),
                     add: Vec::new(),
@@ -605,7 +669,11 @@ pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundEr
                     instantiate(atom, &b, &mut key);
                     if fluent[atom.pred as usize] {
                         let (id, _) = atoms.intern(&key);
-                        if *pos { ga.pre_pos.push(AtomId(id)) } else { ga.pre_neg.push(AtomId(id)) }
+                        if *pos {
+                            ga.pre_pos.push(AtomId(id))
+                        } else {
+                            ga.pre_neg.push(AtomId(id))
+                        }
                     } else if !*pos && atoms.get(&key).is_some_and(|id| reached.contains(id)) {
                         continue 'binding; // a static atom that holds, required false
                     }
@@ -620,10 +688,12 @@ pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundEr
                     ga.add.push(AtomId(id));
                     changed |= reached.add(id, &key);
                 }
-                seen.insert((si, b));
+                seen[si].insert(b);
                 actions.push(ga);
                 if actions.len() > MAX_GROUND_ACTIONS {
-                    return Err(GroundError::TooLarge { limit: format!("{MAX_GROUND_ACTIONS} ground actions") });
+                    return Err(GroundError::TooLarge {
+                        limit: format!("{MAX_GROUND_ACTIONS} ground actions"),
+                    });
                 }
             }
         }
@@ -644,7 +714,11 @@ pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundEr
         let pred = world.ground_atom(&l.atom, &mut key)?;
         key.insert(0, pred);
         let id = AtomId(atoms.intern(&key).0);
-        if l.positive { goal_pos.push(id) } else { goal_neg.push(id) }
+        if l.positive {
+            goal_pos.push(id)
+        } else {
+            goal_neg.push(id)
+        }
     }
     let mut init = State::empty(atoms.len());
     for id in init_ids {
@@ -680,7 +754,11 @@ mod tests {
     :effect (and (holding ?x) (clear ?y) (not (on ?x ?y)) (not (clear ?x)) (not (handempty)))))";
 
     fn task(domain: &str, problem: &str) -> GroundTask {
-        ground(&parse_domain(domain).unwrap(), &parse_problem(problem).unwrap()).unwrap()
+        ground(
+            &parse_domain(domain).unwrap(),
+            &parse_problem(problem).unwrap(),
+        )
+        .unwrap()
     }
 
     fn bw3() -> GroundTask {
@@ -693,8 +771,19 @@ mod tests {
         let t = bw3();
         let count = |n: &str| t.actions().iter().filter(|a| a.name == n).count();
         // 3 pick-up, 3 put-down, 6 stack (x ≠ y), 6 unstack (every (on x y) with x ≠ y is reachable).
-        assert_eq!((count("pick-up"), count("put-down"), count("stack"), count("unstack")), (3, 3, 6, 6));
-        assert!(t.actions().iter().all(|a| a.name != "stack" || a.args[0] != a.args[1]));
+        assert_eq!(
+            (
+                count("pick-up"),
+                count("put-down"),
+                count("stack"),
+                count("unstack")
+            ),
+            (3, 3, 6, 6)
+        );
+        assert!(t
+            .actions()
+            .iter()
+            .all(|a| a.name != "stack" || a.args[0] != a.args[1]));
         let names: Vec<String> = t.state_atoms(t.init());
         assert_eq!(names.len(), 6);
         assert!(names.contains(&"(on a b)".to_string()));
@@ -706,7 +795,10 @@ mod tests {
         let t = bw3();
         let find = |s: &str| t.actions().iter().position(|a| a.to_string() == s).unwrap();
         let s0 = t.init().clone();
-        let app: Vec<String> = t.applicable(&s0).map(|i| t.actions()[i].to_string()).collect();
+        let app: Vec<String> = t
+            .applicable(&s0)
+            .map(|i| t.actions()[i].to_string())
+            .collect();
         assert_eq!(app.len(), 2, "{app:?}"); // pick-up c, unstack a b
         let s1 = t.apply(&s0, find("(pick-up c)"));
         assert!(s1.contains(t.atom_id("holding", &["c"]).unwrap()));
@@ -736,7 +828,10 @@ mod tests {
         let drives: Vec<String> = t.actions().iter().map(|a| a.to_string()).collect();
         // Only roads from reachable places to open places: l1→l2, l2→l3 (l4 is closed, so l5 is unreachable).
         assert_eq!(drives, ["(drive l1 l2)", "(drive l2 l3)"]);
-        assert!(t.actions().iter().all(|a| a.pre_pos.len() == 1 && a.pre_neg.is_empty()));
+        assert!(t
+            .actions()
+            .iter()
+            .all(|a| a.pre_pos.len() == 1 && a.pre_neg.is_empty()));
         let r = t.relaxed_reachability();
         assert!(r.goal_reachable());
         assert!(r.is_reachable(t.atom_id("at", &["l3"]).unwrap()));
@@ -787,10 +882,27 @@ mod tests {
         let d = parse_domain(BW).unwrap();
         let p = |s: &str| parse_problem(s).unwrap();
         let e = ground(&d, &p("(define (problem x) (:domain bw) (:objects a - block) (:init (clear z)) (:goal (clear a)))")).unwrap_err();
-        assert!(matches!(e, GroundError::UnknownObject { ref name, .. } if name == "z"), "{e}");
+        assert!(
+            matches!(e, GroundError::UnknownObject { ref name, .. } if name == "z"),
+            "{e}"
+        );
         let e = ground(&d, &p("(define (problem x) (:domain bw) (:objects a - block) (:init (clear a a)) (:goal (clear a)))")).unwrap_err();
-        assert!(matches!(e, GroundError::Arity { expected: 1, found: 2, .. }), "{e}");
-        let e = ground(&d, &p("(define (problem x) (:domain bw) (:objects a - blk) (:init) (:goal (clear a)))")).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                GroundError::Arity {
+                    expected: 1,
+                    found: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = ground(
+            &d,
+            &p("(define (problem x) (:domain bw) (:objects a - blk) (:init) (:goal (clear a)))"),
+        )
+        .unwrap_err();
         assert!(matches!(e, GroundError::UnknownType { .. }), "{e}");
         assert!(e.to_string().contains("line 1"), "{e}");
     }

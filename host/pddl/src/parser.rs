@@ -1,6 +1,8 @@
 //! PDDL parser: S-expression tree → [`Domain`], [`Problem`], [`Plan`].
 
-use crate::ast::{Action, Atom, Domain, Literal, Plan, PlanStep, Predicate, Problem, Term, TypedName, OBJECT};
+use crate::ast::{
+    Action, Atom, Domain, Literal, Plan, PlanStep, Predicate, Problem, Term, TypedName, OBJECT,
+};
 use crate::diag::Span;
 use crate::error::{ParseError, ParseErrorKind};
 use crate::sexpr::{read, List, SExpr, Sym};
@@ -12,33 +14,72 @@ fn malformed<T>(span: Span, msg: impl Into<String>) -> Result<T> {
 }
 
 fn unsupported<T>(span: Span, construct: &str) -> Result<T> {
-    Err(ParseError::new(ParseErrorKind::Unsupported, format!("unsupported PDDL construct: {construct}"), span))
+    Err(ParseError::new(
+        ParseErrorKind::Unsupported,
+        format!("unsupported PDDL construct: {construct}"),
+        span,
+    ))
 }
 
 /// Requirements this toolkit handles. `:adl` is accepted because language models write it to
 /// mean "negative preconditions and equality"; the ADL constructs themselves are rejected
 /// where they are used, so accepting the keyword never hides a misparse.
-const SUPPORTED_REQUIREMENTS: &[&str] =
-    &[":strips", ":typing", ":negative-preconditions", ":equality", ":adl"];
+const SUPPORTED_REQUIREMENTS: &[&str] = &[
+    ":strips",
+    ":typing",
+    ":negative-preconditions",
+    ":equality",
+    ":adl",
+];
 
 /// Requirements that name constructs this toolkit rejects, with the construct's description.
 const UNSUPPORTED_REQUIREMENTS: &[(&str, &str)] = &[
-    (":conditional-effects", "conditional effects (:conditional-effects)"),
-    (":universal-preconditions", "universally quantified preconditions (:universal-preconditions)"),
-    (":existential-preconditions", "existentially quantified preconditions (:existential-preconditions)"),
-    (":quantified-preconditions", "quantified preconditions (:quantified-preconditions)"),
-    (":disjunctive-preconditions", "disjunctive preconditions (:disjunctive-preconditions)"),
+    (
+        ":conditional-effects",
+        "conditional effects (:conditional-effects)",
+    ),
+    (
+        ":universal-preconditions",
+        "universally quantified preconditions (:universal-preconditions)",
+    ),
+    (
+        ":existential-preconditions",
+        "existentially quantified preconditions (:existential-preconditions)",
+    ),
+    (
+        ":quantified-preconditions",
+        "quantified preconditions (:quantified-preconditions)",
+    ),
+    (
+        ":disjunctive-preconditions",
+        "disjunctive preconditions (:disjunctive-preconditions)",
+    ),
     (":numeric-fluents", "numeric fluents (:numeric-fluents)"),
     (":fluents", "numeric fluents (:fluents)"),
     (":object-fluents", "object fluents (:object-fluents)"),
     (":action-costs", "action costs (:action-costs)"),
     (":durative-actions", "durative actions (:durative-actions)"),
-    (":duration-inequalities", "duration inequalities (:duration-inequalities)"),
-    (":continuous-effects", "continuous effects (:continuous-effects)"),
-    (":derived-predicates", "derived predicates (:derived-predicates)"),
-    (":timed-initial-literals", "timed initial literals (:timed-initial-literals)"),
+    (
+        ":duration-inequalities",
+        "duration inequalities (:duration-inequalities)",
+    ),
+    (
+        ":continuous-effects",
+        "continuous effects (:continuous-effects)",
+    ),
+    (
+        ":derived-predicates",
+        "derived predicates (:derived-predicates)",
+    ),
+    (
+        ":timed-initial-literals",
+        "timed initial literals (:timed-initial-literals)",
+    ),
     (":preferences", "preferences (:preferences)"),
-    (":constraints", "state-trajectory constraints (:constraints)"),
+    (
+        ":constraints",
+        "state-trajectory constraints (:constraints)",
+    ),
 ];
 
 /// Where variables may appear in a condition.
@@ -80,7 +121,10 @@ fn is_name(s: &str) -> bool {
 fn name(e: &SExpr, what: &str) -> Result<(String, Span)> {
     let s = sym(e, what)?;
     if s.text.starts_with('?') {
-        return malformed(s.span, format!("expected {what}, found variable `{}`", s.text));
+        return malformed(
+            s.span,
+            format!("expected {what}, found variable `{}`", s.text),
+        );
     }
     if !is_name(&s.text) {
         return malformed(s.span, format!("`{}` is not a valid {what}", s.text));
@@ -110,20 +154,38 @@ fn define<'a>(top: &'a [SExpr], kind: &str) -> Result<(&'a List, String, Span)> 
         Some(h) if h.text == "define" => {}
         _ => return malformed(def.span, format!("expected (define ({kind} NAME) ...)")),
     }
-    let header = list(nth(def, 1, &format!("({kind} NAME)"))?, &format!("({kind} NAME)"))?;
+    let header = list(
+        nth(def, 1, &format!("({kind} NAME)"))?,
+        &format!("({kind} NAME)"),
+    )?;
     match head(header) {
         Some(h) if h.text == kind => {}
         Some(h) if h.text == "domain" || h.text == "problem" => {
-            return malformed(h.span, format!("expected a {kind} definition, found a {} definition", h.text))
+            return malformed(
+                h.span,
+                format!(
+                    "expected a {kind} definition, found a {} definition",
+                    h.text
+                ),
+            )
         }
         _ => return malformed(header.span, format!("expected ({kind} NAME)")),
     }
-    let (n, span) = name(nth(header, 1, &format!("the {kind} name"))?, &format!("{kind} name"))?;
+    let (n, span) = name(
+        nth(header, 1, &format!("the {kind} name"))?,
+        &format!("{kind} name"),
+    )?;
     if let Some(extra) = header.items.get(2) {
-        return malformed(extra.span(), format!("unexpected `{}` after the {kind} name", describe(extra)));
+        return malformed(
+            extra.span(),
+            format!("unexpected `{}` after the {kind} name", describe(extra)),
+        );
     }
     if let Some(extra) = top.get(1) {
-        return malformed(extra.span(), format!("unexpected content after the end of the {kind} definition"));
+        return malformed(
+            extra.span(),
+            format!("unexpected content after the end of the {kind} definition"),
+        );
     }
     Ok((def, n, span))
 }
@@ -140,14 +202,26 @@ fn section<'a>(e: &'a SExpr, file: &str) -> Result<(&'a List, &'a Sym)> {
     let l = list(e, &format!("a {file} section like (:keyword ...)"))?;
     match head(l) {
         Some(h) if h.text.starts_with(':') => Ok((l, h)),
-        Some(h) => malformed(h.span, format!("expected a {file} section keyword like :predicates, found `{}`", h.text)),
-        None => malformed(l.span, format!("expected a {file} section like (:keyword ...)")),
+        Some(h) => malformed(
+            h.span,
+            format!(
+                "expected a {file} section keyword like :predicates, found `{}`",
+                h.text
+            ),
+        ),
+        None => malformed(
+            l.span,
+            format!("expected a {file} section like (:keyword ...)"),
+        ),
     }
 }
 
 fn once(seen: &mut Vec<String>, kw: &Sym) -> Result<()> {
     if seen.contains(&kw.text) {
-        return malformed(kw.span, format!("section {} appears more than once", kw.text));
+        return malformed(
+            kw.span,
+            format!("section {} appears more than once", kw.text),
+        );
     }
     seen.push(kw.text.clone());
     Ok(())
@@ -204,12 +278,20 @@ fn typed_list(items: &[SExpr], vars: bool, what: &str) -> Result<Vec<TypedName>>
         let text = &s.text;
         if vars {
             if !(text.starts_with('?') && is_name(&text[1..])) {
-                return malformed(s.span, format!("expected a variable like ?x, found `{text}`"));
+                return malformed(
+                    s.span,
+                    format!("expected a variable like ?x, found `{text}`"),
+                );
             }
         } else if !is_name(text) {
             return malformed(s.span, format!("`{text}` is not a valid {what}"));
         }
-        out.push(TypedName { name: text.clone(), ty: OBJECT.to_string(), span: s.span, type_span: None });
+        out.push(TypedName {
+            name: text.clone(),
+            ty: OBJECT.to_string(),
+            span: s.span,
+            type_span: None,
+        });
         pending += 1;
         i += 1;
     }
@@ -220,14 +302,21 @@ fn predicate_decl(e: &SExpr) -> Result<Predicate> {
     let l = list(e, "a predicate declaration like (on ?x ?y)")?;
     let (n, span) = name(nth(l, 0, "a predicate name")?, "predicate name")?;
     let params = typed_list(&l.items[1..], true, "predicate parameter")?;
-    Ok(Predicate { name: n, params, span })
+    Ok(Predicate {
+        name: n,
+        params,
+        span,
+    })
 }
 
 /// An atom `(p t1 ...)` or `(= t1 t2)`.
 fn atom(l: &List, vars_allowed: bool, where_: &str) -> Result<Atom> {
     let h = sym(nth(l, 0, "a predicate name")?, "a predicate name")?;
     if h.text != "=" && !is_name(&h.text) {
-        return malformed(h.span, format!("`{}` is not a valid predicate name", h.text));
+        return malformed(
+            h.span,
+            format!("`{}` is not a valid predicate name", h.text),
+        );
     }
     let mut args = Vec::with_capacity(l.items.len() - 1);
     for e in &l.items[1..] {
@@ -239,7 +328,13 @@ fn atom(l: &List, vars_allowed: bool, where_: &str) -> Result<Atom> {
         };
         if s.text.starts_with('?') {
             if !vars_allowed {
-                return malformed(s.span, format!("variable `{}` in {where_}: only action schemas may use variables", s.text));
+                return malformed(
+                    s.span,
+                    format!(
+                        "variable `{}` in {where_}: only action schemas may use variables",
+                        s.text
+                    ),
+                );
             }
             if !is_name(&s.text[1..]) {
                 return malformed(s.span, format!("`{}` is not a valid variable", s.text));
@@ -247,12 +342,22 @@ fn atom(l: &List, vars_allowed: bool, where_: &str) -> Result<Atom> {
         } else if !is_name(&s.text) {
             return malformed(s.span, format!("`{}` is not a valid object name", s.text));
         }
-        args.push(Term { name: s.text.clone(), span: s.span });
+        args.push(Term {
+            name: s.text.clone(),
+            span: s.span,
+        });
     }
     if h.text == "=" && args.len() != 2 {
-        return malformed(h.span, format!("`=` takes 2 arguments, found {}", args.len()));
+        return malformed(
+            h.span,
+            format!("`=` takes 2 arguments, found {}", args.len()),
+        );
     }
-    Ok(Atom { predicate: h.text.clone(), args, span: l.span })
+    Ok(Atom {
+        predicate: h.text.clone(),
+        args,
+        span: l.span,
+    })
 }
 
 /// Rejects the heads of constructs that are valid PDDL but unsupported, naming them.
@@ -264,20 +369,29 @@ fn reject_unsupported_condition(h: &Sym) -> Result<()> {
         "exists" => unsupported(h.span, "existentially quantified conditions (exists)"),
         "when" => unsupported(h.span, "conditional effects (when)"),
         "preference" => unsupported(h.span, "preferences (preference)"),
-        "<" | ">" | "<=" | ">=" => unsupported(h.span, &format!("numeric comparisons ({})", h.text)),
+        "<" | ">" | "<=" | ">=" => {
+            unsupported(h.span, &format!("numeric comparisons ({})", h.text))
+        }
         _ => Ok(()),
     }
 }
 
 /// A condition (precondition or goal), flattened into a conjunction of literals.
 fn condition(e: &SExpr, ctx: Ctx, out: &mut Vec<Literal>) -> Result<()> {
-    let where_ = if ctx == Ctx::Goal { "the goal" } else { "a precondition" };
+    let where_ = if ctx == Ctx::Goal {
+        "the goal"
+    } else {
+        "a precondition"
+    };
     let l = list(e, "a condition like (pred ...) or (and ...)")?;
     let Some(h) = head(l) else {
         if l.items.is_empty() {
             return Ok(()); // `()` is the empty conjunction
         }
-        return malformed(l.span, "expected a predicate name or `and`/`not` at the start of a condition");
+        return malformed(
+            l.span,
+            "expected a predicate name or `and`/`not` at the start of a condition",
+        );
     };
     reject_unsupported_condition(h)?;
     let vars = ctx == Ctx::Precondition;
@@ -290,24 +404,43 @@ fn condition(e: &SExpr, ctx: Ctx, out: &mut Vec<Literal>) -> Result<()> {
         }
         "not" => {
             if l.items.len() != 2 {
-                return malformed(h.span, format!("`not` takes exactly one condition, found {}", l.items.len() - 1));
+                return malformed(
+                    h.span,
+                    format!(
+                        "`not` takes exactly one condition, found {}",
+                        l.items.len() - 1
+                    ),
+                );
             }
             let inner = list(&l.items[1], "an atom inside `not`")?;
             if let Some(ih) = head(inner) {
                 reject_unsupported_condition(ih)?;
                 match ih.text.as_str() {
-                    "and" => return unsupported(ih.span, "negated conjunctions (not (and ...)), which are disjunctions"),
+                    "and" => {
+                        return unsupported(
+                            ih.span,
+                            "negated conjunctions (not (and ...)), which are disjunctions",
+                        )
+                    }
                     "not" => return unsupported(ih.span, "nested negation (not (not ...))"),
                     _ => {}
                 }
             }
             let a = atom(inner, vars, where_)?;
-            out.push(Literal { positive: false, atom: a, span: l.span });
+            out.push(Literal {
+                positive: false,
+                atom: a,
+                span: l.span,
+            });
             Ok(())
         }
         _ => {
             let a = atom(l, vars, where_)?;
-            out.push(Literal { positive: true, atom: a, span: l.span });
+            out.push(Literal {
+                positive: true,
+                atom: a,
+                span: l.span,
+            });
             Ok(())
         }
     }
@@ -320,7 +453,10 @@ fn effect(e: &SExpr, out: &mut Vec<Literal>) -> Result<()> {
         if l.items.is_empty() {
             return Ok(());
         }
-        return malformed(l.span, "expected a predicate name or `and`/`not` at the start of an effect");
+        return malformed(
+            l.span,
+            "expected a predicate name or `and`/`not` at the start of an effect",
+        );
     };
     match h.text.as_str() {
         "when" => return unsupported(h.span, "conditional effects (when)"),
@@ -328,7 +464,9 @@ fn effect(e: &SExpr, out: &mut Vec<Literal>) -> Result<()> {
         "increase" | "decrease" | "assign" | "scale-up" | "scale-down" => {
             return unsupported(h.span, &format!("numeric effects ({})", h.text))
         }
-        "or" | "exists" | "imply" => return malformed(h.span, format!("`{}` is not allowed in an effect", h.text)),
+        "or" | "exists" | "imply" => {
+            return malformed(h.span, format!("`{}` is not allowed in an effect", h.text))
+        }
         "=" => return malformed(h.span, "`=` is not allowed in an effect"),
         _ => {}
     }
@@ -341,21 +479,35 @@ fn effect(e: &SExpr, out: &mut Vec<Literal>) -> Result<()> {
         }
         "not" => {
             if l.items.len() != 2 {
-                return malformed(h.span, format!("`not` takes exactly one atom, found {}", l.items.len() - 1));
+                return malformed(
+                    h.span,
+                    format!("`not` takes exactly one atom, found {}", l.items.len() - 1),
+                );
             }
             let inner = list(&l.items[1], "an atom inside `not`")?;
             if let Some(ih) = head(inner) {
                 if matches!(ih.text.as_str(), "and" | "not" | "when" | "forall" | "=") {
-                    return malformed(ih.span, format!("`(not ({} ...))` is not a valid effect", ih.text));
+                    return malformed(
+                        ih.span,
+                        format!("`(not ({} ...))` is not a valid effect", ih.text),
+                    );
                 }
             }
             let a = atom(inner, true, "an effect")?;
-            out.push(Literal { positive: false, atom: a, span: l.span });
+            out.push(Literal {
+                positive: false,
+                atom: a,
+                span: l.span,
+            });
             Ok(())
         }
         _ => {
             let a = atom(l, true, "an effect")?;
-            out.push(Literal { positive: true, atom: a, span: l.span });
+            out.push(Literal {
+                positive: true,
+                atom: a,
+                span: l.span,
+            });
             Ok(())
         }
     }
@@ -374,7 +526,10 @@ fn action(l: &List) -> Result<Action> {
             Some(v) => v,
             None => return malformed(key.span, format!("`{}` has no value", key.text)),
         };
-        if !matches!(key.text.as_str(), ":parameters" | ":precondition" | ":effect") {
+        if !matches!(
+            key.text.as_str(),
+            ":parameters" | ":precondition" | ":effect"
+        ) {
             if key.text == ":vars" || key.text == ":duration" || key.text == ":condition" {
                 return unsupported(key.span, &format!("action keyword {}", key.text));
             }
@@ -391,7 +546,13 @@ fn action(l: &List) -> Result<Action> {
         }
         i += 2;
     }
-    Ok(Action { name: n, params, precondition, effect: eff, span })
+    Ok(Action {
+        name: n,
+        params,
+        precondition,
+        effect: eff,
+        span,
+    })
 }
 
 /// Parses a domain file.
@@ -436,9 +597,13 @@ pub fn parse_domain(src: &str) -> Result<Domain> {
             }
             ":action" => d.actions.push(action(l)?),
             ":functions" => return unsupported(kw.span, "numeric fluents (:functions)"),
-            ":durative-action" => return unsupported(kw.span, "durative actions (:durative-action)"),
+            ":durative-action" => {
+                return unsupported(kw.span, "durative actions (:durative-action)")
+            }
             ":derived" => return unsupported(kw.span, "derived predicates (:derived)"),
-            ":constraints" => return unsupported(kw.span, "state-trajectory constraints (:constraints)"),
+            ":constraints" => {
+                return unsupported(kw.span, "state-trajectory constraints (:constraints)")
+            }
             ":domain" => return malformed(kw.span, "(:domain ...) belongs in a problem file"),
             other => return malformed(kw.span, format!("unknown domain section `{other}`")),
         }
@@ -506,14 +671,19 @@ pub fn parse_problem(src: &str) -> Result<Problem> {
                 once(&mut seen, kw)?;
                 let g = nth(l, 1, "a goal condition")?;
                 if let Some(extra) = l.items.get(2) {
-                    return malformed(extra.span(), "(:goal ...) takes one condition; wrap several in (and ...)");
+                    return malformed(
+                        extra.span(),
+                        "(:goal ...) takes one condition; wrap several in (and ...)",
+                    );
                 }
                 let mut lits = Vec::new();
                 condition(g, Ctx::Goal, &mut lits)?;
                 goal = Some((lits, l.span));
             }
             ":metric" => return unsupported(kw.span, "plan metrics (:metric)"),
-            ":constraints" => return unsupported(kw.span, "state-trajectory constraints (:constraints)"),
+            ":constraints" => {
+                return unsupported(kw.span, "state-trajectory constraints (:constraints)")
+            }
             other => return malformed(kw.span, format!("unknown problem section `{other}`")),
         }
     }
@@ -523,7 +693,17 @@ pub fn parse_problem(src: &str) -> Result<Problem> {
     let Some((goal, goal_span)) = goal else {
         return malformed(def.end, "problem has no (:goal ...) section");
     };
-    Ok(Problem { name: problem_name, domain_name, requirements: requirements_, objects, init, goal, span, domain_span, goal_span })
+    Ok(Problem {
+        name: problem_name,
+        domain_name,
+        requirements: requirements_,
+        objects,
+        init,
+        goal,
+        span,
+        domain_span,
+        goal_span,
+    })
 }
 
 /// Parses a sequential plan as Fast Downward writes it: one `(action arg ...)` per line, `;`
@@ -534,15 +714,31 @@ pub fn parse_plan(src: &str) -> Result<Plan> {
     for e in &top {
         let l = match e {
             SExpr::List(l) => l,
-            SExpr::Sym(s) if s.text.ends_with(':') && s.text[..s.text.len() - 1].parse::<f64>().is_ok() => continue,
-            SExpr::Sym(s) => return malformed(s.span, format!("expected a plan step like (action arg ...), found `{}`", s.text)),
+            SExpr::Sym(s)
+                if s.text.ends_with(':') && s.text[..s.text.len() - 1].parse::<f64>().is_ok() =>
+            {
+                continue
+            }
+            SExpr::Sym(s) => {
+                return malformed(
+                    s.span,
+                    format!(
+                        "expected a plan step like (action arg ...), found `{}`",
+                        s.text
+                    ),
+                )
+            }
         };
         let (action, _) = name(nth(l, 0, "an action name")?, "action name")?;
         let mut args = Vec::with_capacity(l.items.len() - 1);
         for a in &l.items[1..] {
             args.push(name(a, "object name")?.0);
         }
-        steps.push(PlanStep { action, args, span: l.span });
+        steps.push(PlanStep {
+            action,
+            args,
+            span: l.span,
+        });
     }
     Ok(Plan { steps })
 }
@@ -576,13 +772,22 @@ mod tests {
         let d = parse_domain(BW).unwrap();
         assert_eq!(d.name, "bw");
         assert_eq!(d.requirements.len(), 4);
-        assert_eq!(d.types.iter().map(|t| (t.name.as_str(), t.ty.as_str())).collect::<Vec<_>>(), [("block", "object"), ("table", "object")]);
+        assert_eq!(
+            d.types
+                .iter()
+                .map(|t| (t.name.as_str(), t.ty.as_str()))
+                .collect::<Vec<_>>(),
+            [("block", "object"), ("table", "object")]
+        );
         assert_eq!(d.constants[0].ty, "table");
         assert_eq!(d.predicates.len(), 4);
         let a = &d.actions[0];
         assert_eq!(a.name, "stack");
         assert_eq!(a.span, Span::new(6, 12));
-        assert_eq!(a.params.iter().map(|p| p.ty.as_str()).collect::<Vec<_>>(), ["block", "block"]);
+        assert_eq!(
+            a.params.iter().map(|p| p.ty.as_str()).collect::<Vec<_>>(),
+            ["block", "block"]
+        );
         assert_eq!(a.precondition.len(), 3);
         assert!(a.precondition[2].atom.is_equality() && !a.precondition[2].positive);
         assert_eq!(a.effect.iter().filter(|l| !l.positive).count(), 2);
@@ -592,7 +797,13 @@ mod tests {
     fn parses_a_problem_lowercasing_names() {
         let p = parse_problem(BW_P).unwrap();
         assert_eq!((p.name.as_str(), p.domain_name.as_str()), ("p1", "bw"));
-        assert_eq!(p.objects.iter().map(|o| (o.name.as_str(), o.ty.as_str())).collect::<Vec<_>>(), [("a", "block"), ("b", "block"), ("c", "object")]);
+        assert_eq!(
+            p.objects
+                .iter()
+                .map(|o| (o.name.as_str(), o.ty.as_str()))
+                .collect::<Vec<_>>(),
+            [("a", "block"), ("b", "block"), ("c", "object")]
+        );
         assert_eq!(p.init.len(), 3);
         assert_eq!(p.goal.len(), 2);
         assert_eq!(p.goal[1].to_string(), "(not (holding b))");
@@ -635,7 +846,11 @@ mod tests {
     #[test]
     fn every_unsupported_construct_is_named() {
         let dom = |body: &str| format!("(define (domain d) (:predicates (p ?x) (q)) {body})");
-        let act = |pre: &str, eff: &str| dom(&format!("(:action a :parameters (?x) :precondition {pre} :effect {eff})"));
+        let act = |pre: &str, eff: &str| {
+            dom(&format!(
+                "(:action a :parameters (?x) :precondition {pre} :effect {eff})"
+            ))
+        };
         let cases: Vec<(String, &str)> = vec![
             (act("(p ?x)", "(when (p ?x) (q))"), "conditional effects"),
             (act("(forall (?y) (p ?y))", "(q)"), "forall"),
@@ -661,15 +876,24 @@ mod tests {
             assert!(e.message().contains(construct), "{src}: {e}");
             assert!(e.span().line >= 1 && e.span().column >= 1);
         }
-        let prob = |s: &str| format!("(define (problem p) (:domain d) (:objects a) (:init (p a)) (:goal (p a)) {s})");
-        for (src, construct) in [(prob("(:metric minimize (total-cost))"), "metric"), (prob("(:constraints (always (p a)))"), "constraints")] {
+        let prob = |s: &str| {
+            format!("(define (problem p) (:domain d) (:objects a) (:init (p a)) (:goal (p a)) {s})")
+        };
+        for (src, construct) in [
+            (prob("(:metric minimize (total-cost))"), "metric"),
+            (prob("(:constraints (always (p a)))"), "constraints"),
+        ] {
             let e = err(parse_problem(&src));
             assert_eq!(e.kind(), ParseErrorKind::Unsupported);
             assert!(e.message().contains(construct), "{e}");
         }
-        let e = err(parse_problem("(define (problem p) (:domain d) (:init (= (total-cost) 0)) (:goal (p a)))"));
+        let e = err(parse_problem(
+            "(define (problem p) (:domain d) (:init (= (total-cost) 0)) (:goal (p a)))",
+        ));
         assert_eq!(e.kind(), ParseErrorKind::Unsupported);
-        let e = err(parse_problem("(define (problem p) (:domain d) (:goal (exists (?x) (p ?x))))"));
+        let e = err(parse_problem(
+            "(define (problem p) (:domain d) (:goal (exists (?x) (p ?x))))",
+        ));
         assert_eq!(e.kind(), ParseErrorKind::Unsupported);
     }
 
@@ -682,24 +906,40 @@ mod tests {
         assert_eq!(e.span(), Span::new(1, 36));
         let e = err(parse_domain("(define (problem d))"));
         assert!(e.message().contains("found a problem definition"), "{e}");
-        let e = err(parse_problem("(define (problem p) (:domain d) (:objects a) (:init (p a)))"));
+        let e = err(parse_problem(
+            "(define (problem p) (:domain d) (:objects a) (:init (p a)))",
+        ));
         assert!(e.message().contains("no (:goal"), "{e}");
-        let e = err(parse_problem("(define (problem p) (:domain d) (:init (p ?x)) (:goal (p a)))"));
+        let e = err(parse_problem(
+            "(define (problem p) (:domain d) (:init (p ?x)) (:goal (p a)))",
+        ));
         assert_eq!(e.span(), Span::new(1, 43));
-        let e = err(parse_problem("(define (problem p) (:domain d) (:init (not (p a))) (:goal (p a)))"));
+        let e = err(parse_problem(
+            "(define (problem p) (:domain d) (:init (not (p a))) (:goal (p a)))",
+        ));
         assert!(e.message().contains("negative"), "{e}");
         let e = err(parse_domain("(define (domain d) (:types a - ))"));
         assert!(e.message().contains("after `-`"), "{e}");
-        let e = err(parse_domain("(define (domain d) (:predicates) (:predicates))"));
+        let e = err(parse_domain(
+            "(define (domain d) (:predicates) (:predicates))",
+        ));
         assert!(e.message().contains("more than once"), "{e}");
         let e = err(parse_domain("(define (domain d)) (extra)"));
         assert!(e.message().contains("after the end"), "{e}");
         let e = err(parse_domain(""));
         assert_eq!(e.kind(), ParseErrorKind::UnexpectedEof);
-        let e = err(parse_domain("(define (domain d) (:requirements :strips :foo))"));
+        let e = err(parse_domain(
+            "(define (domain d) (:requirements :strips :foo))",
+        ));
         assert!(e.message().contains(":foo"));
-        assert_eq!(e.to_string(), "line 1, column 43: unknown requirement `:foo`");
+        assert_eq!(
+            e.to_string(),
+            "line 1, column 43: unknown requirement `:foo`"
+        );
         let d = e.to_diagnostic(crate::SpecFile::Domain);
-        assert_eq!((d.category, d.line, d.column), (crate::Category::Syntax, Some(1), Some(43)));
+        assert_eq!(
+            (d.category, d.line, d.column),
+            (crate::Category::Syntax, Some(1), Some(43))
+        );
     }
 }

@@ -46,7 +46,12 @@ impl SExpr {
 /// Characters PDDL never uses outside comments. Rejecting them here gives a precise error for
 /// markdown fences, quotes and commas that language models leave in their output.
 fn is_forbidden(c: char) -> bool {
-    !c.is_ascii() || c.is_ascii_control() || matches!(c, '`' | '"' | ',' | '{' | '}' | '[' | ']' | '\\' | '\'' | '|')
+    !c.is_ascii()
+        || c.is_ascii_control()
+        || matches!(
+            c,
+            '`' | '"' | ',' | '{' | '}' | '[' | ']' | '\\' | '\'' | '|'
+        )
 }
 
 /// Reads every top-level expression of `src`.
@@ -87,10 +92,18 @@ pub(crate) fn read(src: &str) -> Result<Vec<SExpr>, ParseError> {
             }
             ')' => {
                 if stack.len() == 1 {
-                    return Err(ParseError::new(ParseErrorKind::Unbalanced, "unmatched ')'", here));
+                    return Err(ParseError::new(
+                        ParseErrorKind::Unbalanced,
+                        "unmatched ')'",
+                        here,
+                    ));
                 }
                 let (items, span) = stack.pop().expect("stack has an open list");
-                let list = SExpr::List(List { items, span, end: here });
+                let list = SExpr::List(List {
+                    items,
+                    span,
+                    end: here,
+                });
                 stack.last_mut().expect("bottom entry").0.push(list);
             }
             c if is_forbidden(c) => {
@@ -118,7 +131,11 @@ pub(crate) fn read(src: &str) -> Result<Vec<SExpr>, ParseError> {
                     chars.next();
                 }
                 let n = text.chars().count() as u32;
-                stack.last_mut().expect("bottom entry").0.push(SExpr::Sym(Sym { text, span: here }));
+                stack
+                    .last_mut()
+                    .expect("bottom entry")
+                    .0
+                    .push(SExpr::Sym(Sym { text, span: here }));
                 col += n;
                 continue;
             }
@@ -154,7 +171,9 @@ mod tests {
         let SExpr::List(l) = &t[0] else { panic!() };
         assert_eq!(l.span, Span::new(2, 1));
         assert_eq!(sym(&l.items[0]), "define");
-        let SExpr::List(inner) = &l.items[1] else { panic!() };
+        let SExpr::List(inner) = &l.items[1] else {
+            panic!()
+        };
         assert_eq!(inner.span, Span::new(2, 9));
         assert_eq!(sym(&inner.items[1]), "x");
         assert_eq!(inner.items[1].span(), Span::new(2, 17));
@@ -166,9 +185,15 @@ mod tests {
         assert_eq!(e.kind(), ParseErrorKind::UnexpectedEof);
         assert!(e.to_string().contains("line 1, column 1"), "{e}");
         let e = read("(a))").unwrap_err();
-        assert_eq!((e.kind(), e.span()), (ParseErrorKind::Unbalanced, Span::new(1, 4)));
+        assert_eq!(
+            (e.kind(), e.span()),
+            (ParseErrorKind::Unbalanced, Span::new(1, 4))
+        );
         let e = read("```pddl").unwrap_err();
-        assert_eq!((e.kind(), e.span()), (ParseErrorKind::InvalidCharacter, Span::new(1, 1)));
+        assert_eq!(
+            (e.kind(), e.span()),
+            (ParseErrorKind::InvalidCharacter, Span::new(1, 1))
+        );
         let e = read("(ab,c)").unwrap_err();
         assert_eq!(e.span(), Span::new(1, 4));
     }

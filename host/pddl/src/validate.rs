@@ -22,8 +22,19 @@ pub struct ValidationReport {
 }
 
 impl ValidationReport {
-    fn fail(steps: usize, step: Option<usize>, reason: String, unsatisfied: Vec<String>) -> ValidationReport {
-        ValidationReport { valid: false, steps, failed_step: step, reason, unsatisfied }
+    fn fail(
+        steps: usize,
+        step: Option<usize>,
+        reason: String,
+        unsatisfied: Vec<String>,
+    ) -> ValidationReport {
+        ValidationReport {
+            valid: false,
+            steps,
+            failed_step: step,
+            reason,
+            unsatisfied,
+        }
     }
 }
 
@@ -45,7 +56,9 @@ impl SimState {
     }
 
     fn holds(&self, key: &[u32]) -> bool {
-        self.atoms.get(key).is_some_and(|id| self.holds[id as usize])
+        self.atoms
+            .get(key)
+            .is_some_and(|id| self.holds[id as usize])
     }
 }
 
@@ -58,9 +71,20 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
     let n = plan.steps.len();
     let world = match World::new(domain, problem) {
         Ok(w) => w,
-        Err(e) => return ValidationReport::fail(n, None, format!("the spec is ill-formed: {e}"), Vec::new()),
+        Err(e) => {
+            return ValidationReport::fail(
+                n,
+                None,
+                format!("the spec is ill-formed: {e}"),
+                Vec::new(),
+            )
+        }
     };
-    let mut st = SimState { atoms: Interner::default(), holds: Vec::new(), key: Vec::new() };
+    let mut st = SimState {
+        atoms: Interner::default(),
+        holds: Vec::new(),
+        key: Vec::new(),
+    };
     let mut key = Vec::new();
     for a in &problem.init {
         match world.ground_atom(a, &mut key) {
@@ -69,7 +93,14 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
                 let id = st.id(&key);
                 st.holds[id] = true;
             }
-            Err(e) => return ValidationReport::fail(n, None, format!("the spec is ill-formed: {e}"), Vec::new()),
+            Err(e) => {
+                return ValidationReport::fail(
+                    n,
+                    None,
+                    format!("the spec is ill-formed: {e}"),
+                    Vec::new(),
+                )
+            }
         }
     }
     let name = |key: &[u32]| key_name(&world.preds, &world.objects, key);
@@ -78,7 +109,12 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
     for (i, step) in plan.steps.iter().enumerate() {
         let k = i + 1;
         let Some(ai) = domain.actions.iter().position(|a| a.name == step.action) else {
-            return ValidationReport::fail(n, Some(k), format!("step {k} {step}: unknown action `{}`", step.action), Vec::new());
+            return ValidationReport::fail(
+                n,
+                Some(k),
+                format!("step {k} {step}: unknown action `{}`", step.action),
+                Vec::new(),
+            );
         };
         let schema = &domain.actions[ai];
         let cs = &world.actions[ai];
@@ -86,14 +122,24 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
             return ValidationReport::fail(
                 n,
                 Some(k),
-                format!("step {k} {step}: action `{}` takes {} arguments, got {}", schema.name, schema.params.len(), step.args.len()),
+                format!(
+                    "step {k} {step}: action `{}` takes {} arguments, got {}",
+                    schema.name,
+                    schema.params.len(),
+                    step.args.len()
+                ),
                 Vec::new(),
             );
         }
         binding.clear();
         for (j, arg) in step.args.iter().enumerate() {
             let Some(&o) = world.object_index.get(arg.as_str()) else {
-                return ValidationReport::fail(n, Some(k), format!("step {k} {step}: unknown object `{arg}`"), Vec::new());
+                return ValidationReport::fail(
+                    n,
+                    Some(k),
+                    format!("step {k} {step}: unknown object `{arg}`"),
+                    Vec::new(),
+                );
             };
             let (ot, pt) = (world.object_type[o as usize], cs.params[j]);
             if !world.types.is_subtype(ot, pt) {
@@ -123,12 +169,20 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
         for &(pos, a, b) in &cs.eq {
             let (a, b) = (resolve(a, &binding), resolve(b, &binding));
             if (a == b) != pos {
-                let s = format!("(= {} {})", world.objects[a as usize], world.objects[b as usize]);
+                let s = format!(
+                    "(= {} {})",
+                    world.objects[a as usize], world.objects[b as usize]
+                );
                 unsatisfied.push(if pos { s } else { format!("(not {s})") });
             }
         }
         if !unsatisfied.is_empty() {
-            return ValidationReport::fail(n, Some(k), format!("step {k} {step}: precondition not satisfied"), unsatisfied);
+            return ValidationReport::fail(
+                n,
+                Some(k),
+                format!("step {k} {step}: precondition not satisfied"),
+                unsatisfied,
+            );
         }
         // Deletes first, then adds; ids are collected before any change so that an atom both
         // deleted and added ends up true.
@@ -150,10 +204,18 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
     for l in &problem.goal {
         let text = l.to_string();
         let holds = if l.atom.is_equality() {
-            match (world.object(&l.atom.args[0].name, l.atom.args[0].span), world.object(&l.atom.args[1].name, l.atom.args[1].span)) {
+            match (
+                world.object(&l.atom.args[0].name, l.atom.args[0].span),
+                world.object(&l.atom.args[1].name, l.atom.args[1].span),
+            ) {
                 (Ok(a), Ok(b)) => a == b,
                 (Err(e), _) | (_, Err(e)) => {
-                    return ValidationReport::fail(n, None, format!("the spec is ill-formed: {e}"), Vec::new())
+                    return ValidationReport::fail(
+                        n,
+                        None,
+                        format!("the spec is ill-formed: {e}"),
+                        Vec::new(),
+                    )
                 }
             }
         } else {
@@ -162,7 +224,14 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
                     key.insert(0, pred);
                     st.holds(&key)
                 }
-                Err(e) => return ValidationReport::fail(n, None, format!("the spec is ill-formed: {e}"), Vec::new()),
+                Err(e) => {
+                    return ValidationReport::fail(
+                        n,
+                        None,
+                        format!("the spec is ill-formed: {e}"),
+                        Vec::new(),
+                    )
+                }
             }
         };
         if holds != l.positive {
@@ -170,9 +239,20 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
         }
     }
     if unsatisfied.is_empty() {
-        ValidationReport { valid: true, steps: n, failed_step: None, reason: format!("plan is valid: the goal holds after {n} steps"), unsatisfied }
+        ValidationReport {
+            valid: true,
+            steps: n,
+            failed_step: None,
+            reason: format!("plan is valid: the goal holds after {n} steps"),
+            unsatisfied,
+        }
     } else {
-        ValidationReport::fail(n, None, format!("goal not satisfied after {n} steps"), unsatisfied)
+        ValidationReport::fail(
+            n,
+            None,
+            format!("goal not satisfied after {n} steps"),
+            unsatisfied,
+        )
     }
 }
 
@@ -196,7 +276,11 @@ mod tests {
   (:init (clear a) (on a b) (ontable b) (clear c) (ontable c) (handempty)) (:goal (and (on c a) (on a b))))";
 
     fn run(plan: &str) -> ValidationReport {
-        validate(&parse_domain(BW).unwrap(), &parse_problem(P).unwrap(), &parse_plan(plan).unwrap())
+        validate(
+            &parse_domain(BW).unwrap(),
+            &parse_problem(P).unwrap(),
+            &parse_plan(plan).unwrap(),
+        )
     }
 
     #[test]
@@ -226,7 +310,11 @@ mod tests {
         assert!(!r.valid);
         assert_eq!(r.failed_step, None);
         assert_eq!(r.unsatisfied, ["(on c a)"]);
-        assert!(r.reason.contains("goal not satisfied after 1 steps"), "{}", r.reason);
+        assert!(
+            r.reason.contains("goal not satisfied after 1 steps"),
+            "{}",
+            r.reason
+        );
     }
 
     #[test]
@@ -236,18 +324,36 @@ mod tests {
         assert!(r.reason.contains("unknown action `fly`"), "{}", r.reason);
         let r = run("(pick-up c a)");
         assert_eq!(r.failed_step, Some(1));
-        assert!(r.reason.contains("takes 1 arguments, got 2"), "{}", r.reason);
+        assert!(
+            r.reason.contains("takes 1 arguments, got 2"),
+            "{}",
+            r.reason
+        );
         let r = run("(pick-up z)");
         assert!(r.reason.contains("unknown object `z`"), "{}", r.reason);
         let r = run("(pick-up t)");
-        assert!(r.reason.contains("object `t` has type `object`, but parameter `?x` of `pick-up` needs `block`"), "{}", r.reason);
+        assert!(
+            r.reason.contains(
+                "object `t` has type `object`, but parameter `?x` of `pick-up` needs `block`"
+            ),
+            "{}",
+            r.reason
+        );
     }
 
     #[test]
     fn ill_formed_specs_give_a_reason_not_a_panic() {
         let p = parse_problem("(define (problem p) (:domain bw) (:objects a - block) (:init (clear q)) (:goal (clear a)))").unwrap();
-        let r = validate(&parse_domain(BW).unwrap(), &p, &parse_plan("(pick-up a)").unwrap());
-        assert!(!r.valid && r.reason.contains("ill-formed") && r.reason.contains("`q`"), "{}", r.reason);
+        let r = validate(
+            &parse_domain(BW).unwrap(),
+            &p,
+            &parse_plan("(pick-up a)").unwrap(),
+        );
+        assert!(
+            !r.valid && r.reason.contains("ill-formed") && r.reason.contains("`q`"),
+            "{}",
+            r.reason
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! ids, action schemas compiled against them, and an atom interner.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::ast::{Action, Atom, Domain, Problem, OBJECT};
 use crate::diag::Span;
@@ -48,7 +49,11 @@ impl TypeTable {
             parent_set[id] = true;
             match t.index.get(&decl.ty) {
                 Some(&p) => t.parent[id] = p,
-                None => t.unknown_parents.push((decl.name.clone(), decl.ty.clone(), decl.type_span.unwrap_or(decl.span))),
+                None => t.unknown_parents.push((
+                    decl.name.clone(),
+                    decl.ty.clone(),
+                    decl.type_span.unwrap_or(decl.span),
+                )),
             }
         }
         // Record one type per cycle (the first declared), then cut the cycle there.
@@ -160,19 +165,34 @@ impl<'a> World<'a> {
     pub fn new(domain: &'a Domain, problem: &'a Problem) -> Result<World<'a>, GroundError> {
         let types = TypeTable::new(domain);
         if let Some((name, parent, span)) = types.unknown_parents.first() {
-            return Err(GroundError::UnknownType { name: parent.clone(), context: format!("parent of type `{name}`"), span: *span });
+            return Err(GroundError::UnknownType {
+                name: parent.clone(),
+                context: format!("parent of type `{name}`"),
+                span: *span,
+            });
         }
         if let Some((name, span)) = types.cyclic.first() {
-            return Err(GroundError::TypeCycle { name: name.clone(), span: *span });
+            return Err(GroundError::TypeCycle {
+                name: name.clone(),
+                span: *span,
+            });
         }
         let ty = |name: &str, span: Span, context: &str| {
-            types.id(name).ok_or_else(|| GroundError::UnknownType { name: name.to_string(), context: context.to_string(), span })
+            types.id(name).ok_or_else(|| GroundError::UnknownType {
+                name: name.to_string(),
+                context: context.to_string(),
+                span,
+            })
         };
         let mut objects = Vec::new();
         let mut object_index = HashMap::new();
         let mut object_type = Vec::new();
         for o in domain.constants.iter().chain(&problem.objects) {
-            let t = ty(&o.ty, o.type_span.unwrap_or(o.span), &format!("type of object `{}`", o.name))?;
+            let t = ty(
+                &o.ty,
+                o.type_span.unwrap_or(o.span),
+                &format!("type of object `{}`", o.name),
+            )?;
             if !object_index.contains_key(o.name.as_str()) {
                 object_index.insert(o.name.as_str(), objects.len() as u32);
                 objects.push(o.name.as_str());
@@ -188,7 +208,11 @@ impl<'a> World<'a> {
             }
             let mut ps = Vec::with_capacity(p.params.len());
             for a in &p.params {
-                ps.push(ty(&a.ty, a.type_span.unwrap_or(a.span), &format!("parameter `{}` of predicate `{}`", a.name, p.name))?);
+                ps.push(ty(
+                    &a.ty,
+                    a.type_span.unwrap_or(a.span),
+                    &format!("parameter `{}` of predicate `{}`", a.name, p.name),
+                )?);
             }
             pred_index.insert(p.name.as_str(), preds.len() as u32);
             preds.push(p.name.as_str());
@@ -222,7 +246,13 @@ impl<'a> World<'a> {
     }
 
     pub fn object(&self, name: &str, span: Span) -> Result<u32, GroundError> {
-        self.object_index.get(name).copied().ok_or_else(|| GroundError::UnknownObject { name: name.to_string(), span })
+        self.object_index
+            .get(name)
+            .copied()
+            .ok_or_else(|| GroundError::UnknownObject {
+                name: name.to_string(),
+                span,
+            })
     }
 
     /// Resolves a ground atom (of :init or the goal); equalities are not allowed here.
@@ -236,13 +266,20 @@ impl<'a> World<'a> {
     }
 
     fn pred(&self, a: &Atom) -> Result<u32, GroundError> {
-        let &pred = self
-            .pred_index
-            .get(a.predicate.as_str())
-            .ok_or_else(|| GroundError::UnknownPredicate { name: a.predicate.clone(), span: a.span })?;
+        let &pred = self.pred_index.get(a.predicate.as_str()).ok_or_else(|| {
+            GroundError::UnknownPredicate {
+                name: a.predicate.clone(),
+                span: a.span,
+            }
+        })?;
         let expected = self.pred_params[pred as usize].len();
         if expected != a.args.len() {
-            return Err(GroundError::Arity { predicate: a.predicate.clone(), expected, found: a.args.len(), span: a.span });
+            return Err(GroundError::Arity {
+                predicate: a.predicate.clone(),
+                expected,
+                found: a.args.len(),
+                span: a.span,
+            });
         }
         Ok(pred)
     }
@@ -250,17 +287,28 @@ impl<'a> World<'a> {
     fn compile(&self, action: &Action) -> Result<CAction, GroundError> {
         let mut params = Vec::with_capacity(action.params.len());
         for p in &action.params {
-            params.push(self.types.id(&p.ty).ok_or_else(|| GroundError::UnknownType {
-                name: p.ty.clone(),
-                context: format!("parameter `{}` of action `{}`", p.name, action.name),
-                span: p.type_span.unwrap_or(p.span),
-            })?);
+            params.push(
+                self.types
+                    .id(&p.ty)
+                    .ok_or_else(|| GroundError::UnknownType {
+                        name: p.ty.clone(),
+                        context: format!("parameter `{}` of action `{}`", p.name, action.name),
+                        span: p.type_span.unwrap_or(p.span),
+                    })?,
+            );
         }
         let arg = |t: &crate::ast::Term| -> Result<Arg, GroundError> {
             if t.is_variable() {
-                action.params.iter().position(|p| p.name == t.name).map(Arg::Var).ok_or_else(|| {
-                    GroundError::UndeclaredVariable { name: t.name.clone(), action: action.name.clone(), span: t.span }
-                })
+                action
+                    .params
+                    .iter()
+                    .position(|p| p.name == t.name)
+                    .map(Arg::Var)
+                    .ok_or_else(|| GroundError::UndeclaredVariable {
+                        name: t.name.clone(),
+                        action: action.name.clone(),
+                        span: t.span,
+                    })
             } else {
                 self.object(&t.name, t.span).map(Arg::Obj)
             }
@@ -270,7 +318,13 @@ impl<'a> World<'a> {
             let args = a.args.iter().map(arg).collect::<Result<Vec<_>, _>>()?;
             Ok(CAtom { pred, args })
         };
-        let mut c = CAction { params, pre: Vec::new(), eq: Vec::new(), add: Vec::new(), del: Vec::new() };
+        let mut c = CAction {
+            params,
+            pre: Vec::new(),
+            eq: Vec::new(),
+            add: Vec::new(),
+            del: Vec::new(),
+        };
         for l in &action.precondition {
             if l.atom.is_equality() {
                 c.eq.push((l.positive, arg(&l.atom.args[0])?, arg(&l.atom.args[1])?));
@@ -290,11 +344,49 @@ impl<'a> World<'a> {
     }
 }
 
+/// The multiply-rotate hash of rustc's `FxHasher`. Atom keys are short `u32` slices hashed
+/// millions of times while grounding and simulating; std's DoS-resistant SipHash costs several
+/// times more per key, and these maps never hold attacker-chosen keys worth flooding.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut buf = [0u8; 8];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(buf));
+        }
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(i as u64);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A `HashMap` with [`FxHasher`].
+pub(crate) type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// A `HashSet` with [`FxHasher`].
+pub(crate) type FxHashSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+
 /// Interned ground atoms: `[pred, arg...]` keys to dense ids.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Interner {
     keys: Vec<Box<[u32]>>,
-    index: HashMap<Box<[u32]>, u32>,
+    index: FxHashMap<Box<[u32]>, u32>,
 }
 
 impl Interner {
@@ -367,7 +459,9 @@ mod tests {
         assert_eq!(t.cyclic.len(), 1, "one cycle, reported once");
         assert_eq!(t.unknown_parents.len(), 1);
         let (truck, vehicle) = (t.id("truck").unwrap(), t.id("vehicle").unwrap());
-        assert!(t.is_subtype(truck, vehicle) && t.is_subtype(truck, 0) && !t.is_subtype(vehicle, truck));
+        assert!(
+            t.is_subtype(truck, vehicle) && t.is_subtype(truck, 0) && !t.is_subtype(vehicle, truck)
+        );
         // After the cut every chain reaches `object`.
         for ty in ["a", "b", "c", "x"] {
             assert!(t.is_subtype(t.id(ty).unwrap(), 0), "{ty}");

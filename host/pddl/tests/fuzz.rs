@@ -1,7 +1,9 @@
 //! Property tests: random text and random mutations of valid PDDL never panic the parser,
 //! the checker, grounding or the validator, and whatever parses prints back to the same AST.
 
-use onebrain_pddl::{check, check_sources, ground, parse_domain, parse_plan, parse_problem, validate};
+use onebrain_pddl::{
+    check, check_sources, ground, parse_domain, parse_plan, parse_problem, validate,
+};
 use proptest::prelude::*;
 
 const DOMAIN: &str = "(define (domain bw)
@@ -32,10 +34,52 @@ const PLAN: &str = "(pick-up c)\n(stack c a)\n; cost = 2 (unit cost)\n";
 
 /// Tokens worth inserting: PDDL keywords, names from the spec, brackets, odd characters.
 const VOCAB: &[&str] = &[
-    "(", ")", "and", "not", "or", "=", "-", "?x", "?y", "?z", "a", "b", "c", "d", "block", "object", "either",
-    ":action", ":parameters", ":precondition", ":effect", ":types", ":objects", ":init", ":goal", ":domain",
-    "forall", "when", "exists", "on", "clear", "holding", "handempty", "ontable", "stack", "table", ";", "\n", "`",
-    "é", "\"", ":requirements", ":strips", "(:functions (f))", "increase", "1.5",
+    "(",
+    ")",
+    "and",
+    "not",
+    "or",
+    "=",
+    "-",
+    "?x",
+    "?y",
+    "?z",
+    "a",
+    "b",
+    "c",
+    "d",
+    "block",
+    "object",
+    "either",
+    ":action",
+    ":parameters",
+    ":precondition",
+    ":effect",
+    ":types",
+    ":objects",
+    ":init",
+    ":goal",
+    ":domain",
+    "forall",
+    "when",
+    "exists",
+    "on",
+    "clear",
+    "holding",
+    "handempty",
+    "ontable",
+    "stack",
+    "table",
+    ";",
+    "\n",
+    "`",
+    "é",
+    "\"",
+    ":requirements",
+    ":strips",
+    "(:functions (f))",
+    "increase",
+    "1.5",
 ];
 
 #[derive(Clone, Debug)]
@@ -61,9 +105,21 @@ fn edit() -> impl Strategy<Value = Edit> {
 fn tokens(s: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for c in s.chars() {
-        let kind = |c: char| if c == '(' || c == ')' { 0 } else if c.is_whitespace() { 1 } else { 2 };
+        let kind = |c: char| {
+            if c == '(' || c == ')' {
+                0
+            } else if c.is_whitespace() {
+                1
+            } else {
+                2
+            }
+        };
         match out.last_mut() {
-            Some(last) if kind(c) != 0 && last.chars().next().is_some_and(|l| kind(l) == kind(c)) => last.push(c),
+            Some(last)
+                if kind(c) != 0 && last.chars().next().is_some_and(|l| kind(l) == kind(c)) =>
+            {
+                last.push(c)
+            }
             _ => out.push(c.to_string()),
         }
     }
@@ -113,13 +169,22 @@ fn exercise(domain: &str, problem: &str, plan: &str) {
     let p = parse_problem(problem);
     let pl = parse_plan(plan);
     if let Ok(d) = &d {
-        assert_eq!(&parse_domain(&d.to_string()).expect("printed domain parses"), d);
+        assert_eq!(
+            &parse_domain(&d.to_string()).expect("printed domain parses"),
+            d
+        );
     }
     if let Ok(p) = &p {
-        assert_eq!(&parse_problem(&p.to_string()).expect("printed problem parses"), p);
+        assert_eq!(
+            &parse_problem(&p.to_string()).expect("printed problem parses"),
+            p
+        );
     }
     if let Ok(pl) = &pl {
-        assert_eq!(&parse_plan(&pl.to_string()).expect("printed plan parses"), pl);
+        assert_eq!(
+            &parse_plan(&pl.to_string()).expect("printed plan parses"),
+            pl
+        );
     }
     if let (Ok(d), Ok(p)) = (d, p) {
         let _ = check(&d, &p);
@@ -139,7 +204,10 @@ fn exercise(domain: &str, problem: &str, plan: &str) {
 
 #[test]
 fn the_unmutated_inputs_are_valid() {
-    let (d, p) = (parse_domain(DOMAIN).unwrap(), parse_problem(PROBLEM).unwrap());
+    let (d, p) = (
+        parse_domain(DOMAIN).unwrap(),
+        parse_problem(PROBLEM).unwrap(),
+    );
     assert!(check(&d, &p).is_empty());
     assert!(validate(&d, &p, &parse_plan(PLAN).unwrap()).valid);
 }

@@ -6,14 +6,19 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use onebrain_pddl::{check, ground, has_errors, parse_domain, parse_plan, parse_problem, validate, Diagnostic};
+use onebrain_pddl::{
+    check, ground, has_errors, parse_domain, parse_plan, parse_problem, validate, Diagnostic,
+};
 
 fn data() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
     if p.is_dir() {
         Some(p)
     } else {
-        eprintln!("SKIP: {} is absent; the PlanBench integration tests did not run", p.display());
+        eprintln!(
+            "SKIP: {} is absent; the PlanBench integration tests did not run",
+            p.display()
+        );
         None
     }
 }
@@ -24,9 +29,13 @@ const CONFIGS: &[&str] = &["blocksworld", "mystery_blocksworld", "logistics"];
 /// object `a`), decoded through `encoded_objects` in the prompt config (a JSON-style flow map).
 /// Returns colour → object for configs that encode objects as `"<colour> block"`.
 fn colour_names(config_yaml: &str) -> Vec<(String, String)> {
-    let Some(start) = config_yaml.find("encoded_objects:") else { return Vec::new() };
+    let Some(start) = config_yaml.find("encoded_objects:") else {
+        return Vec::new();
+    };
     let rest = &config_yaml[start..];
-    let Some(open) = rest.find('{') else { return Vec::new() };
+    let Some(open) = rest.find('{') else {
+        return Vec::new();
+    };
     // The closing brace is the first one outside a string (values such as "package_{}" hold braces).
     let mut in_str = false;
     let Some(close) = rest.char_indices().skip(open).find_map(|(i, c)| {
@@ -37,14 +46,22 @@ fn colour_names(config_yaml: &str) -> Vec<(String, String)> {
     }) else {
         return Vec::new();
     };
-    let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&rest[open..=close]).unwrap();
+    let map: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&rest[open..=close]).unwrap();
     map.iter()
-        .filter_map(|(k, v)| v.as_str()?.strip_suffix(" block").map(|c| (c.to_string(), k.clone())))
+        .filter_map(|(k, v)| {
+            v.as_str()?
+                .strip_suffix(" block")
+                .map(|c| (c.to_string(), k.clone()))
+        })
         .collect()
 }
 
 fn errors(d: &[Diagnostic]) -> Vec<String> {
-    d.iter().filter(|d| d.is_error()).map(|d| d.to_string()).collect()
+    d.iter()
+        .filter(|d| d.is_error())
+        .map(|d| d.to_string())
+        .collect()
 }
 
 #[test]
@@ -56,21 +73,29 @@ fn every_planbench_instance_parses_and_checks_clean() {
         let domain = parse_domain(&fs::read_to_string(dir.join("domain.pddl")).unwrap()).unwrap();
         let mut slowest = (0f64, String::new());
         for sub in ["instances", "instances_3blocks"] {
-            let Ok(entries) = fs::read_dir(dir.join(sub)) else { continue };
+            let Ok(entries) = fs::read_dir(dir.join(sub)) else {
+                continue;
+            };
             for e in entries {
                 let path = e.unwrap().path();
                 if path.extension().is_none_or(|x| x != "pddl") {
                     continue;
                 }
                 let src = fs::read_to_string(&path).unwrap();
-                let problem = parse_problem(&src).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                let problem =
+                    parse_problem(&src).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 let t = Instant::now();
                 let diags = check(&domain, &problem);
                 let ms = t.elapsed().as_secs_f64() * 1e3;
                 if ms > slowest.0 {
                     slowest = (ms, path.display().to_string());
                 }
-                assert!(!has_errors(&diags), "{}: {:?}", path.display(), errors(&diags));
+                assert!(
+                    !has_errors(&diags),
+                    "{}: {:?}",
+                    path.display(),
+                    errors(&diags)
+                );
                 n += 1;
             }
         }
@@ -92,8 +117,12 @@ fn every_ground_truth_plan_validates() {
                 continue;
             }
             let text = fs::read_to_string(&path).unwrap();
-            let stem = name.trim_start_matches("nl_tasks_").trim_end_matches(".jsonl");
-            let config = fs::read_to_string(dir.join("prompts").join(format!("{stem}_config.yaml"))).unwrap_or_default();
+            let stem = name
+                .trim_start_matches("nl_tasks_")
+                .trim_end_matches(".jsonl");
+            let config =
+                fs::read_to_string(dir.join("prompts").join(format!("{stem}_config.yaml")))
+                    .unwrap_or_default();
             let colours = colour_names(&config);
             let mut domain_cache: Option<(String, onebrain_pddl::Domain)> = None;
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
@@ -105,7 +134,8 @@ fn every_ground_truth_plan_validates() {
                 }
                 let domain = &domain_cache.as_ref().unwrap().1;
                 let prob_rel = row["problem_pddl"].as_str().unwrap();
-                let problem = parse_problem(&fs::read_to_string(dir.join(prob_rel)).unwrap()).unwrap();
+                let problem =
+                    parse_problem(&fs::read_to_string(dir.join(prob_rel)).unwrap()).unwrap();
                 let mut plan = parse_plan(row["ground_truth_plan"].as_str().unwrap()).unwrap();
                 for step in &mut plan.steps {
                     for arg in &mut step.args {
@@ -144,10 +174,21 @@ fn planetarium_domains_parse_and_round_trip() {
     let mut n = 0;
     for e in fs::read_dir(dir).unwrap() {
         let path = e.unwrap().path();
-        let d = parse_domain(&fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert_eq!(parse_domain(&d.to_string()).unwrap(), d, "{}", path.display());
+        let d = parse_domain(&fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(
+            parse_domain(&d.to_string()).unwrap(),
+            d,
+            "{}",
+            path.display()
+        );
         let diags = onebrain_pddl::check_domain(&d);
-        assert!(!has_errors(&diags), "{}: {:?}", path.display(), errors(&diags));
+        assert!(
+            !has_errors(&diags),
+            "{}: {:?}",
+            path.display(),
+            errors(&diags)
+        );
         n += 1;
     }
     assert!(n >= 5);
