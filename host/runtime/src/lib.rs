@@ -1,2 +1,68 @@
-//! Plugin host: sandboxed WebAssembly components (wasmtime) behind the onebrain:plugin WIT worlds.
+//! The plugin host: sandboxed WebAssembly components (wasmtime 48, WASI
+//! preview 2) behind the `onebrain:plugin` WIT worlds.
+//!
+//! - [`PluginRegistry`] finds installed plugins (`plugins/<name>/plugin.toml`,
+//!   a [`PluginManifest`]) and produces the reports of `onebrain plugins
+//!   list | inspect | check` ([`PluginInfo`], [`PluginDetails`], [`CheckReport`]).
+//! - [`PluginHost`] loads a plugin: checks the SDK's API version, compiles
+//!   the component or takes it from the [`ComponentCache`], and grants it
+//!   nothing but what [`CapabilityGranter`] allows.
+//! - [`WasmReward`], [`WasmDomainAdapter`], [`WasmDiagnosticParser`] and
+//!   [`WasmChecker`] implement the `onebrain-core` seams by calling it; each
+//!   call runs under [`Limits`] (timeout, fuel, memory, output size), and
+//!   every failure is a [`PluginError`] naming the plugin and its version.
+//! - [`RuntimeConfig`] is the `[plugins]` config: which plugins, by name or
+//!   path, so a changed line swaps a plugin without rebuilding the host.
+//! - [`bench_plugins`] measures call overhead, cached loads and WASM against
+//!   native code.
+//!
+//! ```
+//! use onebrain_runtime::{PluginHost, HostOptions, PluginRegistry, RuntimeConfig, World};
+//! use onebrain_core::{EpisodeSummary, Reward};
+//!
+//! let config = RuntimeConfig::from_toml(r#"
+//!     plugin-dirs = ["plugins"]
+//!     reward = "paper-rewards"
+//!     [limits]
+//!     timeout-ms = 500
+//! "#).unwrap();
+//! assert_eq!(config.limits.timeout_ms, 500);
+//!
+//! // With the bundled plugins built (scripts/build-plugins.sh):
+//! let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+//! let registry = PluginRegistry::discover(&[root.join("plugins")]).unwrap();
+//! if registry.get("paper-rewards").map_or(false, |m| m.component_path().is_file()) {
+//!     let plugins = config.load(&root).unwrap();
+//!     let reward = plugins.reward.unwrap();
+//!     let r = reward.rewards(&EpisodeSummary { b0: true, judge_score: 1.0, ..Default::default() }).unwrap();
+//!     assert!((r.actor - 1.3).abs() < 1e-6);
+//! }
+//! ```
 #![deny(missing_docs)]
+
+mod adapters;
+mod bench;
+mod cache;
+mod config;
+mod error;
+mod grants;
+mod host;
+mod instance;
+mod limits;
+mod manifest;
+mod registry;
+mod state;
+mod wit;
+
+pub use adapters::{WasmChecker, WasmDiagnosticParser, WasmDomainAdapter, WasmReward};
+pub use bench::{bench_plugins, BenchOptions, BenchReport};
+pub use cache::{CacheOutcome, ComponentCache};
+pub use config::{Plugins, RuntimeConfig};
+pub use error::{PluginError, PluginErrorKind, PluginId, RegistryError};
+pub use grants::{CapabilityGranter, Grant, Grants, PermissionError, Preopen};
+pub use host::{HostOptions, LoadedPlugin, PluginHost};
+pub use instance::InstancePolicy;
+pub use limits::Limits;
+pub use manifest::{Permissions, PluginManifest, World};
+pub use registry::{check_manifest, CheckReport, PluginDetails, PluginInfo, PluginRegistry};
+pub use wit::ApiVersion;

@@ -1,0 +1,55 @@
+//! PlanBench BlocksWorld (`blocksworld-4ops`), worded as PlanBench words it:
+//! objects `a`, `b`, … are the red, blue, orange … block. `size` = blocks (2-12).
+
+use onebrain_sdk::text::PlanBenchWording;
+use onebrain_sdk::{blocks, DomainAdapter, Result, Spec, Task};
+
+const DOMAIN: &str = include_str!("../domain.pddl");
+const DESCRIPTION: &str = include_str!("../description.txt");
+/// PlanBench's `predicates` templates (configs/blocksworld.yaml).
+const PREDICATES: &[(&str, &str)] = &[
+    ("ontable", "the {} is on the table"),
+    ("clear", "the {} is clear"),
+    ("handempty", "the hand is empty"),
+    ("holding", "the hand is currently holding {}"),
+    ("on", "the {} is on top of the {}"),
+];
+/// PlanBench's `encoded_objects`: a, b, c, … in this order.
+const COLOURS: [&str; 12] =
+    ["red", "blue", "orange", "yellow", "white", "magenta", "black", "cyan", "green", "violet", "silver", "gold"];
+
+fn object(name: &str) -> String {
+    match name.as_bytes() {
+        [c @ b'a'..=b'l'] => format!("{} block", COLOURS[(c - b'a') as usize]),
+        _ => name.to_string(),
+    }
+}
+
+#[derive(Default)]
+pub struct Blocksworld;
+
+impl DomainAdapter for Blocksworld {
+    fn name(&self) -> String {
+        "blocksworld".into()
+    }
+    fn description(&self) -> Result<String> {
+        Ok(DESCRIPTION.into())
+    }
+    fn domain_pddl(&self) -> Result<String> {
+        Ok(DOMAIN.into())
+    }
+    fn generate(&self, seed: u64, size: u32) -> Result<Task> {
+        let problem = blocks::generate(&blocks::BLOCKSWORLD, &format!("BW-rand-{size}"), "blocksworld-4ops", seed, size)?;
+        Ok(Task {
+            id: format!("blocksworld/seed-{seed}-size-{size}"),
+            domain: self.name(),
+            text: self.describe(&problem)?,
+            reference: Some(Spec { domain: DOMAIN.into(), problem }),
+        })
+    }
+    fn describe(&self, problem_pddl: &str) -> Result<String> {
+        PlanBenchWording { predicates: PREDICATES, object: &object }.statement(problem_pddl)
+    }
+}
+
+onebrain_sdk::export_domain_adapter!(Blocksworld);

@@ -1,0 +1,328 @@
+//! Write onebrain plugins in Rust.
+//!
+//! A plugin is a WebAssembly component that implements one world of the
+//! `onebrain:plugin` WIT package. This crate hides the bindings: implement
+//! one trait and call its export macro.
+//!
+//! | world | trait | macro |
+//! |---|---|---|
+//! | `reward` | [`Reward`] | [`export_reward!`] |
+//! | `domain-adapter` | [`DomainAdapter`] | [`export_domain_adapter!`] |
+//! | `diagnostic-parser` | [`DiagnosticParser`] | [`export_diagnostic_parser!`] |
+//! | `faithfulness-checker` | [`FaithfulnessChecker`] | [`export_faithfulness_checker!`] |
+//!
+//! The plugin type must implement [`Default`]; one value lives for the life
+//! of the instance (the host may reuse an instance for many calls, or start a
+//! fresh one after a failure). Every trait method has a default body that
+//! returns "not implemented", so a plugin overrides only what it serves.
+//!
+//! [`pddl`] re-exports `onebrain-pddl`, the parser, checker, grounder and
+//! plan validator the host itself uses, so a domain plugin reads PDDL without
+//! a parser of its own.
+//!
+//! ```no_run
+//! use onebrain_sdk::{EpisodeSummary, Result, Reward, Rewards};
+//!
+//! #[derive(Default)]
+//! struct SolverOnly;
+//!
+//! impl Reward for SolverOnly {
+//!     fn rewards(&self, ep: &EpisodeSummary) -> Result<Rewards> {
+//!         Ok(Rewards { actor: if ep.b0 { 1.0 } else { 0.0 }, editor: 0.0, judge: 0.0 })
+//!     }
+//! }
+//!
+//! onebrain_sdk::export_reward!(SolverOnly);
+//! ```
+#![deny(missing_docs)]
+
+pub mod blocks;
+mod rng;
+pub mod text;
+mod types;
+mod worlds;
+
+pub use onebrain_pddl as pddl;
+pub use types::{
+    Category, Decision, Diagnostic, Drift, EpisodeSummary, FaithfulnessReport, Rewards, Severity,
+    SolverOutput, Spec, SpecFile, Task,
+};
+pub use rng::Rng;
+pub use worlds::{DiagnosticParser, DomainAdapter, FaithfulnessChecker, Reward};
+
+/// The result every plugin method returns; the error is a message the host
+/// reports with the plugin's name and version.
+pub type Result<T, E = String> = std::result::Result<T, E>;
+
+/// The error a default method body returns.
+pub fn not_implemented(what: &str) -> String {
+    format!("{what} is not implemented by this plugin")
+}
+
+include!(concat!(env!("OUT_DIR"), "/wit_macros.rs"));
+
+/// Glue the export macros expand to. Not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(target_family = "wasm")]
+    pub use wit_bindgen;
+
+    /// Writes the SDK's API version into the plugin's `onebrain:api-version`
+    /// custom section: the host reads it before instantiating.
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __onebrain_api_version {
+        () => {
+            #[doc(hidden)]
+            #[used]
+            #[link_section = "onebrain:api-version"]
+            static __ONEBRAIN_API_VERSION: [u8; $crate::API_VERSION_BYTES.len()] =
+                $crate::API_VERSION_BYTES;
+        };
+    }
+
+    /// The one plugin value of the instance, created on first use.
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __onebrain_instance {
+        ($ty:ty) => {
+            ::std::thread_local! {
+                static __ONEBRAIN_PLUGIN: $ty = <$ty as ::core::default::Default>::default();
+            }
+        };
+    }
+
+    /// Maps an enum onto its twin case by case (the WIT enums and the SDK
+    /// enums have the same cases under the same names).
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __onebrain_enum {
+        ($v:expr, $from:path => $to:path, [$($case:ident),* $(,)?]) => {{
+            use $from as __F;
+            use $to as __T;
+            match $v { $(__F::$case => __T::$case,)* }
+        }};
+    }
+}
+
+/// Exports a [`Reward`] implementation as the plugin's `reward` world.
+#[macro_export]
+macro_rules! export_reward {
+    ($ty:ty) => {
+        // Natively (a plugin's own unit tests) there is nothing to export.
+        #[cfg(target_family = "wasm")]
+        #[doc(hidden)]
+        mod __onebrain_export {
+        #[allow(unused_imports)]
+        use super::*;
+        #[doc(hidden)]
+        mod __onebrain_bindings {
+            $crate::__onebrain_wit_reward!();
+        }
+        $crate::__onebrain_api_version!();
+        $crate::__onebrain_instance!($ty);
+        #[doc(hidden)]
+        struct __OnebrainExport;
+        impl __onebrain_bindings::Guest for __OnebrainExport {
+            fn episode_rewards(
+                ep: __onebrain_bindings::onebrain::plugin::types::EpisodeSummary,
+            ) -> ::core::result::Result<
+                __onebrain_bindings::onebrain::plugin::types::Rewards,
+                ::std::string::String,
+            > {
+                let ep = $crate::EpisodeSummary {
+                    b0: ep.b0,
+                    judge_score: ep.judge_score,
+                    solved_final: ep.solved_final,
+                    repairs: ep.repairs,
+                    max_repairs: ep.max_repairs,
+                    judge_threshold: ep.judge_threshold,
+                    lambda_judge: ep.lambda_judge,
+                    repair_cost: ep.repair_cost,
+                };
+                let r = __ONEBRAIN_PLUGIN.with(|p| $crate::Reward::rewards(p, &ep))?;
+                Ok(__onebrain_bindings::onebrain::plugin::types::Rewards {
+                    actor: r.actor,
+                    editor: r.editor,
+                    judge: r.judge,
+                })
+            }
+        }
+        __onebrain_bindings::export!(__OnebrainExport with_types_in __onebrain_bindings);
+        }
+    };
+}
+
+/// Exports a [`DomainAdapter`] implementation as the plugin's `domain-adapter` world.
+#[macro_export]
+macro_rules! export_domain_adapter {
+    ($ty:ty) => {
+        // Natively (a plugin's own unit tests) there is nothing to export.
+        #[cfg(target_family = "wasm")]
+        #[doc(hidden)]
+        mod __onebrain_export {
+        #[allow(unused_imports)]
+        use super::*;
+        #[doc(hidden)]
+        mod __onebrain_bindings {
+            $crate::__onebrain_wit_domain_adapter!();
+        }
+        $crate::__onebrain_api_version!();
+        $crate::__onebrain_instance!($ty);
+        #[doc(hidden)]
+        struct __OnebrainExport;
+        impl __onebrain_bindings::Guest for __OnebrainExport {
+            fn name() -> ::std::string::String {
+                __ONEBRAIN_PLUGIN.with(|p| $crate::DomainAdapter::name(p))
+            }
+            fn description() -> ::core::result::Result<::std::string::String, ::std::string::String> {
+                __ONEBRAIN_PLUGIN.with(|p| $crate::DomainAdapter::description(p))
+            }
+            fn domain_pddl() -> ::core::result::Result<::std::string::String, ::std::string::String> {
+                __ONEBRAIN_PLUGIN.with(|p| $crate::DomainAdapter::domain_pddl(p))
+            }
+            fn generate(
+                seed: u64,
+                size: u32,
+            ) -> ::core::result::Result<
+                __onebrain_bindings::onebrain::plugin::types::Task,
+                ::std::string::String,
+            > {
+                use __onebrain_bindings::onebrain::plugin::types as w;
+                let t = __ONEBRAIN_PLUGIN.with(|p| $crate::DomainAdapter::generate(p, seed, size))?;
+                Ok(w::Task {
+                    id: t.id,
+                    domain: t.domain,
+                    text: t.text,
+                    reference: t.reference.map(|s| w::Spec { domain: s.domain, problem: s.problem }),
+                })
+            }
+            fn describe(
+                problem_pddl: ::std::string::String,
+            ) -> ::core::result::Result<::std::string::String, ::std::string::String> {
+                __ONEBRAIN_PLUGIN.with(|p| $crate::DomainAdapter::describe(p, &problem_pddl))
+            }
+        }
+        __onebrain_bindings::export!(__OnebrainExport with_types_in __onebrain_bindings);
+        }
+    };
+}
+
+/// Exports a [`DiagnosticParser`] implementation as the plugin's `diagnostic-parser` world.
+#[macro_export]
+macro_rules! export_diagnostic_parser {
+    ($ty:ty) => {
+        // Natively (a plugin's own unit tests) there is nothing to export.
+        #[cfg(target_family = "wasm")]
+        #[doc(hidden)]
+        mod __onebrain_export {
+        #[allow(unused_imports)]
+        use super::*;
+        #[doc(hidden)]
+        mod __onebrain_bindings {
+            $crate::__onebrain_wit_diagnostic_parser!();
+        }
+        $crate::__onebrain_api_version!();
+        $crate::__onebrain_instance!($ty);
+        #[doc(hidden)]
+        struct __OnebrainExport;
+        impl __onebrain_bindings::Guest for __OnebrainExport {
+            fn parse(
+                raw: __onebrain_bindings::onebrain::plugin::types::SolverOutput,
+                native: ::std::vec::Vec<__onebrain_bindings::onebrain::plugin::types::Diagnostic>,
+            ) -> ::core::result::Result<
+                ::std::vec::Vec<__onebrain_bindings::onebrain::plugin::types::Diagnostic>,
+                ::std::string::String,
+            > {
+                use __onebrain_bindings::onebrain::plugin::types as w;
+                let raw = $crate::SolverOutput {
+                    exit_code: raw.exit_code,
+                    stdout: raw.stdout,
+                    stderr: raw.stderr,
+                    timed_out: raw.timed_out,
+                };
+                let native: ::std::vec::Vec<$crate::Diagnostic> = native
+                    .into_iter()
+                    .map(|d| $crate::Diagnostic {
+                        category: $crate::__onebrain_enum!(d.category, w::Category => $crate::Category,
+                            [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
+                        severity: $crate::__onebrain_enum!(d.severity, w::Severity => $crate::Severity, [Error, Warning]),
+                        message: d.message,
+                        file: d.file.map(|f| $crate::__onebrain_enum!(f, w::SpecFile => $crate::SpecFile, [Domain, Problem, Plan])),
+                        line: d.line,
+                        column: d.column,
+                    })
+                    .collect();
+                let out = __ONEBRAIN_PLUGIN.with(|p| $crate::DiagnosticParser::parse(p, &raw, &native))?;
+                Ok(out
+                    .into_iter()
+                    .map(|d| w::Diagnostic {
+                        category: $crate::__onebrain_enum!(d.category, $crate::Category => w::Category,
+                            [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
+                        severity: $crate::__onebrain_enum!(d.severity, $crate::Severity => w::Severity, [Error, Warning]),
+                        message: d.message,
+                        file: d.file.map(|f| $crate::__onebrain_enum!(f, $crate::SpecFile => w::SpecFile, [Domain, Problem, Plan])),
+                        line: d.line,
+                        column: d.column,
+                    })
+                    .collect())
+            }
+        }
+        __onebrain_bindings::export!(__OnebrainExport with_types_in __onebrain_bindings);
+        }
+    };
+}
+
+/// Exports a [`FaithfulnessChecker`] implementation as the plugin's `faithfulness-checker` world.
+#[macro_export]
+macro_rules! export_faithfulness_checker {
+    ($ty:ty) => {
+        // Natively (a plugin's own unit tests) there is nothing to export.
+        #[cfg(target_family = "wasm")]
+        #[doc(hidden)]
+        mod __onebrain_export {
+        #[allow(unused_imports)]
+        use super::*;
+        #[doc(hidden)]
+        mod __onebrain_bindings {
+            $crate::__onebrain_wit_faithfulness_checker!();
+        }
+        $crate::__onebrain_api_version!();
+        $crate::__onebrain_instance!($ty);
+        #[doc(hidden)]
+        struct __OnebrainExport;
+        impl __onebrain_bindings::Guest for __OnebrainExport {
+            fn check(
+                reference: __onebrain_bindings::onebrain::plugin::types::Spec,
+                candidate: __onebrain_bindings::onebrain::plugin::types::Spec,
+                plan: ::core::option::Option<::std::vec::Vec<::std::string::String>>,
+            ) -> ::core::result::Result<
+                __onebrain_bindings::onebrain::plugin::types::FaithfulnessReport,
+                ::std::string::String,
+            > {
+                use __onebrain_bindings::onebrain::plugin::types as w;
+                let reference = $crate::Spec { domain: reference.domain, problem: reference.problem };
+                let candidate = $crate::Spec { domain: candidate.domain, problem: candidate.problem };
+                let r = __ONEBRAIN_PLUGIN.with(|p| {
+                    $crate::FaithfulnessChecker::check(p, &reference, &candidate, plan.as_deref())
+                })?;
+                Ok(w::FaithfulnessReport {
+                    solvable: r.solvable,
+                    faithful: r.faithful,
+                    goal_preserved: r.goal_preserved,
+                    objects_preserved: r.objects_preserved,
+                    schema_consistent: r.schema_consistent,
+                    plan_replay_ok: r.plan_replay_ok,
+                    schema_f1: r.schema_f1,
+                    drift: r.drift.map(|d| $crate::__onebrain_enum!(d, $crate::Drift => w::Drift,
+                        [GoalWeakening, TypeDrift, SchemaDrift, ConstraintOmission])),
+                    decision: $crate::__onebrain_enum!(r.decision, $crate::Decision => w::Decision,
+                        [Exact, Closure, Undecided]),
+                    explanation: r.explanation,
+                })
+            }
+        }
+        __onebrain_bindings::export!(__OnebrainExport with_types_in __onebrain_bindings);
+        }
+    };
+}

@@ -1,0 +1,211 @@
+//! The `onebrain-core` seams, implemented by calling plugins. The rest of
+//! onebrain sees [`Reward`], [`Checker`], [`DomainAdapter`] and
+//! [`DiagnosticParser`], never wasmtime.
+
+use onebrain_core::{
+    BoxError, Checker, DiagnosticParser, Diagnostic, DomainAdapter, EpisodeSummary, FaithfulnessReport, Reward,
+    Rewards, SolverOutput, Spec, Task,
+};
+use wasmtime::component::InstancePre;
+use wasmtime::Store;
+
+use crate::error::PluginError;
+use crate::host::LoadedPlugin;
+use crate::instance::{InstancePolicy, OutputSize, Slot, WorldBindings};
+use crate::manifest::World;
+use crate::state::StoreState;
+use crate::wit::latest::{self, diagnostic_parser as dp, domain_adapter as da, faithfulness_checker as fc, reward as rw};
+
+macro_rules! world_bindings {
+    ($bindings:ty, $pre:ident, $world:expr) => {
+        impl WorldBindings for $bindings {
+            const WORLD: World = $world;
+            type Pre = $pre<StoreState>;
+            fn pre(pre: InstancePre<StoreState>) -> wasmtime::Result<Self::Pre> {
+                $pre::new(pre)
+            }
+            fn instantiate(pre: &Self::Pre, store: &mut Store<StoreState>) -> wasmtime::Result<Self> {
+                pre.instantiate(store)
+            }
+        }
+    };
+}
+
+use da::DomainAdapterPre;
+use dp::DiagnosticParserPre;
+use fc::FaithfulnessCheckerPre;
+use rw::RewardPre;
+
+world_bindings!(rw::Reward, RewardPre, World::Reward);
+world_bindings!(da::DomainAdapter, DomainAdapterPre, World::DomainAdapter);
+world_bindings!(dp::DiagnosticParser, DiagnosticParserPre, World::DiagnosticParser);
+world_bindings!(fc::FaithfulnessChecker, FaithfulnessCheckerPre, World::FaithfulnessChecker);
+
+impl OutputSize for rw::onebrain::plugin::types::Rewards {
+    fn output_size(&self) -> usize {
+        12
+    }
+}
+
+impl OutputSize for da::onebrain::plugin::types::Task {
+    fn output_size(&self) -> usize {
+        let r = self.reference.as_ref().map_or(0, |s| s.domain.len() + s.problem.len());
+        self.id.len() + self.domain.len() + self.text.len() + r
+    }
+}
+
+impl OutputSize for dp::onebrain::plugin::types::Diagnostic {
+    fn output_size(&self) -> usize {
+        self.message.len() + 16
+    }
+}
+
+impl OutputSize for fc::onebrain::plugin::types::FaithfulnessReport {
+    fn output_size(&self) -> usize {
+        self.explanation.output_size() + 32
+    }
+}
+
+fn boxed(e: PluginError) -> BoxError {
+    Box::new(e)
+}
+
+/// A `reward` plugin as a [`Reward`].
+pub struct WasmReward {
+    slot: Slot<rw::Reward>,
+}
+
+impl WasmReward {
+    /// Wraps `plugin`, which must implement the `reward` world.
+    pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
+        Ok(WasmReward { slot: Slot::new(plugin, policy)? })
+    }
+
+    /// The rewards for `episode`, with the typed error.
+    pub fn try_rewards(&self, episode: &EpisodeSummary) -> Result<Rewards, PluginError> {
+        let ep = rw::onebrain::plugin::types::EpisodeSummary::from(episode);
+        self.slot.call(|b, store| b.call_episode_rewards(store, ep)).map(Rewards::from)
+    }
+}
+
+impl Reward for WasmReward {
+    fn rewards(&self, episode: &EpisodeSummary) -> Result<Rewards, BoxError> {
+        self.try_rewards(episode).map_err(boxed)
+    }
+}
+
+/// A `domain-adapter` plugin as a [`DomainAdapter`].
+pub struct WasmDomainAdapter {
+    slot: Slot<da::DomainAdapter>,
+    name: String,
+}
+
+impl WasmDomainAdapter {
+    /// Wraps `plugin`, which must implement the `domain-adapter` world, and
+    /// asks it for its name (the smoke call).
+    pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
+        let slot = Slot::new(plugin, policy)?;
+        let name = slot.call(|b: &da::DomainAdapter, store| b.call_name(store).map(Ok::<String, String>))?;
+        Ok(WasmDomainAdapter { slot, name })
+    }
+
+    /// [`DomainAdapter::description`] with the typed error.
+    pub fn try_description(&self) -> Result<String, PluginError> {
+        self.slot.call(|b, store| b.call_description(store))
+    }
+
+    /// [`DomainAdapter::domain_pddl`] with the typed error.
+    pub fn try_domain_pddl(&self) -> Result<String, PluginError> {
+        self.slot.call(|b, store| b.call_domain_pddl(store))
+    }
+
+    /// [`DomainAdapter::generate`] with the typed error.
+    pub fn try_generate(&self, seed: u64, size: u32) -> Result<Task, PluginError> {
+        self.slot.call(|b, store| b.call_generate(store, seed, size)).map(Task::from)
+    }
+
+    /// [`DomainAdapter::describe`] with the typed error.
+    pub fn try_describe(&self, problem_pddl: &str) -> Result<String, PluginError> {
+        self.slot.call(|b, store| b.call_describe(store, problem_pddl))
+    }
+}
+
+impl DomainAdapter for WasmDomainAdapter {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn description(&self) -> Result<String, BoxError> {
+        self.try_description().map_err(boxed)
+    }
+    fn domain_pddl(&self) -> Result<String, BoxError> {
+        self.try_domain_pddl().map_err(boxed)
+    }
+    fn generate(&self, seed: u64, size: u32) -> Result<Task, BoxError> {
+        self.try_generate(seed, size).map_err(boxed)
+    }
+    fn describe(&self, problem_pddl: &str) -> Result<String, BoxError> {
+        self.try_describe(problem_pddl).map_err(boxed)
+    }
+}
+
+/// A `diagnostic-parser` plugin as a [`DiagnosticParser`].
+pub struct WasmDiagnosticParser {
+    slot: Slot<dp::DiagnosticParser>,
+}
+
+impl WasmDiagnosticParser {
+    /// Wraps `plugin`, which must implement the `diagnostic-parser` world.
+    pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
+        Ok(WasmDiagnosticParser { slot: Slot::new(plugin, policy)? })
+    }
+
+    /// [`DiagnosticParser::parse`] with the typed error.
+    pub fn try_parse(&self, raw: &SolverOutput, native: &[Diagnostic]) -> Result<Vec<Diagnostic>, PluginError> {
+        let raw = latest::diag::solver_output(raw);
+        let native: Vec<_> = native.iter().map(latest::diag::to_wit).collect();
+        let out = self.slot.call(|b, store| b.call_parse(store, &raw, &native))?;
+        Ok(out.into_iter().map(latest::diag::from_wit).collect())
+    }
+}
+
+impl DiagnosticParser for WasmDiagnosticParser {
+    fn parse(&self, raw: &SolverOutput, native: &[Diagnostic]) -> Result<Vec<Diagnostic>, BoxError> {
+        self.try_parse(raw, native).map_err(boxed)
+    }
+}
+
+/// A `faithfulness-checker` plugin as a [`Checker`].
+pub struct WasmChecker {
+    slot: Slot<fc::FaithfulnessChecker>,
+}
+
+impl WasmChecker {
+    /// Wraps `plugin`, which must implement the `faithfulness-checker` world.
+    pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
+        Ok(WasmChecker { slot: Slot::new(plugin, policy)? })
+    }
+
+    /// [`Checker::check`] with the typed error.
+    pub fn try_check(
+        &self,
+        reference: &Spec,
+        candidate: &Spec,
+        plan: Option<&[String]>,
+    ) -> Result<FaithfulnessReport, PluginError> {
+        let (r, c) = (latest::faith::spec(reference), latest::faith::spec(candidate));
+        let plan: Option<Vec<String>> = plan.map(<[String]>::to_vec);
+        let out = self.slot.call(|b, store| b.call_check(store, &r, &c, plan.as_deref()))?;
+        Ok(latest::faith::report(out))
+    }
+}
+
+impl Checker for WasmChecker {
+    fn check(
+        &self,
+        reference: &Spec,
+        candidate: &Spec,
+        plan: Option<&[String]>,
+    ) -> Result<FaithfulnessReport, BoxError> {
+        self.try_check(reference, candidate, plan).map_err(boxed)
+    }
+}

@@ -1,0 +1,237 @@
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{Component, InstancePre, Linker};
+use wasmtime::{Config, Engine, OptLevel};
+
+use crate::cache::{CacheOutcome, ComponentCache};
+use crate::error::{PluginError, PluginErrorKind, PluginId};
+use crate::grants::{CapabilityGranter, Grant, Preopen};
+use crate::limits::Limits;
+use crate::manifest::PluginManifest;
+use crate::state::StoreState;
+use crate::wit::{read_api_version, ApiVersion};
+
+/// How often the epoch advances. A guest is interrupted at most one tick
+/// after its deadline (a rough upper bound, as Zed's `wasm_engine()` puts
+/// it); 10 ms keeps the ticking thread's cost negligible.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The engine, built once per process (Zed's `wasm_engine()`, Spin's
+/// `Config::default`): compiled code and the component cache are tied to its
+/// settings, and its epoch is advanced by one background thread.
+pub(crate) fn engine() -> Result<&'static Engine, String> {
+    static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            let mut c = Config::new();
+            // Wall-clock deadlines (timeouts) and instruction budgets (fuel).
+            c.epoch_interruption(true);
+            c.consume_fuel(true);
+            // 1 MiB of WebAssembly stack: deep enough for any honest
+            // recursion over a PDDL AST, and a runaway one traps quickly.
+            c.max_wasm_stack(1 << 20);
+            c.cranelift_opt_level(OptLevel::Speed);
+            let engine = Engine::new(&c).map_err(|e| format!("{e:#}"))?;
+            let ticker = engine.clone();
+            std::thread::Builder::new()
+                .name("onebrain-epoch".into())
+                .spawn(move || loop {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker.increment_epoch();
+                })
+                .map_err(|e| e.to_string())?;
+            Ok(engine)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// The linker every plugin is instantiated with: WASI preview 2 only, backed
+/// by the sandboxed [`StoreState`]. Built once; the worlds import nothing else.
+fn linker(engine: &'static Engine) -> Result<&'static Linker<StoreState>, String> {
+    static LINKER: OnceLock<Result<Linker<StoreState>, String>> = OnceLock::new();
+    LINKER
+        .get_or_init(|| {
+            let mut l = Linker::new(engine);
+            wasmtime_wasi::p2::add_to_linker_sync(&mut l).map_err(|e| format!("{e:#}"))?;
+            Ok(l)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Where the host finds things and how it limits plugins.
+#[derive(Clone, Debug, Default)]
+pub struct HostOptions {
+    /// Directory of precompiled components; `None` compiles on every load.
+    pub cache_dir: Option<PathBuf>,
+    /// Per-call limits for every plugin.
+    pub limits: Limits,
+    /// Permissions granted, by plugin name.
+    pub grants: crate::grants::Grants,
+}
+
+/// Loads plugins: reads the component, checks its API version and world,
+/// compiles it (or takes it from the cache) and prepares instantiation.
+#[derive(Clone)]
+pub struct PluginHost {
+    engine: &'static Engine,
+    linker: &'static Linker<StoreState>,
+    cache: ComponentCache,
+    limits: Limits,
+    grants: crate::grants::Grants,
+}
+
+/// Everything per-plugin a store needs, shared by the plugin's instances.
+#[derive(Debug)]
+pub(crate) struct PluginShared {
+    pub(crate) id: PluginId,
+    pub(crate) limits: Limits,
+    pub(crate) preopens: Vec<Preopen>,
+    pub(crate) engine: &'static Engine,
+}
+
+/// A plugin ready to instantiate: compiled, version-checked, with its
+/// imports resolved. Cheap to clone.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    /// The manifest it was loaded from.
+    pub manifest: PluginManifest,
+    /// The WIT version it was built against.
+    pub api_version: ApiVersion,
+    /// Whether the compiled code came from the cache.
+    pub cache: CacheOutcome,
+    /// How long loading took (read, version check, compile or deserialize, link).
+    pub load_time: Duration,
+    pub(crate) shared: Arc<PluginShared>,
+    pub(crate) pre: InstancePre<StoreState>,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("id", &self.shared.id)
+            .field("world", &self.manifest.world)
+            .field("api_version", &self.api_version)
+            .field("cache", &self.cache)
+            .finish()
+    }
+}
+
+impl LoadedPlugin {
+    /// The plugin's name and version.
+    pub fn id(&self) -> &PluginId {
+        &self.shared.id
+    }
+
+    /// The limits its calls run under.
+    pub fn limits(&self) -> &Limits {
+        &self.shared.limits
+    }
+
+    /// The directories it can read (empty unless granted).
+    pub fn preopens(&self) -> &[Preopen] {
+        &self.shared.preopens
+    }
+}
+
+impl std::fmt::Debug for PluginHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginHost").field("cache", &self.cache).field("limits", &self.limits).finish()
+    }
+}
+
+impl PluginHost {
+    /// A host with `options`. Fails only if wasmtime cannot build its engine.
+    pub fn new(options: HostOptions) -> Result<Self, String> {
+        let engine = engine()?;
+        Ok(PluginHost {
+            engine,
+            linker: linker(engine)?,
+            cache: options.cache_dir.map(ComponentCache::new).unwrap_or_else(ComponentCache::disabled),
+            limits: options.limits,
+            grants: options.grants,
+        })
+    }
+
+    /// The limits plugins get.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The component cache.
+    pub fn cache(&self) -> &ComponentCache {
+        &self.cache
+    }
+
+    /// Loads the plugin `manifest` describes.
+    pub fn load(&self, manifest: &PluginManifest) -> Result<LoadedPlugin, PluginError> {
+        let started = Instant::now();
+        let id = PluginId { name: manifest.name.clone(), version: manifest.version.clone() };
+        let fail = |kind| PluginError::new(&id, kind);
+
+        let path = manifest.component_path();
+        let bytes = std::fs::read(&path)
+            .map_err(|e| fail(PluginErrorKind::Load(format!("cannot read {}: {e}", path.display()))))?;
+        let api_version = check_api_version(&bytes).map_err(fail)?;
+
+        let preopens = self.preopens(manifest).map_err(fail)?;
+        let (component, cache) = self
+            .cache
+            .load(self.engine, &bytes)
+            .map_err(|e| fail(PluginErrorKind::Load(format!("{e:#}"))))?;
+        let pre = self.instance_pre(&component).map_err(fail)?;
+        let shared = PluginShared { id, limits: self.limits.clone(), preopens, engine: self.engine };
+        Ok(LoadedPlugin {
+            manifest: manifest.clone(),
+            api_version,
+            cache,
+            load_time: started.elapsed(),
+            shared: Arc::new(shared),
+            pre,
+        })
+    }
+
+    /// Loads a bare component file for `world` (a config that names a `.wasm`).
+    pub fn load_component(&self, wasm: &Path, world: crate::World) -> Result<LoadedPlugin, PluginError> {
+        self.load(&PluginManifest::for_component(wasm, world))
+    }
+
+    fn instance_pre(&self, component: &Component) -> Result<InstancePre<StoreState>, PluginErrorKind> {
+        self.linker.instantiate_pre(component).map_err(|e| {
+            // An import we do not provide: the component wants more than WASI
+            // (a world of another version, or a capability we never link).
+            PluginErrorKind::Load(format!("{e:#}"))
+        })
+    }
+
+    fn preopens(&self, m: &PluginManifest) -> Result<Vec<Preopen>, PluginErrorKind> {
+        if m.permissions.read_dirs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let granter = CapabilityGranter::new(&m.name, self.grants.get(&m.name))?;
+        let mut out = Vec::new();
+        for (mount, requested) in &m.permissions.read_dirs {
+            out.push(granter.read_dir(&m.dir, requested, mount)?);
+        }
+        Ok(out)
+    }
+
+    /// What the configuration grants `plugin`.
+    pub fn grant(&self, plugin: &str) -> Option<&Grant> {
+        self.grants.get(plugin)
+    }
+}
+
+/// Reads and checks the component's `onebrain:api-version` before anything is compiled.
+pub(crate) fn check_api_version(bytes: &[u8]) -> Result<ApiVersion, PluginErrorKind> {
+    let text = read_api_version(bytes)
+        .map_err(|e| PluginErrorKind::Load(format!("not a WebAssembly component: {e}")))?
+        .ok_or(PluginErrorKind::MissingApiVersion)?;
+    ApiVersion::from_section(&text).ok_or_else(|| PluginErrorKind::IncompatibleApiVersion {
+        found: text,
+        supported: ApiVersion::supported_list(),
+    })
+}

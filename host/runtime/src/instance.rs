@@ -1,0 +1,180 @@
+//! One live instance of a plugin and the discipline of a call: fresh limits
+//! for every call, a typed error for every failure, and a fresh store after
+//! any failure that is not the guest's own error report.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use wasmtime::component::InstancePre;
+use wasmtime::{Store, Trap};
+
+use crate::error::{PluginError, PluginErrorKind};
+use crate::host::{LoadedPlugin, PluginShared, EPOCH_TICK};
+use crate::manifest::World;
+use crate::state::StoreState;
+
+/// The generated bindings of one world.
+pub(crate) trait WorldBindings: Sized + Send + 'static {
+    /// The world these bindings serve.
+    const WORLD: World;
+    /// The pre-instantiated form (export indices resolved once).
+    type Pre: Clone + Send + Sync + 'static;
+    /// Resolves the world's exports; fails when the component lacks one.
+    fn pre(pre: InstancePre<StoreState>) -> wasmtime::Result<Self::Pre>;
+    /// Instantiates into `store`.
+    fn instantiate(pre: &Self::Pre, store: &mut Store<StoreState>) -> wasmtime::Result<Self>;
+}
+
+/// How many bytes of data a call returned, for the output cap.
+pub(crate) trait OutputSize {
+    fn output_size(&self) -> usize;
+}
+
+impl OutputSize for String {
+    fn output_size(&self) -> usize {
+        self.len()
+    }
+}
+
+impl<T: OutputSize> OutputSize for Vec<T> {
+    fn output_size(&self) -> usize {
+        self.iter().map(OutputSize::output_size).sum::<usize>() + self.len()
+    }
+}
+
+impl<T: OutputSize> OutputSize for Option<T> {
+    fn output_size(&self) -> usize {
+        self.as_ref().map_or(0, OutputSize::output_size)
+    }
+}
+
+/// Whether the host keeps an instance between calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstancePolicy {
+    /// Keep the instance while calls succeed (≈ µs per call); start a fresh
+    /// one after any failure.
+    #[default]
+    Reuse,
+    /// A fresh store and instance for every call: no state survives between
+    /// calls, at tens of µs each.
+    FreshPerCall,
+}
+
+struct Live<W> {
+    store: Store<StoreState>,
+    bindings: W,
+}
+
+/// A plugin's callable instance for world `W`.
+pub(crate) struct Slot<W: WorldBindings> {
+    shared: Arc<PluginShared>,
+    pre: W::Pre,
+    policy: InstancePolicy,
+    live: Mutex<Option<Live<W>>>,
+}
+
+impl<W: WorldBindings> Slot<W> {
+    pub(crate) fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
+        if plugin.manifest.world != W::WORLD {
+            return Err(PluginError::new(
+                plugin.id(),
+                PluginErrorKind::WorldMismatch {
+                    world: W::WORLD.to_string(),
+                    reason: format!("its manifest says `{}`", plugin.manifest.world),
+                },
+            ));
+        }
+        let pre = W::pre(plugin.pre.clone()).map_err(|e| {
+            PluginError::new(
+                plugin.id(),
+                PluginErrorKind::WorldMismatch { world: W::WORLD.to_string(), reason: format!("{e:#}") },
+            )
+        })?;
+        Ok(Slot { shared: plugin.shared.clone(), pre, policy, live: Mutex::new(None) })
+    }
+
+    fn fail(&self, kind: PluginErrorKind) -> PluginError {
+        PluginError::new(&self.shared.id, kind)
+    }
+
+    fn fresh(&self) -> Result<Live<W>, PluginError> {
+        let limits = &self.shared.limits;
+        let state = StoreState::new(limits.memory_bytes(), limits.stderr_bytes(), &self.shared.preopens)
+            .map_err(|e| self.fail(PluginErrorKind::Runtime(format!("{e:#}"))))?;
+        let mut store = Store::new(self.shared.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        // Instantiation runs the guest's start code: give it the same limits as a call.
+        self.arm(&mut store)?;
+        let bindings = W::instantiate(&self.pre, &mut store).map_err(|e| self.classify(e, &mut store))?;
+        Ok(Live { store, bindings })
+    }
+
+    fn arm(&self, store: &mut Store<StoreState>) -> Result<(), PluginError> {
+        let limits = &self.shared.limits;
+        store.data_mut().limiter.hit = false;
+        store.set_fuel(limits.fuel).map_err(|e| self.fail(PluginErrorKind::Runtime(format!("{e:#}"))))?;
+        // Ticks until the deadline, rounded up, plus one for the tick in progress.
+        let ticks = limits.timeout_ms.div_ceil(EPOCH_TICK.as_millis() as u64) + 1;
+        store.set_epoch_deadline(ticks);
+        Ok(())
+    }
+
+    /// Calls into the guest with fresh limits. A guest error keeps the
+    /// instance; every other failure drops it.
+    pub(crate) fn call<R: OutputSize>(
+        &self,
+        f: impl FnOnce(&W, &mut Store<StoreState>) -> wasmtime::Result<Result<R, String>>,
+    ) -> Result<R, PluginError> {
+        let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() || self.policy == InstancePolicy::FreshPerCall {
+            *guard = Some(self.fresh()?);
+        }
+        let live = guard.as_mut().expect("just filled");
+        self.arm(&mut live.store)?;
+        let _ = live.store.data().output.take();
+        let outcome = f(&live.bindings, &mut live.store);
+        let result = match outcome {
+            Ok(Ok(value)) => {
+                let bytes = value.output_size();
+                let limit = self.shared.limits.max_output_bytes();
+                if bytes > limit {
+                    Err(self.fail(PluginErrorKind::OutputTooLarge { bytes, limit }))
+                } else {
+                    return Ok(value);
+                }
+            }
+            Ok(Err(message)) => return Err(self.fail(PluginErrorKind::Guest(message))),
+            Err(e) => Err(self.classify(e, &mut live.store)),
+        };
+        // The store may be poisoned (after a trap) or bloated: never reuse it.
+        *guard = None;
+        result
+    }
+
+    fn classify(&self, e: wasmtime::Error, store: &mut Store<StoreState>) -> PluginError {
+        let limits = &self.shared.limits;
+        let stderr = store.data().output.take();
+        let kind = if store.data().limiter.hit {
+            PluginErrorKind::MemoryLimit { limit_bytes: limits.memory_bytes() }
+        } else if let Some(trap) = e.downcast_ref::<Trap>() {
+            match trap {
+                Trap::Interrupt => PluginErrorKind::Timeout { limit: limits.timeout() },
+                Trap::OutOfFuel => PluginErrorKind::FuelExhausted { fuel: limits.fuel },
+                Trap::StackOverflow => PluginErrorKind::StackOverflow,
+                other => PluginErrorKind::Trap { trap: other.to_string(), stderr },
+            }
+        } else {
+            PluginErrorKind::Runtime(format!("{e:#}"))
+        };
+        self.fail(kind)
+    }
+}
+
+/// Times `f` and returns its result with the elapsed time, for benchmarks.
+#[allow(dead_code)]
+pub(crate) fn timed<T>(f: impl FnOnce() -> T) -> (T, std::time::Duration) {
+    let t = Instant::now();
+    let v = f();
+    (v, t.elapsed())
+}

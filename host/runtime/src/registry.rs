@@ -1,0 +1,271 @@
+//! Installed plugins: discovery from plugin directories, and the reports of
+//! `onebrain plugins list | inspect | check`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::adapters::{WasmChecker, WasmDiagnosticParser, WasmDomainAdapter, WasmReward};
+use crate::cache::CacheOutcome;
+use crate::error::{PluginError, RegistryError};
+use crate::grants::Preopen;
+use crate::host::PluginHost;
+use crate::instance::InstancePolicy;
+use crate::limits::Limits;
+use crate::manifest::{Permissions, PluginManifest, World};
+use crate::wit::read_api_version;
+
+/// One line of `plugins list`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PluginInfo {
+    /// The plugin's name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// The world it implements.
+    pub world: World,
+    /// Its one-line description.
+    pub description: String,
+    /// The component file.
+    pub component: PathBuf,
+    /// Whether the component file exists (bundled plugins are built by `scripts/build-plugins.sh`).
+    pub built: bool,
+}
+
+/// `plugins inspect NAME`: the manifest and what the component file says about itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PluginDetails {
+    /// The list entry.
+    #[serde(flatten)]
+    pub info: PluginInfo,
+    /// The manifest file.
+    pub manifest: PathBuf,
+    /// The component's size in bytes, if built.
+    pub component_bytes: Option<u64>,
+    /// The component's SHA-256, if built.
+    pub sha256: Option<String>,
+    /// The WIT version in its `onebrain:api-version` section, if present.
+    pub api_version: Option<String>,
+    /// What the manifest asks for.
+    pub permissions: Permissions,
+}
+
+/// `plugins check NAME`: load, instantiate, one smoke call, and the limits it ran under.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckReport {
+    /// The plugin's name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Its world.
+    pub world: World,
+    /// True when it loaded, instantiated and answered the smoke call.
+    pub ok: bool,
+    /// The WIT version it was built against (when it loaded).
+    pub api_version: Option<String>,
+    /// Whether compiled code came from the cache.
+    pub cache: Option<CacheOutcome>,
+    /// Load time in milliseconds.
+    pub load_ms: f64,
+    /// The smoke call and its answer, e.g. `generate(1, 3) -> blocksworld/seed-1-size-3`.
+    pub smoke: String,
+    /// Time of instantiation plus the smoke call, in milliseconds.
+    pub smoke_ms: f64,
+    /// The error, when not ok.
+    pub error: Option<String>,
+    /// The per-call limits.
+    pub limits: Limits,
+    /// Directories it may read.
+    pub preopens: Vec<Preopen>,
+}
+
+/// The plugins found in a set of plugin directories.
+#[derive(Clone, Debug, Default)]
+pub struct PluginRegistry {
+    plugins: BTreeMap<String, PluginManifest>,
+}
+
+impl PluginRegistry {
+    /// Scans each directory for `*/plugin.toml` (one folder per plugin).
+    /// A directory that does not exist is skipped; a bad manifest is an error.
+    pub fn discover(dirs: &[PathBuf]) -> Result<Self, RegistryError> {
+        let mut reg = PluginRegistry::default();
+        for dir in dirs {
+            if !dir.is_dir() {
+                continue;
+            }
+            let entries = std::fs::read_dir(dir).map_err(|source| RegistryError::Io { path: dir.clone(), source })?;
+            let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            paths.sort();
+            for p in paths {
+                if p.join("plugin.toml").is_file() {
+                    reg.add(PluginManifest::load(&p)?)?;
+                }
+            }
+        }
+        Ok(reg)
+    }
+
+    /// Adds one manifest; a second plugin of the same name is an error.
+    pub fn add(&mut self, m: PluginManifest) -> Result<(), RegistryError> {
+        if let Some(prev) = self.plugins.get(&m.name) {
+            return Err(RegistryError::Duplicate {
+                name: m.name.clone(),
+                first: prev.dir.join("plugin.toml"),
+                second: m.dir.join("plugin.toml"),
+            });
+        }
+        self.plugins.insert(m.name.clone(), m);
+        Ok(())
+    }
+
+    /// The manifest of `name`.
+    pub fn get(&self, name: &str) -> Result<&PluginManifest, RegistryError> {
+        self.plugins.get(name).ok_or_else(|| RegistryError::NotFound(name.to_string()))
+    }
+
+    /// Every plugin, by world then name.
+    pub fn list(&self) -> Vec<PluginInfo> {
+        let mut v: Vec<PluginInfo> = self.plugins.values().map(info).collect();
+        v.sort_by(|a, b| (a.world, &a.name).cmp(&(b.world, &b.name)));
+        v
+    }
+
+    /// Resolves a config's plugin reference for `world`: an installed
+    /// plugin's name, or a path (relative to `base`) to a `plugin.toml`, a
+    /// plugin folder or a bare `.wasm` component.
+    pub fn resolve(&self, reference: &str, world: World, base: &Path) -> Result<PluginManifest, RegistryError> {
+        let looks_like_path = reference.contains('/') || reference.ends_with(".wasm") || reference.ends_with(".toml");
+        let m = if looks_like_path {
+            let path = base.join(reference);
+            if reference.ends_with(".wasm") {
+                if !path.is_file() {
+                    return Err(RegistryError::Io {
+                        path,
+                        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+                    });
+                }
+                PluginManifest::for_component(&path, world)
+            } else {
+                PluginManifest::load(&path)?
+            }
+        } else {
+            self.get(reference)?.clone()
+        };
+        if m.world != world {
+            return Err(RegistryError::WrongWorld {
+                name: m.name,
+                found: m.world.to_string(),
+                expected: world.to_string(),
+            });
+        }
+        Ok(m)
+    }
+
+    /// `plugins inspect NAME`.
+    pub fn inspect(&self, name: &str) -> Result<PluginDetails, RegistryError> {
+        let m = self.get(name)?;
+        let bytes = std::fs::read(m.component_path()).ok();
+        Ok(PluginDetails {
+            info: info(m),
+            manifest: m.dir.join("plugin.toml"),
+            component_bytes: bytes.as_ref().map(|b| b.len() as u64),
+            sha256: bytes.as_ref().map(|b| {
+                use sha2::Digest;
+                hex::encode(sha2::Sha256::digest(b))
+            }),
+            api_version: bytes.as_deref().and_then(|b| read_api_version(b).ok().flatten()),
+            permissions: m.permissions.clone(),
+        })
+    }
+
+    /// `plugins check NAME`: loads it with `host`, instantiates it and makes
+    /// one smoke call. A plugin that fails is reported (`ok == false`), not
+    /// returned as an error; only an unknown name is an error.
+    pub fn check(&self, host: &PluginHost, name: &str) -> Result<CheckReport, RegistryError> {
+        let m = self.get(name)?;
+        Ok(check_manifest(host, m))
+    }
+}
+
+fn info(m: &PluginManifest) -> PluginInfo {
+    PluginInfo {
+        name: m.name.clone(),
+        version: m.version.clone(),
+        world: m.world,
+        description: m.description.clone(),
+        component: m.component_path(),
+        built: m.component_path().is_file(),
+    }
+}
+
+/// Loads, instantiates and smoke-calls one plugin.
+pub fn check_manifest(host: &PluginHost, m: &PluginManifest) -> CheckReport {
+    let mut report = CheckReport {
+        name: m.name.clone(),
+        version: m.version.clone(),
+        world: m.world,
+        ok: false,
+        api_version: None,
+        cache: None,
+        load_ms: 0.0,
+        smoke: String::new(),
+        smoke_ms: 0.0,
+        error: None,
+        limits: host.limits().clone(),
+        preopens: Vec::new(),
+    };
+    let plugin = match host.load(m) {
+        Ok(p) => p,
+        Err(e) => {
+            report.error = Some(e.to_string());
+            return report;
+        }
+    };
+    report.api_version = Some(plugin.api_version.as_str().to_string());
+    report.cache = Some(plugin.cache);
+    report.load_ms = plugin.load_time.as_secs_f64() * 1e3;
+    report.preopens = plugin.preopens().to_vec();
+    let t = Instant::now();
+    let smoke: Result<String, PluginError> = (|| match m.world {
+        World::Reward => {
+            let r = WasmReward::new(&plugin, InstancePolicy::Reuse)?;
+            let out = r.try_rewards(&onebrain_core::EpisodeSummary { b0: true, judge_score: 0.8, ..Default::default() })?;
+            Ok(format!("rewards(b0=1, s_J=0.8) -> actor {}, editor {}, judge {}", out.actor, out.editor, out.judge))
+        }
+        World::DomainAdapter => {
+            let d = WasmDomainAdapter::new(&plugin, InstancePolicy::Reuse)?;
+            let t = d.try_generate(1, 3)?;
+            Ok(format!("name() -> {}; generate(1, 3) -> {}", onebrain_core::DomainAdapter::name(&d), t.id))
+        }
+        World::DiagnosticParser => {
+            let p = WasmDiagnosticParser::new(&plugin, InstancePolicy::Reuse)?;
+            let raw = onebrain_core::SolverOutput { exit_code: Some(0), ..Default::default() };
+            let out = p.try_parse(&raw, &[])?;
+            Ok(format!("parse(exit 0, no output) -> {} diagnostics", out.len()))
+        }
+        World::FaithfulnessChecker => {
+            let c = WasmChecker::new(&plugin, InstancePolicy::Reuse)?;
+            let spec = onebrain_core::Spec::default();
+            match c.try_check(&spec, &spec, None) {
+                Ok(r) => Ok(format!("check(empty, empty) -> faithful {}", r.faithful)),
+                // Refusing an empty spec is a fine answer: the plugin ran.
+                Err(PluginError { kind: crate::PluginErrorKind::Guest(msg), .. }) => {
+                    Ok(format!("check(empty, empty) -> error: {msg}"))
+                }
+                Err(e) => Err(e),
+            }
+        }
+    })();
+    report.smoke_ms = t.elapsed().as_secs_f64() * 1e3;
+    match smoke {
+        Ok(s) => {
+            report.smoke = s;
+            report.ok = true;
+        }
+        Err(e) => report.error = Some(e.to_string()),
+    }
+    report
+}

@@ -1,0 +1,93 @@
+//! Host bindings, one module per released WIT version (Zed's
+//! `wasm_host/wit/since_v0_8_0.rs`). The rest of the host sees only
+//! [`latest`] and the plain `onebrain-core` types; when `since_v0_2_0` is
+//! added, the older modules stay and convert into it.
+
+pub(crate) mod since_v0_1_0;
+
+pub(crate) use since_v0_1_0 as latest;
+
+/// A WIT version this host has bindings for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiVersion {
+    /// `onebrain:plugin@0.1.0`, the folder `wit/since_v0.1.0`.
+    V0_1_0,
+}
+
+impl ApiVersion {
+    /// Every supported version, oldest first.
+    pub const SUPPORTED: [ApiVersion; 1] = [ApiVersion::V0_1_0];
+
+    /// The semantic version string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiVersion::V0_1_0 => "0.1.0",
+        }
+    }
+
+    /// The version for an `onebrain:api-version` section's text. Patch
+    /// releases only add documentation, so `0.1.x` loads as `0.1.0`.
+    pub fn from_section(text: &str) -> Option<ApiVersion> {
+        let mut parts = text.trim().split('.');
+        let (major, minor, patch) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || patch.parse::<u32>().is_err() {
+            return None;
+        }
+        match (major, minor) {
+            ("0", "1") => Some(ApiVersion::V0_1_0),
+            _ => None,
+        }
+    }
+
+    /// "0.1.0" (and, later, "0.1.0, 0.2.0"), for error messages.
+    pub fn supported_list() -> String {
+        Self::SUPPORTED.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The name of the custom section the SDK writes.
+pub(crate) const API_VERSION_SECTION: &str = "onebrain:api-version";
+
+/// Reads the `onebrain:api-version` custom section out of a component
+/// (it sits in the core module nested inside) without compiling anything.
+pub(crate) fn read_api_version(bytes: &[u8]) -> Result<Option<String>, String> {
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload.map_err(|e| e.to_string())? {
+            wasmparser::Payload::CustomSection(c) if c.name() == API_VERSION_SECTION => {
+                return Ok(Some(String::from_utf8_lossy(c.data()).into_owned()));
+            }
+            _ => {}
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_by_major_and_minor() {
+        assert_eq!(ApiVersion::from_section("0.1.0"), Some(ApiVersion::V0_1_0));
+        assert_eq!(ApiVersion::from_section("0.1.7"), Some(ApiVersion::V0_1_0));
+        assert_eq!(ApiVersion::from_section("0.2.0"), None);
+        assert_eq!(ApiVersion::from_section("1.1.0"), None);
+        assert_eq!(ApiVersion::from_section("0.1"), None);
+        assert_eq!(ApiVersion::from_section("0.1.x"), None);
+    }
+
+    #[test]
+    fn custom_section_is_found_in_a_module() {
+        // A core module with only a custom section: \0asm, version 1, section id 0.
+        let name = API_VERSION_SECTION.as_bytes();
+        let data = b"0.1.0";
+        let mut m = b"\0asm\x01\0\0\0\0".to_vec();
+        m.push((1 + name.len() + data.len()) as u8);
+        m.push(name.len() as u8);
+        m.extend_from_slice(name);
+        m.extend_from_slice(data);
+        assert_eq!(read_api_version(&m).unwrap().as_deref(), Some("0.1.0"));
+        assert_eq!(read_api_version(b"\0asm\x01\0\0\0").unwrap(), None);
+        assert!(read_api_version(b"not wasm").is_err());
+    }
+}
