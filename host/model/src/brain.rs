@@ -814,12 +814,12 @@ impl Brain {
         &self.judge_head
     }
 
-    pub(crate) fn lora_scale(&self) -> f64 {
-        self.scale
-    }
-
-    pub(crate) fn base(&self) -> &Backbone {
-        &self.base
+    /// Logits of the next token after each row of `prompts`, from the generation path
+    /// (quantized weights, fused kernels, prefix cache, batching), e.g. to score choices.
+    pub fn next_token_logits(&mut self, role: Role, prompts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>> {
+        let pre = self.prefill(role, prompts)?;
+        let backbone = self.gen_backbone(role);
+        Ok(backbone.logits(&pre.last_hidden)?.to_vec2::<f32>()?)
     }
 }
 

@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 mod brain;
+mod checkpoint;
 mod config;
 mod error;
 mod paths;

@@ -31,9 +31,8 @@ fn gguf_f64(md: &HashMap<String, gguf_file::Value>, key: &str) -> Option<f64> {
     md.get(key).and_then(|v| v.to_f32().map(f64::from).or_else(|_| v.to_f64()).ok())
 }
 
-/// A loaded GGUF: architecture, quantized backbone and tokenizer.
+/// A loaded GGUF: quantized backbone and tokenizer.
 pub(crate) struct GgufModel {
-    pub(crate) cfg: ArchConfig,
     pub(crate) backbone: Backbone,
     pub(crate) tokenizer: Tokenizer,
 }
@@ -136,7 +135,7 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>) -> Result<GgufM
         Weight::Quant(QMatMul::from_arc(lm_head)?),
         positions,
     )?;
-    Ok(GgufModel { cfg, backbone, tokenizer })
+    Ok(GgufModel { backbone, tokenizer })
 }
 
 fn max_positions(cfg: &ArchConfig, max_context: Option<usize>) -> usize {

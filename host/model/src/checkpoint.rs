@@ -1,0 +1,327 @@
+//! Saving and restoring the trainable parameters, and exporting a role's adapters in
+//! the PEFT layout that Hugging Face `peft` loads onto the base model.
+//!
+//! PEFT layout (peft `save_pretrained` for a LoRA `CAUSAL_LM` adapter):
+//! `adapter_config.json` and `adapter_model.safetensors` with keys
+//! `base_model.model.model.layers.{i}.self_attn.q_proj.lora_A.weight` (`(r, in)`) and
+//! `….lora_B.weight` (`(out, r)`), likewise for `k_proj`, `v_proj`, `o_proj` and
+//! `mlp.{gate,up,down}_proj`. The role tokens and the Judge head have no PEFT LoRA
+//! equivalent; they go beside it in `onebrain_role.safetensors`.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
+
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    config::{DEFAULT_MODEL_FILE, TEST_MODEL_FILE},
+    paths::ModelSource,
+    transformer::{Arch, ArchConfig, LORA_TARGETS},
+    weights::hf_linear_name,
+    Brain, Error, Result, Role,
+};
+
+const TRAINABLE_FILE: &str = "trainable.safetensors";
+const META_FILE: &str = "brain.json";
+const PEFT_CONFIG: &str = "adapter_config.json";
+const PEFT_WEIGHTS: &str = "adapter_model.safetensors";
+const ROLE_EXTRAS: &str = "onebrain_role.safetensors";
+
+/// What a checkpoint was trained on; checked before loading it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Meta {
+    format: u32,
+    model: String,
+    arch: ArchConfig,
+    lora_rank: usize,
+    lora_alpha: f32,
+    role_tokens: usize,
+    separate_models: bool,
+    train_backbone: bool,
+    parameters: usize,
+}
+
+/// The fields of PEFT's `adapter_config.json` that matter for loading (PEFT fills the
+/// rest with defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PeftConfig {
+    pub(crate) peft_type: String,
+    pub(crate) task_type: String,
+    pub(crate) base_model_name_or_path: String,
+    pub(crate) r: usize,
+    pub(crate) lora_alpha: f32,
+    pub(crate) lora_dropout: f32,
+    pub(crate) target_modules: Vec<String>,
+    pub(crate) bias: String,
+    pub(crate) fan_in_fan_out: bool,
+    pub(crate) inference_mode: bool,
+    pub(crate) use_rslora: bool,
+    pub(crate) init_lora_weights: bool,
+    #[serde(default)]
+    pub(crate) modules_to_save: Option<Vec<String>>,
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::Json { path: path.into(), source: e })?;
+    std::fs::write(path, text).map_err(|e| Error::io(path, e))
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::Json { path: path.into(), source: e })
+}
+
+fn load_tensors(path: &Path) -> Result<HashMap<String, Tensor>> {
+    candle_core::safetensors::load(path, &Device::Cpu)
+        .map_err(|e| Error::Safetensors { path: path.into(), reason: e.to_string() })
+}
+
+fn save_tensors(path: &Path, tensors: &HashMap<String, Tensor>) -> Result<()> {
+    candle_core::safetensors::save(tensors, path)
+        .map_err(|e| Error::Safetensors { path: path.into(), reason: e.to_string() })
+}
+
+fn mismatch(path: &Path, reason: impl Into<String>) -> Error {
+    Error::CheckpointMismatch { path: path.to_path_buf(), reason: reason.into() }
+}
+
+/// GGUF Llama q/k rows are permuted for interleaved RoPE (convert_hf_to_gguf.py
+/// `permute`: `w.reshape(h, 2, d/2, ..).swapaxes(1, 2)`); PEFT adapters live in the
+/// Hugging Face row order. `to_hf` undoes the permutation, otherwise applies it.
+fn permute_rows(t: &Tensor, heads: usize, to_hf: bool) -> Result<Tensor> {
+    let (out, cols) = t.dims2()?;
+    let hd = out / heads;
+    let split = if to_hf { (heads, hd / 2, 2, cols) } else { (heads, 2, hd / 2, cols) };
+    Ok(t.reshape(split)?.transpose(1, 2)?.contiguous()?.reshape((out, cols))?)
+}
+
+impl Brain {
+    fn model_name(&self) -> String {
+        self.source()
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default()
+    }
+
+    fn meta(&self) -> Meta {
+        let cfg = self.config();
+        Meta {
+            format: 1,
+            model: self.model_name(),
+            arch: self.arch().clone(),
+            lora_rank: self.lora_rank(),
+            lora_alpha: cfg.lora_alpha,
+            role_tokens: cfg.role_tokens,
+            separate_models: cfg.separate_models,
+            train_backbone: cfg.train_backbone,
+            parameters: self.trainable().all_vars().iter().map(|v| v.elem_count()).sum(),
+        }
+    }
+
+    /// Writes every trainable parameter to `dir/trainable.safetensors` and what they
+    /// belong to in `dir/brain.json`.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let file = dir.join(TRAINABLE_FILE);
+        self.trainable()
+            .save(&file)
+            .map_err(|e| Error::Safetensors { path: file.clone(), reason: e.to_string() })?;
+        write_json(&dir.join(META_FILE), &self.meta())
+    }
+
+    /// Restores parameters written by [`Brain::save`]; the checkpoint must match this
+    /// model, rank, role-token count and mode exactly.
+    pub fn load_trainable(&mut self, dir: &Path) -> Result<()> {
+        let meta_path = dir.join(META_FILE);
+        let meta: Meta = read_json(&meta_path)?;
+        let mine = self.meta();
+        let checks = [
+            (meta.arch != mine.arch, format!("architecture {:?} vs {:?}", meta.arch, mine.arch)),
+            (meta.lora_rank != mine.lora_rank, format!("LoRA rank {} vs {}", meta.lora_rank, mine.lora_rank)),
+            (meta.role_tokens != mine.role_tokens, format!("role tokens {} vs {}", meta.role_tokens, mine.role_tokens)),
+            (meta.separate_models != mine.separate_models, "separate_models differs".to_string()),
+            (meta.train_backbone != mine.train_backbone, "train_backbone differs".to_string()),
+            (meta.lora_alpha != mine.lora_alpha, format!("lora_alpha {} vs {}", meta.lora_alpha, mine.lora_alpha)),
+        ];
+        if let Some((_, why)) = checks.into_iter().find(|(bad, _)| *bad) {
+            return Err(mismatch(&meta_path, why));
+        }
+        let file = dir.join(TRAINABLE_FILE);
+        let tensors = load_tensors(&file)?;
+        let data = self.trainable().data().lock().expect("varmap lock");
+        for name in tensors.keys() {
+            if !data.contains_key(name) {
+                return Err(mismatch(&file, format!("unexpected parameter `{name}`")));
+            }
+        }
+        // Check everything before changing anything, so a bad file leaves no half state.
+        for (name, var) in data.iter() {
+            let t = tensors.get(name).ok_or_else(|| mismatch(&file, format!("missing parameter `{name}`")))?;
+            if t.dims() != var.dims() {
+                return Err(mismatch(&file, format!("`{name}` has shape {:?}, expected {:?}", t.dims(), var.dims())));
+            }
+        }
+        for (name, var) in data.iter() {
+            var.set(&tensors[name].to_dtype(var.dtype())?)?;
+        }
+        drop(data);
+        self.clear_prefix_cache();
+        Ok(())
+    }
+
+    fn qk_permuted(&self) -> bool {
+        matches!(self.source(), ModelSource::Gguf(_)) && self.arch().arch == Arch::Llama
+    }
+
+    fn base_model_name(&self) -> String {
+        match self.model_name().as_str() {
+            TEST_MODEL_FILE => "HuggingFaceTB/SmolLM2-135M-Instruct".into(),
+            DEFAULT_MODEL_FILE => "Qwen/Qwen2.5-Coder-0.5B-Instruct".into(),
+            _ => self.source().path().display().to_string(),
+        }
+    }
+
+    /// Writes `role`'s adapters as a PEFT LoRA adapter directory, plus its soft tokens
+    /// (and the Judge head) in `onebrain_role.safetensors`.
+    pub fn export_peft(&self, role: Role, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let cfg = self.arch();
+        let params = &self.roles_params()[role.index()];
+        let mut tensors = HashMap::new();
+        for (i, layer) in params.lora.iter().enumerate() {
+            for (t, (a, b)) in layer.iter().enumerate() {
+                let target = LORA_TARGETS[t];
+                let mut b = b.as_detached_tensor();
+                if self.qk_permuted() && (target == "q_proj" || target == "k_proj") {
+                    let heads = if target == "q_proj" { cfg.num_attention_heads } else { cfg.num_key_value_heads };
+                    b = permute_rows(&b, heads, true)?;
+                }
+                let key = format!("base_model.model.{}", hf_linear_name(i, target));
+                tensors.insert(format!("{key}.lora_A.weight"), a.as_detached_tensor().contiguous()?);
+                tensors.insert(format!("{key}.lora_B.weight"), b.contiguous()?);
+            }
+        }
+        save_tensors(&dir.join(PEFT_WEIGHTS), &tensors)?;
+        let peft = PeftConfig {
+            peft_type: "LORA".into(),
+            task_type: "CAUSAL_LM".into(),
+            base_model_name_or_path: self.base_model_name(),
+            r: self.lora_rank(),
+            lora_alpha: self.config().lora_alpha,
+            lora_dropout: 0.0,
+            target_modules: LORA_TARGETS.iter().map(|s| s.to_string()).collect(),
+            bias: "none".into(),
+            fan_in_fan_out: false,
+            inference_mode: true,
+            use_rslora: false,
+            init_lora_weights: true,
+            modules_to_save: None,
+        };
+        write_json(&dir.join(PEFT_CONFIG), &peft)?;
+        let mut extras = HashMap::new();
+        if let Some(s) = &params.soft {
+            extras.insert("role_tokens".to_string(), s.as_detached_tensor());
+        }
+        if role == Role::Judge {
+            let head = self.judge_params();
+            extras.insert("judge_head.weight".to_string(), head.w.as_detached_tensor());
+            extras.insert("judge_head.bias".to_string(), head.b.as_detached_tensor());
+        }
+        if !extras.is_empty() {
+            save_tensors(&dir.join(ROLE_EXTRAS), &extras)?;
+        }
+        Ok(())
+    }
+
+    /// Loads a PEFT LoRA adapter directory (ours or any with the same rank and targets)
+    /// into `role`, and its `onebrain_role.safetensors` when present.
+    pub fn import_peft(&mut self, role: Role, dir: &Path) -> Result<()> {
+        let cfg_path = dir.join(PEFT_CONFIG);
+        let peft: PeftConfig = read_json(&cfg_path)?;
+        if peft.peft_type != "LORA" {
+            return Err(mismatch(&cfg_path, format!("peft_type {} is not LORA", peft.peft_type)));
+        }
+        if peft.r != self.lora_rank() {
+            return Err(mismatch(&cfg_path, format!("rank {} vs this model's {}", peft.r, self.lora_rank())));
+        }
+        if (peft.lora_alpha - self.config().lora_alpha).abs() > 1e-6 {
+            return Err(mismatch(&cfg_path, format!("lora_alpha {} vs {}", peft.lora_alpha, self.config().lora_alpha)));
+        }
+        let file: PathBuf = dir.join(PEFT_WEIGHTS);
+        let tensors = load_tensors(&file)?;
+        let arch = self.arch().clone();
+        let permuted = self.qk_permuted();
+        let params = self.roles_params()[role.index()].clone();
+        let mut updates = Vec::new();
+        for (i, layer) in params.lora.iter().enumerate() {
+            for (t, (a, b)) in layer.iter().enumerate() {
+                let target = LORA_TARGETS[t];
+                let key = format!("base_model.model.{}", hf_linear_name(i, target));
+                let get = |suffix: &str, want: &[usize]| -> Result<Tensor> {
+                    let name = format!("{key}.{suffix}");
+                    let t = tensors.get(&name).ok_or_else(|| mismatch(&file, format!("missing `{name}`")))?;
+                    if t.dims() != want {
+                        return Err(mismatch(&file, format!("`{name}` has shape {:?}, expected {want:?}", t.dims())));
+                    }
+                    Ok(t.to_dtype(candle_core::DType::F32)?)
+                };
+                let ta = get("lora_A.weight", a.dims())?;
+                let mut tb = get("lora_B.weight", b.dims())?;
+                if permuted && (target == "q_proj" || target == "k_proj") {
+                    let heads = if target == "q_proj" { arch.num_attention_heads } else { arch.num_key_value_heads };
+                    tb = permute_rows(&tb, heads, false)?;
+                }
+                updates.push((a.clone(), ta));
+                updates.push((b.clone(), tb));
+            }
+        }
+        let extras_path = dir.join(ROLE_EXTRAS);
+        if extras_path.is_file() {
+            let extras = load_tensors(&extras_path)?;
+            if let (Some(var), Some(t)) = (&params.soft, extras.get("role_tokens")) {
+                if t.dims() != var.dims() {
+                    return Err(mismatch(&extras_path, "role_tokens shape differs"));
+                }
+                updates.push((var.clone(), t.clone()));
+            }
+            if role == Role::Judge {
+                let head = self.judge_params();
+                for (var, name) in [(&head.w, "judge_head.weight"), (&head.b, "judge_head.bias")] {
+                    if let Some(t) = extras.get(name) {
+                        if t.dims() != var.dims() {
+                            return Err(mismatch(&extras_path, format!("{name} shape differs")));
+                        }
+                        updates.push((var.clone(), t.clone()));
+                    }
+                }
+            }
+        }
+        for (var, t) in updates {
+            var.set(&t.contiguous()?)?;
+        }
+        self.clear_prefix_cache();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutation_round_trips_and_matches_convert_hf_to_gguf() {
+        // 2 heads of width 4, one column: HF rows [h0: 0 1 2 3, h1: 4 5 6 7] become
+        // interleaved pairs (0 2 1 3 | 4 6 5 7) in GGUF.
+        let hf = Tensor::arange(0f32, 8.0, &Device::Cpu).unwrap().reshape((8, 1)).unwrap();
+        let gguf = permute_rows(&hf, 2, false).unwrap();
+        let v: Vec<f32> = gguf.flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(v, vec![0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]);
+        let back = permute_rows(&gguf, 2, true).unwrap();
+        assert_eq!(back.flatten_all().unwrap().to_vec1::<f32>().unwrap(), (0..8).map(|x| x as f32).collect::<Vec<_>>());
+    }
+}
