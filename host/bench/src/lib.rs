@@ -57,3 +57,18 @@ pub fn mean(xs: &[f64]) -> f64 {
         xs.iter().sum::<f64>() / xs.len() as f64
     }
 }
+
+/// The median (0 for no samples): robust to the load spikes of a shared machine.
+pub fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let mid = v.len() / 2;
+    if v.len() % 2 == 0 {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    }
+}

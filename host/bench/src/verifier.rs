@@ -2,24 +2,25 @@
 //! call, plan validation, verifier overhead against the bare driver, and
 //! throughput with 1 and 2 workers.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use onebrain_core::{Outcome, Spec, Verifier};
+use onebrain_eval::{load_planbench, PlanBenchSet};
 use onebrain_pddl as pddl;
 use onebrain_verifier::{FastDownward, PlanningVerifier, SolverLimits, VerifierPool};
 use serde::Serialize;
 
-use crate::{mean, Table};
+use crate::{mean, median, Table};
 
 /// What `onebrain bench verifier` measured.
 #[derive(Debug, Serialize)]
 pub struct VerifierBench {
-    /// Mean time to reject a malformed or ill-typed spec natively, µs.
+    /// Median time to reject a malformed or ill-typed spec natively, µs.
     pub native_reject_us: f64,
-    /// Mean time of one Fast Downward call on the same specs, µs.
+    /// Median time of one Fast Downward call on the same specs, µs.
     pub planner_on_rejects_us: f64,
     /// planner / native: the target is ≥ 100.
     pub reject_speedup: f64,
@@ -27,9 +28,9 @@ pub struct VerifierBench {
     pub validate_plan_us: f64,
     /// How many plans were validated (all must be valid).
     pub plans_validated: usize,
-    /// Mean `verify` time on solvable PlanBench specs, ms.
+    /// Median `verify` time on solvable PlanBench specs, ms.
     pub verify_ms: f64,
-    /// Mean time of the bare driver on the same specs, ms.
+    /// Median time of the bare driver on the same specs, ms.
     pub driver_ms: f64,
     /// verify − driver: the target is ≤ 10 ms.
     pub overhead_ms: f64,
@@ -46,7 +47,7 @@ pub fn run(data: &Path, reps: usize) -> Result<VerifierBench, String> {
     let verifier = PlanningVerifier::new(fd.clone(), limits.clone());
     let bw = data.join("planbench/blocksworld");
     let bw_domain = read(&bw.join("domain.pddl"))?;
-    let solvable: Vec<Spec> = (2..2 + reps.max(3))
+    let solvable: Vec<Spec> = (2..2 + 2 * reps.max(3))
         .map(|i| {
             Ok(Spec {
                 domain: bw_domain.clone(),
@@ -78,7 +79,7 @@ pub fn run(data: &Path, reps: usize) -> Result<VerifierBench, String> {
             .map_err(|e| e.to_string())?;
         planner.push(run.elapsed.as_secs_f64() * 1e6);
     }
-    let (native_reject_us, planner_on_rejects_us) = (mean(&native), mean(&planner));
+    let (native_reject_us, planner_on_rejects_us) = (median(&native), median(&planner));
 
     // 2. Plan validation on PlanBench ground-truth plans.
     let (validate_plan_us, plans_validated) = validate_ground_truth(data)?;
@@ -92,7 +93,7 @@ pub fn run(data: &Path, reps: usize) -> Result<VerifierBench, String> {
         assert!(v.solved, "{:?}", v.diagnostics);
         driver.push(bare_driver(&fd, spec)?.as_secs_f64() * 1e3);
     }
-    let (verify_ms, driver_ms) = (mean(&verify), mean(&driver));
+    let (verify_ms, driver_ms) = (median(&verify), median(&driver));
 
     // 4. Throughput on a mixed corpus: valid, malformed, unsolvable.
     let unsolvable = Spec {
@@ -219,26 +220,26 @@ fn bare_driver(fd: &FastDownward, spec: &Spec) -> Result<Duration, String> {
     Ok(elapsed)
 }
 
+/// Parses and validates every PlanBench ground-truth plan against its task.
 fn validate_ground_truth(data: &Path) -> Result<(f64, usize), String> {
     let mut times = Vec::new();
-    for (dir, tasks) in [
-        ("blocksworld", "nl_tasks_blocksworld.jsonl"),
-        ("logistics", "nl_tasks_logistics.jsonl"),
-    ] {
-        let dir: PathBuf = data.join("planbench").join(dir);
-        let domain =
-            pddl::parse_domain(&read(&dir.join("domain.pddl"))?).map_err(|e| e.to_string())?;
-        for line in read(&dir.join(tasks))?.lines() {
-            let row: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
-            let problem_src = read(&dir.join(row["problem_pddl"].as_str().unwrap_or_default()))?;
-            let problem = pddl::parse_problem(&problem_src).map_err(|e| e.to_string())?;
-            let plan_src = row["ground_truth_plan"].as_str().unwrap_or_default();
+    for set in PlanBenchSet::ALL {
+        let tasks = load_planbench(data, set).map_err(|e| e.to_string())?;
+        let Some(first) = tasks.first() else { continue };
+        let domain = pddl::parse_domain(&first.domain_pddl).map_err(|e| e.to_string())?;
+        for task in &tasks {
+            let problem = pddl::parse_problem(&task.problem_pddl).map_err(|e| e.to_string())?;
+            let plan_text = task.ground_truth_plan.join("\n");
             let t = Instant::now();
-            let plan = pddl::parse_plan(plan_src).map_err(|e| e.to_string())?;
+            let plan = pddl::parse_plan(&plan_text).map_err(|e| e.to_string())?;
             let report = pddl::validate(&domain, &problem, &plan);
             times.push(t.elapsed().as_secs_f64() * 1e6);
             if !report.valid {
-                return Err(format!("ground-truth plan invalid: {}", report.reason));
+                return Err(format!(
+                    "{}: ground-truth plan invalid: {}",
+                    task.problem_path.display(),
+                    report.reason
+                ));
             }
         }
     }

@@ -30,8 +30,10 @@
 #![deny(missing_docs)]
 
 mod metrics;
+mod planbench;
 
 pub use metrics::{
-    disagreement_bound, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts, FaithfulnessMetrics,
-    MetricsError,
+    disagreement_bound, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts,
+    FaithfulnessMetrics, MetricsError,
 };
+pub use planbench::{load_planbench, LoadError, PlanBenchSet, PlanBenchTask};
