@@ -1,2 +1,144 @@
-//! The reference faithfulness checker.
+//! The reference faithfulness checker: does a solvable spec still mean the task?
+//!
+//! [`check`] compares a candidate (domain, problem) with the reference spec of the same task,
+//! and returns the [`FaithfulnessReport`] of `onebrain faithful`. Names never decide: the
+//! candidate may rename every predicate, action, object and type (Mystery BlocksWorld does).
+//!
+//! 1. **Mapping.** A bijection of predicates (with an argument order) and objects under which
+//!    the candidate's initial state equals the reference's, found by backtracking with colour
+//!    refinement; a node budget ([`Limits::max_nodes`]) that runs out gives
+//!    [`Decision::Undecided`], never a guess. Types count as one-place facts, so a typed and an
+//!    untyped spec of the same task correspond.
+//! 2. **Goal.** The mapped candidate goal and the reference goal hold in the same reachable
+//!    states of the reference model: enumerated exactly when small ([`Decision::Exact`]),
+//!    otherwise closed under the facts true in every goal state a bounded search finds
+//!    ([`Decision::Closure`]). A weaker goal is [`Drift::GoalWeakening`].
+//! 3. **Objects and types.** No object map at all, because objects or types differ, is
+//!    [`Drift::TypeDrift`]; a map that exists only fails on other facts is a changed initial
+//!    state (unfaithful, no drift category).
+//! 4. **Schemas.** Actions are paired by structure; precision, recall and F1 over
+//!    (action, role, literal) triples. A lost precondition is [`Drift::ConstraintOmission`],
+//!    anything else [`Drift::SchemaDrift`].
+//! 5. **Replay.** The candidate's plan, translated, must validate in the reference model.
+//!
+//! The checker is pure computation (no I/O, no threads), so the `faithfulness-checker` plugin
+//! runs the very same code under WebAssembly. It never calls a planner: the caller says whether
+//! the candidate was solved.
+//!
+//! ```
+//! use onebrain_core::{Drift, Spec};
+//! use onebrain_faithful::{check, Limits};
+//!
+//! let domain = "(define (domain d) (:predicates (at ?x) (road ?x ?y))
+//!   (:action go :parameters (?x ?y) :precondition (and (at ?x) (road ?x ?y))
+//!     :effect (and (at ?y) (not (at ?x)))))";
+//! let reference = Spec {
+//!     domain: domain.into(),
+//!     problem: "(define (problem p) (:domain d) (:objects a b c)
+//!       (:init (at a) (road a b) (road b c)) (:goal (at c)))".into(),
+//! };
+//! // The same task with every name changed is faithful.
+//! let renamed = Spec {
+//!     domain: "(define (domain e) (:predicates (link ?a ?b) (here ?a))
+//!       (:action move :parameters (?to ?from) :precondition (and (link ?from ?to) (here ?from))
+//!         :effect (and (not (here ?from)) (here ?to))))".into(),
+//!     problem: "(define (problem q) (:domain d) (:objects x y z)
+//!       (:init (here x) (link x y) (link y z)) (:goal (here z)))".into(),
+//! };
+//! let plan = vec!["(move y x)".to_string(), "(move z y)".to_string()];
+//! let r = check(&reference, &renamed, Some(&plan), true, &Limits::default()).unwrap();
+//! assert!(r.faithful, "{:?}", r.explanation);
+//! assert_eq!(r.schema_f1, 1.0);
+//!
+//! // Asking only to reach b is a weaker goal: solvable, not faithful.
+//! let weaker = Spec { problem: reference.problem.replace("(:goal (at c))", "(:goal (at b))"), ..reference.clone() };
+//! let r = check(&reference, &weaker, Some(&["(go a b)".to_string()]), true, &Limits::default()).unwrap();
+//! assert!(!r.faithful);
+//! assert_eq!(r.drift, Some(Drift::GoalWeakening));
+//! ```
 #![deny(missing_docs)]
+
+mod check;
+mod goal;
+mod mapping;
+mod model;
+mod schema;
+
+pub use model::ModelError;
+pub use onebrain_core::{Decision, Drift, FaithfulnessReport, Spec};
+
+use onebrain_core::{BoxError, Checker};
+
+/// Bounds on the checker's work. The defaults decide every PlanBench and Planetarium pair we
+/// measured well inside a second natively; see the crate's benchmark.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Search nodes for all mapping searches of one check together (predicate pairings and
+    /// object refinement nodes). Running out gives [`Decision::Undecided`].
+    pub max_nodes: u64,
+    /// How many viable predicate maps (pairings that admit an object map) are compared by
+    /// their action schemas; more arise only when predicates are interchangeable in the init.
+    pub max_pred_maps: usize,
+    /// How many init-preserving object maps are tried when aligning the goals (symmetric
+    /// objects give many; the closures prune all but the fitting ones).
+    pub max_mappings: usize,
+    /// Reachable reference states enumerated for an exact goal decision. 6-block BlocksWorld
+    /// has 4,051 and 7-block 37,633; above the limit the goal is decided by closure.
+    pub max_states: usize,
+    /// Expanded states per bounded goal search in closure mode.
+    pub max_search_nodes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { max_nodes: 200_000, max_pred_maps: 16, max_mappings: 64, max_states: 50_000, max_search_nodes: 5_000 }
+    }
+}
+
+/// Why no report could be made: the reference itself is unusable. A bad candidate is never
+/// an error; it is an unfaithful report that says why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CheckError {
+    /// A reference file does not parse.
+    #[error("the reference {file} does not parse: {message}")]
+    ReferenceParse {
+        /// `"domain"` or `"problem"`.
+        file: &'static str,
+        /// The parser's message, with its line and column.
+        message: String,
+    },
+    /// The reference names undeclared predicates, objects or types.
+    #[error("the reference spec is ill-formed: {0}")]
+    ReferenceModel(#[source] ModelError),
+    /// The reference cannot be grounded (ill-formed or too large).
+    #[error("the reference spec cannot be grounded: {0}")]
+    ReferenceGround(String),
+}
+
+/// Compares `candidate` with `reference`. `plan` is the plan the verifier found for the
+/// candidate (steps like `"(unstack b a)"`), `solvable` whether it solved it; the checker
+/// never runs a planner. Malformed candidates give an unfaithful report with the reason in
+/// `explanation`; only an unusable reference is an error.
+pub fn check(
+    reference: &Spec,
+    candidate: &Spec,
+    plan: Option<&[String]>,
+    solvable: bool,
+    limits: &Limits,
+) -> Result<FaithfulnessReport, CheckError> {
+    check::run(reference, candidate, plan, solvable, limits)
+}
+
+/// The checker behind the [`Checker`] seam, natively. A candidate counts as solvable when a
+/// plan is given, since the seam passes the verifier's plan only for solved specs.
+#[derive(Clone, Debug, Default)]
+pub struct ReferenceChecker {
+    /// The search bounds.
+    pub limits: Limits,
+}
+
+impl Checker for ReferenceChecker {
+    fn check(&self, reference: &Spec, candidate: &Spec, plan: Option<&[String]>) -> Result<FaithfulnessReport, BoxError> {
+        Ok(check(reference, candidate, plan, plan.is_some(), &self.limits)?)
+    }
+}

@@ -1,0 +1,403 @@
+//! The checker: mapping, goal, objects, schemas and plan replay, put together into a report.
+
+use std::collections::HashSet;
+
+use onebrain_core::{Decision, Drift, FaithfulnessReport, Spec};
+use onebrain_pddl::{ground, parse_domain, parse_plan, parse_problem, validate, Domain, Problem};
+
+use crate::goal::{self, Space};
+use crate::mapping::{init_mappings, Budget, PredMap};
+use crate::model::Model;
+use crate::schema::{self, SchemaMatch};
+use crate::{CheckError, Limits};
+
+/// Above this many predicate-completion combinations, free predicates are assigned greedily.
+const MAX_COMPLETIONS: usize = 4096;
+
+/// How many explanation lines one kind of difference may contribute.
+const MAX_LINES: usize = 12;
+
+/// The reference side, parsed and grounded once.
+struct Reference {
+    domain: Domain,
+    problem: Problem,
+    model: Model,
+}
+
+fn reference(spec: &Spec) -> Result<(Reference, onebrain_pddl::GroundTask), CheckError> {
+    let domain = parse_domain(&spec.domain).map_err(|e| CheckError::ReferenceParse { file: "domain", message: e.to_string() })?;
+    let problem = parse_problem(&spec.problem).map_err(|e| CheckError::ReferenceParse { file: "problem", message: e.to_string() })?;
+    let model = Model::new(&domain, &problem).map_err(CheckError::ReferenceModel)?;
+    let task = ground(&domain, &problem).map_err(|e| CheckError::ReferenceGround(e.to_string()))?;
+    Ok((Reference { domain, problem, model }, task))
+}
+
+/// See [`crate::check`].
+pub(crate) fn run(
+    reference_spec: &Spec,
+    candidate: &Spec,
+    plan: Option<&[String]>,
+    solvable: bool,
+    limits: &Limits,
+) -> Result<FaithfulnessReport, CheckError> {
+    let (r, task) = reference(reference_spec)?;
+    let mut report = FaithfulnessReport { solvable, ..Default::default() };
+
+    let cand = match parse_domain(&candidate.domain) {
+        Err(e) => return Ok(unreadable(report, format!("the candidate domain does not parse: {e}"))),
+        Ok(d) => match parse_problem(&candidate.problem) {
+            Err(e) => return Ok(unreadable(report, format!("the candidate problem does not parse: {e}"))),
+            Ok(p) => match Model::new(&d, &p) {
+                Err(e) => return Ok(unreadable(report, format!("the candidate spec is ill-formed: {e}"))),
+                Ok(m) => m,
+            },
+        },
+    };
+
+    let mut budget = Budget::new(limits.max_nodes);
+    let stage1 = init_mappings(&cand, &r.model, limits.max_pred_maps, &mut budget);
+    if stage1.found.is_empty() {
+        if stage1.undecided {
+            report.decision = Decision::Undecided;
+            report.explanation.push(format!(
+                "undecided: the mapping search exceeded {} nodes before matching the initial states",
+                limits.max_nodes
+            ));
+            return Ok(report);
+        }
+        return Ok(no_mapping(report, &cand, &r.model, limits));
+    }
+
+    // Complete each viable predicate map over the predicates the initial state does not
+    // mention, by the action schemas; keep the best.
+    let mut best: Option<(PredMap, Vec<u32>, SchemaMatch)> = None;
+    for (pm, f) in &stage1.found {
+        let (full, m) = complete(&cand, &r.model, pm, Some(f));
+        if best.as_ref().is_none_or(|(_, _, b)| m.matched > b.matched || (m.matched == b.matched && m.cand_total < b.cand_total)) {
+            best = Some((full, f.clone(), m));
+        }
+    }
+    let (pm, f0, sm) = best.expect("at least one mapping");
+    report.objects_preserved = true;
+
+    // Goal.
+    let mut space = Space::new(&r.model, task, limits);
+    let gv = goal::compare(&mut space, &cand, &pm, &f0, limits, &mut budget);
+    report.goal_preserved = gv.preserved;
+    report.decision = gv.decision;
+    let objects = gv.objects.clone();
+
+    // Schemas (constants follow the chosen object map).
+    let sm = if cand.objects.iter().zip(&cand.constant).any(|(_, &c)| c) { schema::match_schemas(&cand, &r.model, &pm, Some(&objects)) } else { sm };
+    report.schema_f1 = sm.f1();
+    report.schema_consistent = sm.consistent();
+    let d = schema::diff(&cand, &r.model, &pm, Some(&objects), &sm);
+
+    // Plan replay.
+    let replay = replay(&cand, &r, &sm, &objects, plan);
+    report.plan_replay_ok = replay.is_ok();
+
+    report.faithful =
+        solvable && report.goal_preserved && report.objects_preserved && report.schema_consistent && report.plan_replay_ok;
+
+    if !solvable {
+        report.explanation.push("the candidate was not solved by the verifier".into());
+    }
+    if !gv.preserved {
+        report.explanation.extend(gv.explanation.iter().take(MAX_LINES).cloned());
+    }
+    report.explanation.extend(d.missing_pre.iter().take(MAX_LINES).cloned());
+    report.explanation.extend(d.other.iter().take(MAX_LINES).cloned());
+    if !sm.consistent() {
+        report.explanation.push(format!(
+            "schema precision {:.3}, recall {:.3}, F1 {:.3} over {} candidate and {} reference triples",
+            sm.precision(),
+            sm.recall(),
+            sm.f1(),
+            sm.cand_total,
+            sm.ref_total
+        ));
+    }
+    if let Err(e) = &replay {
+        if solvable || plan.is_some() {
+            report.explanation.push(e.clone());
+        }
+    }
+
+    if solvable && !report.faithful {
+        report.drift = if !report.goal_preserved && report.decision != Decision::Undecided {
+            Some(Drift::GoalWeakening)
+        } else if !d.missing_pre.is_empty() && d.other.is_empty() {
+            Some(Drift::ConstraintOmission)
+        } else if !sm.consistent() {
+            Some(Drift::SchemaDrift)
+        } else {
+            None
+        };
+    }
+    Ok(report)
+}
+
+fn unreadable(mut report: FaithfulnessReport, why: String) -> FaithfulnessReport {
+    report.explanation.push(why);
+    report
+}
+
+/// Completes `base` over the candidate predicates it leaves unmapped (those absent from the
+/// initial state), choosing the images that match the most schema triples.
+fn complete(cand: &Model, reference: &Model, base: &PredMap, obj: Option<&[u32]>) -> (PredMap, SchemaMatch) {
+    let taken: HashSet<u32> = base.to.iter().flatten().map(|(q, _)| *q).collect();
+    let free_c: Vec<usize> = (0..cand.preds.len()).filter(|&p| base.to[p].is_none() && !cand.preds[p].trivial).collect();
+    let free_r: Vec<u32> =
+        (0..reference.preds.len() as u32).filter(|q| !taken.contains(q) && !reference.preds[*q as usize].trivial).collect();
+    // Each free candidate predicate's options: a free reference predicate of the same arity,
+    // in any argument order.
+    let options: Vec<Vec<(u32, Box<[u32]>)>> = free_c
+        .iter()
+        .map(|&p| {
+            let arity = cand.preds[p].arity;
+            let mut v = Vec::new();
+            for &q in &free_r {
+                if reference.preds[q as usize].arity == arity {
+                    for perm in permutations(arity) {
+                        v.push((q, perm));
+                    }
+                }
+            }
+            v
+        })
+        .collect();
+    let combos: usize = options.iter().fold(1usize, |acc, o| acc.saturating_mul(o.len() + 1));
+    let mut pm = base.clone();
+    let mut best = (pm.clone(), schema::match_schemas(cand, reference, &pm, obj));
+    if combos <= MAX_COMPLETIONS {
+        let mut used = HashSet::new();
+        enumerate(0, &free_c, &options, &mut pm, &mut used, cand, reference, obj, &mut best);
+    } else {
+        // Greedy: one predicate at a time, each given the image that helps most.
+        for (i, &p) in free_c.iter().enumerate() {
+            let mut choice = None;
+            for (q, perm) in &options[i] {
+                if best.0.to.iter().flatten().any(|(t, _)| t == q) {
+                    continue;
+                }
+                let mut trial = best.0.clone();
+                trial.to[p] = Some((*q, perm.clone()));
+                let m = schema::match_schemas(cand, reference, &trial, obj);
+                if m.matched > choice.as_ref().map_or(best.1.matched, |(_, b): &(PredMap, SchemaMatch)| b.matched) {
+                    choice = Some((trial, m));
+                }
+            }
+            if let Some(c) = choice {
+                best = c;
+            }
+        }
+    }
+    best
+}
+
+#[allow(clippy::too_many_arguments)]
+fn enumerate(
+    i: usize,
+    free_c: &[usize],
+    options: &[Vec<(u32, Box<[u32]>)>],
+    pm: &mut PredMap,
+    used: &mut HashSet<u32>,
+    cand: &Model,
+    reference: &Model,
+    obj: Option<&[u32]>,
+    best: &mut (PredMap, SchemaMatch),
+) {
+    if i == free_c.len() {
+        let m = schema::match_schemas(cand, reference, pm, obj);
+        if m.matched > best.1.matched {
+            *best = (pm.clone(), m);
+        }
+        return;
+    }
+    enumerate(i + 1, free_c, options, pm, used, cand, reference, obj, best);
+    for (q, perm) in &options[i] {
+        if used.insert(*q) {
+            pm.to[free_c[i]] = Some((*q, perm.clone()));
+            enumerate(i + 1, free_c, options, pm, used, cand, reference, obj, best);
+            pm.to[free_c[i]] = None;
+            used.remove(q);
+        }
+    }
+}
+
+fn permutations(k: usize) -> Vec<Box<[u32]>> {
+    let mut out = Vec::new();
+    let mut cur: Vec<u32> = Vec::new();
+    fn rec(k: usize, cur: &mut Vec<u32>, out: &mut Vec<Box<[u32]>>) {
+        if cur.len() == k {
+            out.push(cur.clone().into_boxed_slice());
+            return;
+        }
+        for j in 0..k as u32 {
+            if !cur.contains(&j) {
+                cur.push(j);
+                rec(k, cur, out);
+                cur.pop();
+            }
+        }
+    }
+    rec(k, &mut cur, &mut out);
+    out
+}
+
+/// No predicate/object map matches the initial states: say whether objects or types differ
+/// (type drift) or only the facts about them, and still score the schemas where possible.
+fn no_mapping(mut report: FaithfulnessReport, cand: &Model, reference: &Model, limits: &Limits) -> FaithfulnessReport {
+    let (nc, nr) = (cand.objects.len(), reference.objects.len());
+    let mut type_drift = false;
+    if nc != nr {
+        type_drift = true;
+        let extra: Vec<&str> = cand.objects.iter().filter(|o| !reference.objects.contains(o)).map(|s| s.as_str()).collect();
+        let missing: Vec<&str> = reference.objects.iter().filter(|o| !cand.objects.contains(o)).map(|s| s.as_str()).collect();
+        let mut line = format!("the candidate declares {nc} objects, the reference {nr}");
+        if !extra.is_empty() && extra.len() <= MAX_LINES {
+            line.push_str(&format!("; not in the reference by name: {}", extra.join(" ")));
+        }
+        if !missing.is_empty() && missing.len() <= MAX_LINES {
+            line.push_str(&format!("; reference objects absent by name: {}", missing.join(" ")));
+        }
+        report.explanation.push(line);
+    } else {
+        let (tc, tr) = (type_part(cand), type_part(reference));
+        let mut budget = Budget::new(limits.max_nodes);
+        let types = init_mappings(&tc, &tr, 1, &mut budget);
+        if types.found.is_empty() && !types.undecided {
+            type_drift = true;
+            report.explanation.push(
+                "no renaming maps the candidate's object types (declared types and static one-place predicates) onto the reference's"
+                    .into(),
+            );
+        }
+    }
+    report.objects_preserved = !type_drift;
+    if !type_drift {
+        report.explanation.push("the candidate's initial state differs from the reference's under every renaming".into());
+    }
+    report.explanation.extend(named_init_diff(cand, reference));
+
+    // Schemas on their own: by predicate name where the names agree, else by structure alone.
+    let by_name = PredMap {
+        to: cand
+            .preds
+            .iter()
+            .map(|p| {
+                reference
+                    .preds
+                    .iter()
+                    .position(|q| q.name == p.name && q.arity == p.arity && !q.trivial && !p.trivial)
+                    .map(|q| (q as u32, (0..p.arity as u32).collect()))
+            })
+            .collect(),
+    };
+    let empty = PredMap { to: vec![None; cand.preds.len()] };
+    let (_, sm_struct) = complete(cand, reference, &empty, None);
+    let sm_name = schema::match_schemas(cand, reference, &by_name, None);
+    let (pm, sm) = if sm_name.matched >= sm_struct.matched { (by_name, sm_name) } else { (empty, sm_struct) };
+    let _ = pm;
+    report.schema_f1 = sm.f1();
+    report.schema_consistent = sm.consistent();
+    if report.solvable {
+        report.drift = if type_drift { Some(Drift::TypeDrift) } else { None };
+    }
+    report
+}
+
+/// The candidate's init restricted to type facts: declared types and static one-place predicates.
+fn type_part(m: &Model) -> Model {
+    let mut t = m.clone();
+    t.init.retain(|f| {
+        let p = &m.preds[f.pred as usize];
+        p.arity == 1 && !p.fluent
+    });
+    t
+}
+
+/// When predicate and object names agree, the init facts that differ by name: a hint a
+/// person can check.
+fn named_init_diff(cand: &Model, reference: &Model) -> Vec<String> {
+    let names = |m: &Model| -> HashSet<String> { m.init.iter().map(|f| m.fact_name(f)).collect() };
+    let (c, r) = (names(cand), names(reference));
+    let shares_names = cand.preds.iter().all(|p| p.trivial || reference.preds.iter().any(|q| q.name == p.name))
+        && cand.objects.iter().filter(|o| reference.objects.contains(o)).count() * 2 >= cand.objects.len();
+    if !shares_names {
+        return Vec::new();
+    }
+    let mut missing: Vec<&String> = r.difference(&c).collect();
+    let mut extra: Vec<&String> = c.difference(&r).collect();
+    missing.sort();
+    extra.sort();
+    let mut out = Vec::new();
+    for m in missing.into_iter().take(MAX_LINES) {
+        out.push(format!("reference init fact {m} is missing from the candidate (by name)"));
+    }
+    for e in extra.into_iter().take(MAX_LINES) {
+        out.push(format!("candidate init fact {e} is not in the reference (by name)"));
+    }
+    out
+}
+
+/// Translates the candidate's plan into the reference's actions and objects and validates it
+/// in the reference model.
+fn replay(cand: &Model, r: &Reference, sm: &SchemaMatch, objects: &[u32], plan: Option<&[String]>) -> Result<(), String> {
+    let Some(plan) = plan else {
+        return Err("no plan was given to replay in the reference model".into());
+    };
+    let parsed = parse_plan(&plan.join("\n")).map_err(|e| format!("the candidate plan does not parse: {e}"))?;
+    let mut text = String::new();
+    for (k, step) in parsed.steps.iter().enumerate() {
+        let k = k + 1;
+        let Some(ci) = cand.actions.iter().position(|a| a.name == step.action) else {
+            return Err(format!("plan step {k} {step}: the candidate domain has no action `{}`", step.action));
+        };
+        let Some(pair) = sm.pairs.iter().find(|p| p.cand == ci) else {
+            return Err(format!("plan step {k} {step}: candidate action `{}` has no counterpart in the reference", step.action));
+        };
+        let ra = &r.model.actions[pair.reference];
+        if step.args.len() != cand.actions[ci].params.len() {
+            return Err(format!("plan step {k} {step}: `{}` takes {} arguments", step.action, cand.actions[ci].params.len()));
+        }
+        let mut args: Vec<Option<&str>> = vec![None; ra.params.len()];
+        for (i, a) in step.args.iter().enumerate() {
+            let Some(o) = cand.objects.iter().position(|x| x == a) else {
+                return Err(format!("plan step {k} {step}: unknown object `{a}`"));
+            };
+            if let Some(j) = pair.params[i] {
+                args[j as usize] = Some(r.model.objects[objects[o] as usize].as_str());
+            }
+        }
+        let Some(args) = args.into_iter().collect::<Option<Vec<&str>>>() else {
+            return Err(format!("plan step {k} {step}: reference action `{}` needs a parameter the candidate's lacks", ra.name));
+        };
+        text.push('(');
+        text.push_str(&ra.name);
+        for a in args {
+            text.push(' ');
+            text.push_str(a);
+        }
+        text.push_str(")\n");
+    }
+    let translated = parse_plan(&text).map_err(|e| format!("internal: the translated plan does not parse: {e}"))?;
+    let v = validate(&r.domain, &r.problem, &translated);
+    if v.valid {
+        return Ok(());
+    }
+    let mut msg = match v.failed_step {
+        Some(k) => format!(
+            "plan replay fails at step {k}: candidate {} is reference {}: {}",
+            parsed.steps[k - 1],
+            translated.steps[k - 1],
+            v.reason
+        ),
+        None => format!("plan replay: {}", v.reason),
+    };
+    if !v.unsatisfied.is_empty() {
+        msg.push_str(&format!("; unsatisfied: {}", v.unsatisfied.join(" ")));
+    }
+    Err(msg)
+}

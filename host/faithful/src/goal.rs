@@ -1,0 +1,466 @@
+//! Goal preservation: is the candidate goal, mapped into the reference's names, equivalent to
+//! the reference goal in the reference model?
+//!
+//! Two goals are equivalent when the same reachable states satisfy them; a goal may leave out
+//! facts its other facts imply (the top block of a stack is clear), so the test is semantic.
+//! When the reference's reachable states fit under [`crate::Limits::max_states`] they are all
+//! enumerated and the two goal-state sets compared (`Decision::Exact`). Otherwise each goal
+//! literal the other goal does not state is tested by a bounded greedy search for a reachable
+//! state that satisfies one goal and violates the literal: a state found is a witness; none
+//! found within the bound means the literal is taken as implied, that is, both goals are closed
+//! under the facts true in every goal state the search reached (`Decision::Closure`).
+//!
+//! Among several init-preserving object maps (symmetric blocks), the one that aligns the goals
+//! is looked for by the same refinement search, pruned by the goals' closures: a map must send
+//! every candidate goal literal to one implied by the reference goal, and back.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+
+use onebrain_core::Decision;
+use onebrain_pddl::{AtomId, GroundTask, State};
+
+use crate::mapping::{object_maps, Budget, PredMap};
+use crate::model::{Fact, GoalLit, Model};
+use crate::Limits;
+
+/// A goal literal compiled against the reference's ground task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Ev {
+    /// Decided without a state (static facts, atoms that can never hold).
+    Const(bool),
+    /// `positive` ⇔ the atom must hold.
+    Atom(AtomId, bool),
+}
+
+fn holds(ev: Ev, s: &State) -> bool {
+    match ev {
+        Ev::Const(b) => b,
+        Ev::Atom(a, pos) => s.contains(a) == pos,
+    }
+}
+
+fn sat(g: &[Ev], s: &State) -> bool {
+    g.iter().all(|&e| holds(e, s))
+}
+
+/// The reference model with its ground task and, where small enough, its reachable states.
+pub(crate) struct Space<'a> {
+    pub model: &'a Model,
+    task: GroundTask,
+    /// Reachable states: all of them if `complete`, else those found (the pool).
+    states: Vec<State>,
+    pub complete: bool,
+    cache: HashMap<GoalLit, Ev>,
+    init_set: HashSet<Fact>,
+    max_search_nodes: usize,
+}
+
+impl<'a> Space<'a> {
+    pub fn new(model: &'a Model, task: GroundTask, limits: &Limits) -> Space<'a> {
+        let (states, complete) = explore(&task, limits.max_states);
+        Space {
+            model,
+            task,
+            states,
+            complete,
+            cache: HashMap::new(),
+            init_set: model.init.iter().cloned().collect(),
+            max_search_nodes: limits.max_search_nodes,
+        }
+    }
+
+    /// How many states were enumerated or found.
+    pub fn num_states(&self) -> usize {
+        self.states.len()
+    }
+
+    fn ev(&mut self, g: &GoalLit) -> Ev {
+        if let Some(&e) = self.cache.get(g) {
+            return e;
+        }
+        let p = &self.model.preds[g.fact.pred as usize];
+        let e = if p.is_type || !p.fluent {
+            Ev::Const(self.init_set.contains(&g.fact) == g.positive)
+        } else {
+            let args: Vec<&str> = g.fact.args.iter().map(|&o| self.model.objects[o as usize].as_str()).collect();
+            match self.task.atom_id(&p.name, &args) {
+                Some(id) => Ev::Atom(id, g.positive),
+                // Every atom that can ever hold is interned: this one never does.
+                None => Ev::Const(!g.positive),
+            }
+        };
+        self.cache.insert(g.clone(), e);
+        e
+    }
+
+    fn compile(&mut self, goal: &[GoalLit]) -> Vec<Ev> {
+        goal.iter().map(|g| self.ev(g)).collect()
+    }
+
+    /// Greedy best-first search (goal-count heuristic) for a reachable state satisfying `g`.
+    fn find(&mut self, g: &[Ev]) -> Found {
+        if let Some(s) = self.states.iter().find(|s| sat(g, s)) {
+            return Found::State(s.clone());
+        }
+        if self.complete || g.contains(&Ev::Const(false)) {
+            return Found::Exhausted;
+        }
+        let h = |s: &State| g.iter().filter(|&&e| !holds(e, s)).count();
+        let start = self.task.init().clone();
+        let mut seen: HashSet<State> = HashSet::new();
+        let mut heap = BinaryHeap::new();
+        let mut store = vec![start.clone()];
+        heap.push((Reverse(h(&start)), Reverse(0usize)));
+        seen.insert(start);
+        let mut expanded = 0;
+        while let Some((Reverse(hv), Reverse(i))) = heap.pop() {
+            if hv == 0 {
+                let s = store[i].clone();
+                self.states.push(s.clone());
+                return Found::State(s);
+            }
+            expanded += 1;
+            if expanded > self.max_search_nodes {
+                return Found::Limit;
+            }
+            let s = store[i].clone();
+            for a in self.task.applicable(&s).collect::<Vec<_>>() {
+                let t = self.task.apply(&s, a);
+                if seen.insert(t.clone()) {
+                    heap.push((Reverse(h(&t)), Reverse(store.len())));
+                    store.push(t);
+                }
+            }
+        }
+        Found::Exhausted
+    }
+}
+
+enum Found {
+    State(State),
+    Exhausted,
+    Limit,
+}
+
+/// Breadth-first enumeration of reachable states, up to `max` of them.
+fn explore(task: &GroundTask, max: usize) -> (Vec<State>, bool) {
+    let mut seen: HashSet<State> = HashSet::new();
+    let mut states = vec![task.init().clone()];
+    seen.insert(task.init().clone());
+    let mut i = 0;
+    while i < states.len() {
+        let s = states[i].clone();
+        for a in task.applicable(&s).collect::<Vec<_>>() {
+            let t = task.apply(&s, a);
+            if !seen.contains(&t) {
+                if states.len() >= max {
+                    return (states, false);
+                }
+                seen.insert(t.clone());
+                states.push(t);
+            }
+        }
+        i += 1;
+    }
+    (states, true)
+}
+
+/// Facts true in every goal state of the pool (`all`), and in some (`any`).
+struct Closure {
+    all: Vec<bool>,
+    any: Vec<bool>,
+    /// No goal state in the pool: everything is (vacuously) implied.
+    empty: bool,
+}
+
+impl Closure {
+    fn of(space: &Space, g: &[Ev]) -> Closure {
+        let n = space.task.num_atoms();
+        let mut c = Closure { all: vec![true; n], any: vec![false; n], empty: true };
+        for s in space.states.iter().filter(|s| sat(g, s)) {
+            c.empty = false;
+            for (i, (all, any)) in c.all.iter_mut().zip(c.any.iter_mut()).enumerate() {
+                let h = s.contains(AtomId(i as u32));
+                *all &= h;
+                *any |= h;
+            }
+        }
+        c
+    }
+
+    fn implies(&self, e: Ev) -> bool {
+        match e {
+            Ev::Const(b) => b,
+            _ if self.empty => true,
+            Ev::Atom(a, true) => self.all[a.0 as usize],
+            Ev::Atom(a, false) => !self.any[a.0 as usize],
+        }
+    }
+}
+
+/// The outcome of the goal test.
+#[derive(Clone, Debug)]
+pub(crate) struct GoalVerdict {
+    pub preserved: bool,
+    /// The candidate goal is strictly weaker (more states satisfy it).
+    pub weaker: bool,
+    pub decision: Decision,
+    /// The object map chosen (candidate → reference).
+    pub objects: Vec<u32>,
+    pub explanation: Vec<String>,
+}
+
+/// The candidate goal in reference names under (`pm`, `f`); `Err` names a literal that has no
+/// image (its predicate has no counterpart).
+pub(crate) fn map_goal(cand: &Model, pm: &PredMap, f: &[u32]) -> Result<Vec<GoalLit>, String> {
+    let mut out = Vec::with_capacity(cand.goal.len());
+    for g in &cand.goal {
+        let fact = pm.map_fact(&g.fact, f).ok_or_else(|| cand.goal_name(g))?;
+        out.push(GoalLit { positive: g.positive, fact });
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// Outcome of one implication test "does `from` imply literal `l`?".
+enum Implied {
+    Yes { assumed: bool },
+    No,
+}
+
+/// Decides goal preservation. `m0` is an init-preserving object map under `pm`.
+pub(crate) fn compare(
+    space: &mut Space,
+    cand: &Model,
+    pm: &PredMap,
+    m0: &[u32],
+    limits: &Limits,
+    budget: &mut Budget,
+) -> GoalVerdict {
+    let reference = space.model;
+    let mut verdict =
+        GoalVerdict { preserved: false, weaker: false, decision: Decision::Exact, objects: m0.to_vec(), explanation: Vec::new() };
+    let g0 = match map_goal(cand, pm, m0) {
+        Ok(g) => g,
+        Err(lit) => {
+            verdict.explanation.push(format!("candidate goal literal {lit} uses a predicate with no counterpart in the reference"));
+            return verdict;
+        }
+    };
+    if cand.goal_impossible != reference.goal_impossible {
+        verdict.explanation.push(if cand.goal_impossible {
+            "the candidate goal can never hold (a false equality or negated type)".to_string()
+        } else {
+            "the reference goal can never hold".to_string()
+        });
+        return verdict;
+    }
+    let n = cand.objects.len();
+    let ident: Vec<u32> = (0..n as u32).collect();
+    let init_a: Vec<Fact> = cand.init.iter().map(|f| pm.map_fact(f, &ident).expect("init predicates are mapped")).collect();
+
+    // 1. The same goal, literally, under some init-preserving map.
+    let np = reference.preds.len() as u32;
+    let tag = |g: &GoalLit| Fact { pred: g.fact.pred + if g.positive { np } else { 2 * np }, args: g.fact.args.clone() };
+    let cand_goal_a = map_goal(cand, pm, &ident).expect("checked above");
+    let mut fa = init_a.clone();
+    fa.extend(cand_goal_a.iter().map(tag));
+    let mut fb = reference.init.clone();
+    fb.extend(reference.goal.iter().map(tag));
+    if let Some(f) = object_maps(n, &fa, &fb, &mut |_| true, 1, budget).into_iter().next() {
+        verdict.preserved = true;
+        verdict.objects = f;
+        return verdict;
+    }
+    if budget.exhausted() {
+        verdict.decision = Decision::Undecided;
+        verdict.explanation.push(format!("undecided: the goal-alignment search exceeded {} nodes", budget.limit));
+        return verdict;
+    }
+
+    // 2. Semantic comparison.
+    let er = space.compile(&reference.goal);
+    let e0 = space.compile(&g0);
+    if !space.complete {
+        // Put a goal state of each goal in the pool, so the closures below say something.
+        let _ = space.find(&er);
+        let _ = space.find(&e0);
+    }
+    let cl_r = Closure::of(space, &er);
+    let cl_0 = Closure::of(space, &e0);
+
+    // Object maps that preserve the init and send each goal into the other's closure.
+    let maps = {
+        let cand_goal = &cand.goal;
+        let ref_goal = &reference.goal;
+        let mut accept = |partial: &[Option<u32>]| -> bool {
+            for g in cand_goal {
+                if let Some(fact) = pm.map_fact_partial(&g.fact, partial) {
+                    if !cl_r.implies(space.ev(&GoalLit { positive: g.positive, fact })) {
+                        return false;
+                    }
+                }
+            }
+            let mut inv = vec![None; n];
+            for (a, b) in partial.iter().enumerate() {
+                if let Some(b) = b {
+                    inv[*b as usize] = Some(m0[a]);
+                }
+            }
+            for g in ref_goal {
+                let args: Option<Box<[u32]>> = g.fact.args.iter().map(|&o| inv[o as usize]).collect();
+                if let Some(args) = args {
+                    let l = GoalLit { positive: g.positive, fact: Fact { pred: g.fact.pred, args } };
+                    if !cl_0.implies(space.ev(&l)) {
+                        return false;
+                    }
+                }
+            }
+            true
+        };
+        object_maps(n, &init_a, &reference.init, &mut accept, limits.max_mappings, budget)
+    };
+    let mut assumed_any = false;
+    for f in &maps {
+        let g = map_goal(cand, pm, f).expect("checked above");
+        match equivalent(space, &g, limits) {
+            Some(assumed) => {
+                verdict.preserved = true;
+                verdict.objects = f.clone();
+                if assumed {
+                    verdict.decision = Decision::Closure;
+                }
+                return verdict;
+            }
+            None => continue,
+        }
+    }
+    if budget.exhausted() {
+        verdict.decision = Decision::Undecided;
+        verdict.explanation.push(format!("undecided: the goal-alignment search exceeded {} nodes", budget.limit));
+        return verdict;
+    }
+
+    // 3. Not equivalent: is it weaker under some map? Only the first condition prunes now.
+    let weaker_maps = {
+        let cand_goal = &cand.goal;
+        let mut accept = |partial: &[Option<u32>]| -> bool {
+            cand_goal.iter().all(|g| match pm.map_fact_partial(&g.fact, partial) {
+                Some(fact) => cl_r.implies(space.ev(&GoalLit { positive: g.positive, fact })),
+                None => true,
+            })
+        };
+        object_maps(n, &init_a, &reference.init, &mut accept, limits.max_mappings, budget)
+    };
+    let mut chosen = m0.to_vec();
+    for f in &weaker_maps {
+        let g = map_goal(cand, pm, f).expect("checked above");
+        let er = space.compile(&reference.goal);
+        let mut implied_all = true;
+        for l in &g {
+            match implies(space, &er, &reference.goal, l) {
+                Implied::Yes { assumed } => assumed_any |= assumed,
+                Implied::No => {
+                    implied_all = false;
+                    break;
+                }
+            }
+        }
+        if implied_all {
+            verdict.weaker = true;
+            chosen = f.clone();
+            break;
+        }
+    }
+    verdict.objects = chosen.clone();
+    let g = map_goal(cand, pm, &chosen).expect("checked above");
+    let eg = space.compile(&g);
+    for r in &reference.goal {
+        if let Implied::No = implies(space, &eg, &g, r) {
+            verdict.explanation.push(format!(
+                "reference goal fact {} is not implied by the candidate goal (dropped or changed)",
+                reference.goal_name(r)
+            ));
+        }
+    }
+    if !verdict.weaker {
+        let er = space.compile(&reference.goal);
+        for (l, c) in g.iter().zip(&cand.goal_sorted_by_image(pm, &chosen)) {
+            if let Implied::No = implies(space, &er, &reference.goal, l) {
+                verdict.explanation.push(format!(
+                    "candidate goal fact {} (reference {}) is not implied by the reference goal",
+                    cand.goal_name(c),
+                    reference.goal_name(l)
+                ));
+            }
+        }
+    }
+    if verdict.explanation.is_empty() {
+        verdict.explanation.push("the goals are not equivalent under any object mapping tried".into());
+    }
+    if assumed_any || !space.complete {
+        verdict.decision = Decision::Closure;
+    }
+    verdict
+}
+
+/// `Some(assumed)` when `g` (reference names) is equivalent to the reference goal: `assumed`
+/// when some implication was taken from the bounded search rather than proved.
+fn equivalent(space: &mut Space, g: &[GoalLit], _limits: &Limits) -> Option<bool> {
+    let reference = space.model;
+    let er = space.compile(&reference.goal);
+    let eg = space.compile(g);
+    if space.complete {
+        let same = space.states.iter().all(|s| sat(&er, s) == sat(&eg, s));
+        return same.then_some(false);
+    }
+    let mut assumed = false;
+    for l in g {
+        match implies(space, &er, &reference.goal, l) {
+            Implied::Yes { assumed: a } => assumed |= a,
+            Implied::No => return None,
+        }
+    }
+    for r in &reference.goal {
+        match implies(space, &eg, g, r) {
+            Implied::Yes { assumed: a } => assumed |= a,
+            Implied::No => return None,
+        }
+    }
+    Some(assumed)
+}
+
+/// Does every reachable state satisfying `from` (compiled `ev`, literals `lits`) satisfy `l`?
+fn implies(space: &mut Space, ev: &[Ev], lits: &[GoalLit], l: &GoalLit) -> Implied {
+    if lits.contains(l) {
+        return Implied::Yes { assumed: false };
+    }
+    let mut target = ev.to_vec();
+    let el = space.ev(l);
+    target.push(match el {
+        Ev::Const(b) => Ev::Const(!b),
+        Ev::Atom(a, pos) => Ev::Atom(a, !pos),
+    });
+    match space.find(&target) {
+        Found::State(_) => Implied::No,
+        Found::Exhausted => Implied::Yes { assumed: false },
+        Found::Limit => Implied::Yes { assumed: true },
+    }
+}
+
+impl Model {
+    /// The candidate's goal literals in the order of their images under (`pm`, `f`), so they
+    /// zip with [`map_goal`]'s output.
+    fn goal_sorted_by_image(&self, pm: &PredMap, f: &[u32]) -> Vec<GoalLit> {
+        let mut pairs: Vec<(GoalLit, GoalLit)> = self
+            .goal
+            .iter()
+            .filter_map(|g| pm.map_fact(&g.fact, f).map(|fact| (GoalLit { positive: g.positive, fact }, g.clone())))
+            .collect();
+        pairs.sort();
+        pairs.dedup_by(|a, b| a.0 == b.0);
+        pairs.into_iter().map(|(_, g)| g).collect()
+    }
+}
