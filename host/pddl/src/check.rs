@@ -240,7 +240,7 @@ impl<'a> Checker<'a> {
                 );
             }
             if l.atom.is_equality() {
-                let (x, y) = (&l.atom.args[0], &l.atom.args[1]);
+                let [x, y] = &l.atom.args[..] else { continue };
                 let same = x.name == y.name;
                 let distinct_constants = !x.is_variable() && !y.is_variable() && !same;
                 if (same && !l.positive) || (distinct_constants && l.positive) {
@@ -309,6 +309,13 @@ impl<'a> Checker<'a> {
     /// Predicate, arity, and argument names and types of one atom.
     fn atom(&mut self, file: SpecFile, atom: &Atom, action: Option<&'a Action>, owner: &str) {
         if atom.is_equality() {
+            if atom.args.len() != 2 {
+                let msg = format!(
+                    "`=` takes 2 arguments, but {atom} in {owner} has {}",
+                    atom.args.len()
+                );
+                self.err(file, atom.span, Category::PredicateSchema, msg);
+            }
             for t in &atom.args {
                 self.term_type(file, t, action, owner);
             }
@@ -438,7 +445,10 @@ impl<'a> Checker<'a> {
                     format!("the goal requires both {} and its negation", l.atom),
                 );
             }
-            if l.atom.is_equality() && (l.atom.args[0].name == l.atom.args[1].name) != l.positive {
+            if let (true, [x, y]) = (l.atom.is_equality(), &l.atom.args[..]) {
+                if (x.name == y.name) == l.positive {
+                    continue;
+                }
                 self.err(
                     f,
                     l.span,

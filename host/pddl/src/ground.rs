@@ -706,8 +706,7 @@ pub fn ground(domain: &Domain, problem: &Problem) -> Result<GroundTask, GroundEr
     let mut goal_possible = true;
     for l in &problem.goal {
         if l.atom.is_equality() {
-            let a = world.object(&l.atom.args[0].name, l.atom.args[0].span)?;
-            let b = world.object(&l.atom.args[1].name, l.atom.args[1].span)?;
+            let (a, b) = world.equality(&l.atom)?;
             goal_possible &= (a == b) == l.positive;
             continue;
         }
@@ -875,6 +874,45 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(e, GroundError::TooLarge { .. }), "{e}");
+    }
+
+    #[test]
+    fn hand_built_equalities_of_the_wrong_arity_are_errors() {
+        let mut d = parse_domain(BW).unwrap();
+        let mut p = parse_problem(
+            "(define (problem x) (:domain bw) (:objects a - block) (:init) (:goal (= a a)))",
+        )
+        .unwrap();
+        p.goal[0].atom.args.pop();
+        assert!(matches!(
+            ground(&d, &p),
+            Err(GroundError::Arity {
+                expected: 2,
+                found: 1,
+                ..
+            })
+        ));
+        let diags = crate::check(&d, &p);
+        assert!(
+            diags
+                .iter()
+                .any(|x| x.message.contains("`=` takes 2 arguments")),
+            "{diags:?}"
+        );
+        let plan = crate::parse_plan("").unwrap();
+        assert!(!crate::validate(&d, &p, &plan).valid);
+        let x = crate::Term {
+            name: "?x".into(),
+            span: Default::default(),
+        };
+        d.actions[2].precondition[2].atom.args.push(x);
+        let a = p.goal[0].atom.args[0].clone();
+        p.goal[0].atom.args.push(a);
+        assert!(matches!(
+            ground(&d, &p),
+            Err(GroundError::Arity { found: 3, .. })
+        ));
+        let _ = crate::check(&d, &p);
     }
 
     #[test]

@@ -204,12 +204,9 @@ pub fn validate(domain: &Domain, problem: &Problem, plan: &Plan) -> ValidationRe
     for l in &problem.goal {
         let text = l.to_string();
         let holds = if l.atom.is_equality() {
-            match (
-                world.object(&l.atom.args[0].name, l.atom.args[0].span),
-                world.object(&l.atom.args[1].name, l.atom.args[1].span),
-            ) {
-                (Ok(a), Ok(b)) => a == b,
-                (Err(e), _) | (_, Err(e)) => {
+            match world.equality(&l.atom) {
+                Ok((a, b)) => a == b,
+                Err(e) => {
                     return ValidationReport::fail(
                         n,
                         None,

@@ -245,6 +245,14 @@ impl<'a> World<'a> {
         Ok(w)
     }
 
+    /// The two objects of a ground equality `(= a b)`.
+    pub fn equality(&self, a: &Atom) -> Result<(u32, u32), GroundError> {
+        let [x, y] = &a.args[..] else {
+            return Err(eq_arity(a));
+        };
+        Ok((self.object(&x.name, x.span)?, self.object(&y.name, y.span)?))
+    }
+
     pub fn object(&self, name: &str, span: Span) -> Result<u32, GroundError> {
         self.object_index
             .get(name)
@@ -327,7 +335,10 @@ impl<'a> World<'a> {
         };
         for l in &action.precondition {
             if l.atom.is_equality() {
-                c.eq.push((l.positive, arg(&l.atom.args[0])?, arg(&l.atom.args[1])?));
+                let [x, y] = &l.atom.args[..] else {
+                    return Err(eq_arity(&l.atom));
+                };
+                c.eq.push((l.positive, arg(x)?, arg(y)?));
             } else {
                 c.pre.push((l.positive, atom(&l.atom)?));
             }
@@ -381,6 +392,16 @@ pub(crate) type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// A `HashSet` with [`FxHasher`].
 pub(crate) type FxHashSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
+
+/// `=` with other than two arguments (the parser never builds one; a hand-built AST might).
+fn eq_arity(a: &Atom) -> GroundError {
+    GroundError::Arity {
+        predicate: "=".into(),
+        expected: 2,
+        found: a.args.len(),
+        span: a.span,
+    }
+}
 
 /// Interned ground atoms: `[pred, arg...]` keys to dense ids.
 #[derive(Clone, Debug, Default)]
