@@ -174,7 +174,16 @@ fn planetarium_domains_parse_and_round_trip() {
             path.display()
         );
         let diags = onebrain_pddl::check_domain(&d);
-        assert!(diags.is_empty(), "{}: {diags:?}", path.display());
+        // The IPC rover domains add and delete `(channel_free)` in one effect on purpose; that
+        // is a (correct) precondition-effect warning. Nothing else may be reported.
+        assert!(
+            diags.iter().all(|d| !d.is_error()
+                && d.category == onebrain_pddl::Category::PreconditionEffect
+                && d.message.contains("both adds and deletes")),
+            "{}: {:?}",
+            path.display(),
+            shown(&diags)
+        );
         n += 1;
     }
     assert!(n >= 5);
