@@ -288,6 +288,14 @@ impl GroundTask {
         &self.actions
     }
 
+    /// The index of the ground action `(name args...)`, if it was grounded (every action that
+    /// is applicable in some reachable state is).
+    pub fn find_action(&self, name: &str, args: &[String]) -> Option<usize> {
+        self.actions
+            .iter()
+            .position(|a| a.name == name && a.args == args)
+    }
+
     /// True if action `action` is applicable in `s`.
     pub fn is_applicable(&self, s: &State, action: usize) -> bool {
         let a = &self.actions[action];
@@ -793,6 +801,11 @@ mod tests {
     fn simulation_applies_deletes_then_adds() {
         let t = bw3();
         let find = |s: &str| t.actions().iter().position(|a| a.to_string() == s).unwrap();
+        assert_eq!(
+            t.find_action("stack", &["c".into(), "a".into()]),
+            Some(find("(stack c a)"))
+        );
+        assert_eq!(t.find_action("stack", &["c".into(), "c".into()]), None);
         let s0 = t.init().clone();
         let app: Vec<String> = t
             .applicable(&s0)

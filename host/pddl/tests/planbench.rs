@@ -143,9 +143,7 @@ fn every_ground_truth_plan_validates() {
                 let mut s = task.init().clone();
                 for step in &plan.steps {
                     let i = task
-                        .actions()
-                        .iter()
-                        .position(|a| a.name == step.action && a.args == step.args)
+                        .find_action(&step.action, &step.args)
                         .unwrap_or_else(|| panic!("{prob_rel}: {step} was not grounded"));
                     assert!(task.is_applicable(&s, i), "{prob_rel}: {step}");
                     s = task.apply(&s, i);
