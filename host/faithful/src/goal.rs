@@ -70,11 +70,6 @@ impl<'a> Space<'a> {
         }
     }
 
-    /// How many states were enumerated or found.
-    pub fn num_states(&self) -> usize {
-        self.states.len()
-    }
-
     fn ev(&mut self, g: &GoalLit) -> Ev {
         if let Some(&e) = self.cache.get(g) {
             return e;
@@ -101,7 +96,7 @@ impl<'a> Space<'a> {
     /// Greedy best-first search (goal-count heuristic) for a reachable state satisfying `g`.
     fn find(&mut self, g: &[Ev]) -> Found {
         if let Some(s) = self.states.iter().find(|s| sat(g, s)) {
-            return Found::State(s.clone());
+            return Found::State;
         }
         if self.complete || g.contains(&Ev::Const(false)) {
             return Found::Exhausted;
@@ -116,9 +111,9 @@ impl<'a> Space<'a> {
         let mut expanded = 0;
         while let Some((Reverse(hv), Reverse(i))) = heap.pop() {
             if hv == 0 {
-                let s = store[i].clone();
-                self.states.push(s.clone());
-                return Found::State(s);
+                // Kept in the pool: later closures and searches see it.
+                self.states.push(store[i].clone());
+                return Found::State;
             }
             expanded += 1;
             if expanded > self.max_search_nodes {
@@ -138,7 +133,8 @@ impl<'a> Space<'a> {
 }
 
 enum Found {
-    State(State),
+    /// A reachable state satisfies the target.
+    State,
     Exhausted,
     Limit,
 }
@@ -444,7 +440,7 @@ fn implies(space: &mut Space, ev: &[Ev], lits: &[GoalLit], l: &GoalLit) -> Impli
         Ev::Atom(a, pos) => Ev::Atom(a, !pos),
     });
     match space.find(&target) {
-        Found::State(_) => Implied::No,
+        Found::State => Implied::No,
         Found::Exhausted => Implied::Yes { assumed: false },
         Found::Limit => Implied::Yes { assumed: true },
     }
