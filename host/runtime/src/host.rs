@@ -56,6 +56,7 @@ fn linker(engine: &'static Engine) -> Result<&'static Linker<StoreState>, String
         .get_or_init(|| {
             let mut l = Linker::new(engine);
             wasmtime_wasi::p2::add_to_linker_sync(&mut l).map_err(|e| format!("{e:#}"))?;
+            crate::clocks::add_to_linker(&mut l).map_err(|e| format!("{e:#}"))?;
             Ok(l)
         })
         .as_ref()

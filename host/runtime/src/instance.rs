@@ -113,6 +113,7 @@ impl<W: WorldBindings> Slot<W> {
     fn arm(&self, store: &mut Store<StoreState>) -> Result<(), PluginError> {
         let limits = &self.shared.limits;
         store.data_mut().limiter.hit = false;
+        store.data_mut().deadline = Some(Instant::now() + limits.timeout());
         store.set_fuel(limits.fuel).map_err(|e| self.fail(PluginErrorKind::Runtime(format!("{e:#}"))))?;
         // Ticks until the deadline, rounded up, plus one for the tick in progress.
         let ticks = limits.timeout_ms.div_ceil(EPOCH_TICK.as_millis() as u64) + 1;
@@ -169,12 +170,4 @@ impl<W: WorldBindings> Slot<W> {
         };
         self.fail(kind)
     }
-}
-
-/// Times `f` and returns its result with the elapsed time, for benchmarks.
-#[allow(dead_code)]
-pub(crate) fn timed<T>(f: impl FnOnce() -> T) -> (T, std::time::Duration) {
-    let t = Instant::now();
-    let v = f();
-    (v, t.elapsed())
 }

@@ -43,6 +43,7 @@
 mod adapters;
 mod bench;
 mod cache;
+mod clocks;
 mod config;
 mod error;
 mod grants;

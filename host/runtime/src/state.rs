@@ -19,6 +19,10 @@ pub(crate) struct StoreState {
     table: ResourceTable,
     pub(crate) limiter: StoreLimiter,
     pub(crate) output: CappedPipe,
+    /// When the current call must end (set for each call).
+    pub(crate) deadline: Option<std::time::Instant>,
+    /// The origin of the guest's monotonic clock.
+    pub(crate) clock_origin: std::time::Instant,
 }
 
 impl StoreState {
@@ -29,6 +33,10 @@ impl StoreState {
     pub(crate) fn new(memory_bytes: u64, output_cap: usize, preopens: &[Preopen]) -> wasmtime::Result<Self> {
         let output = CappedPipe::new(output_cap);
         let mut b = WasiCtxBuilder::new();
+        // We call guests synchronously: let file reads run on this thread
+        // instead of a hop through tokio's blocking pool (which costs
+        // milliseconds per call and counts against the guest's deadline).
+        b.allow_blocking_current_thread(true);
         b.stdout(output.clone()).stderr(output.clone());
         for p in preopens {
             b.preopened_dir(&p.host, &p.guest, FsPerms::ReadOnly)?;
@@ -38,7 +46,13 @@ impl StoreState {
             table: ResourceTable::new(),
             limiter: StoreLimiter::new(memory_bytes),
             output,
+            deadline: None,
+            clock_origin: std::time::Instant::now(),
         })
+    }
+
+    pub(crate) fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
     }
 }
 

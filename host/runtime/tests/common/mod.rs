@@ -1,0 +1,59 @@
+//! Shared by the runtime's integration tests: builds the guests once per
+//! test binary (scripts/build-plugins.sh, quick when nothing changed) and
+//! finds the bundled and test-only components.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use onebrain_runtime::{HostOptions, Limits, LoadedPlugin, PluginHost, PluginManifest, PluginRegistry, World};
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// Builds every guest. Runs the same script `scripts/setup.sh` runs, so a
+/// clean clone's `cargo test` works with or without the setup.
+pub fn build() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = std::process::Command::new(root().join("scripts/build-plugins.sh"))
+            .status()
+            .expect("run scripts/build-plugins.sh");
+        assert!(status.success(), "scripts/build-plugins.sh failed");
+    });
+}
+
+/// A test-only guest built into guests/target.
+pub fn test_guest(crate_name: &str) -> PathBuf {
+    build();
+    root().join("guests/target/wasm32-wasip2/release").join(format!("{}.wasm", crate_name.replace('-', "_")))
+}
+
+pub fn registry() -> PluginRegistry {
+    build();
+    PluginRegistry::discover(&[root().join("plugins")]).unwrap()
+}
+
+pub fn host(limits: Limits) -> PluginHost {
+    PluginHost::new(HostOptions { limits, ..Default::default() }).unwrap()
+}
+
+pub fn bundled(host: &PluginHost, name: &str) -> LoadedPlugin {
+    host.load(registry().get(name).unwrap()).unwrap()
+}
+
+pub fn guest(host: &PluginHost, crate_name: &str, world: World) -> LoadedPlugin {
+    host.load(&PluginManifest::for_component(&test_guest(crate_name), world)).unwrap()
+}
+
+/// `../shared/data`, or `None` (tests then skip with a message).
+pub fn data_dir() -> Option<PathBuf> {
+    let d = root().join("../shared/data");
+    if d.is_dir() {
+        Some(d)
+    } else {
+        eprintln!("skipping: benchmark data not found at {}", d.display());
+        None
+    }
+}
