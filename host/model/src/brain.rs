@@ -477,7 +477,7 @@ impl Brain {
             for (slot, &row) in active.iter().enumerate() {
                 let tok = samplers[row].sample(&logits[slot]);
                 let mut done = None;
-                if self.tokenizer.eos_ids().contains(&tok) {
+                if !s.ignore_eos && self.tokenizer.eos_ids().contains(&tok) {
                     done = Some(StopReason::Eos);
                 } else {
                     toks[row].push(tok);

@@ -165,12 +165,14 @@ pub struct SamplingConfig {
     pub stop: Vec<String>,
     /// Seed of the sampler's RNG (row `i` of a batch uses `seed + i`).
     pub seed: u64,
+    /// Keep generating past end-of-turn tokens (benchmarks that need exact counts).
+    pub ignore_eos: bool,
 }
 
 impl Default for SamplingConfig {
     fn default() -> Self {
         // Greedy is the paper's evaluation setting; training uses `nucleus(0.7, ..)`.
-        SamplingConfig { temperature: 0.0, top_p: 1.0, max_tokens: 512, stop: Vec::new(), seed: 0 }
+        SamplingConfig { temperature: 0.0, top_p: 1.0, max_tokens: 512, stop: Vec::new(), seed: 0, ignore_eos: false }
     }
 }
 
@@ -182,7 +184,7 @@ impl SamplingConfig {
 
     /// Temperature + nucleus sampling with a seed.
     pub fn nucleus(temperature: f32, top_p: f32, max_tokens: usize, seed: u64) -> Self {
-        SamplingConfig { temperature, top_p, max_tokens, stop: Vec::new(), seed }
+        SamplingConfig { temperature, top_p, max_tokens, seed, ..Default::default() }
     }
 
     /// Checks the ranges.

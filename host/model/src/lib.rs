@@ -27,6 +27,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod bench;
 mod brain;
 mod checkpoint;
 mod config;
@@ -41,6 +42,7 @@ mod weights;
 #[cfg(test)]
 mod test_util;
 
+pub use bench::{bench_inference, bench_training, peak_rss_mib, reset_peak_rss, InferenceBench, TrainBench};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, StopReason};
 pub use config::{ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
 pub use error::{Error, Result};

@@ -1,0 +1,29 @@
+//! The model benchmarks, as JSON lines:
+//! `cargo run --release -p onebrain-model --example bench -- [inference|train|all] [MODEL...]`.
+//! Defaults: both models for inference; SmolLM2 4 × 512 for training (adapters, full).
+
+use std::path::PathBuf;
+
+use onebrain_model::{bench_inference, bench_training, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let what = args.next().unwrap_or_else(|| "all".into());
+    let mut models: Vec<PathBuf> = args.map(PathBuf::from).collect();
+    if models.is_empty() {
+        models = vec![TEST_MODEL_FILE.into(), DEFAULT_MODEL_FILE.into()];
+    }
+    if what == "inference" || what == "all" {
+        for m in &models {
+            let r = bench_inference(m, 512, 64)?;
+            println!("{}", serde_json::to_string(&r)?);
+        }
+    }
+    if what == "train" || what == "all" {
+        for full in [false, true] {
+            let r = bench_training(&PathBuf::from(TEST_MODEL_FILE), 4, 512, full)?;
+            println!("{}", serde_json::to_string(&r)?);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,155 @@
+//! Throughput and memory figures for the README (`onebrain bench model` calls these).
+//!
+//! Peak memory is the process's resident high-water mark (`VmHWM`), reset before each
+//! measurement through `/proc/self/clear_refs` so inference and training are measured
+//! apart within one process. Linux only; elsewhere it reads as `None`.
+
+use std::{path::Path, time::Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Brain, ModelConfig, Result, Role, SamplingConfig};
+
+/// Generation figures for one model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InferenceBench {
+    /// Model file name.
+    pub model: String,
+    /// Seconds to load the model.
+    pub load_secs: f64,
+    /// Prompt length used for the prefill figure.
+    pub prompt_tokens: usize,
+    /// Prefill throughput (positions/s) of a cold prompt.
+    pub prefill_tok_per_s: f64,
+    /// Tokens decoded for the decode figure.
+    pub decode_tokens: usize,
+    /// Single-sequence decode throughput (tokens/s).
+    pub decode_tok_per_s: f64,
+    /// Aggregate decode throughput of a batch of 4 sampled sequences (tokens/s).
+    pub batch4_decode_tok_per_s: f64,
+    /// Seconds to first token for a second prompt sharing all but its last line with
+    /// the first (prefix reuse), versus cold.
+    pub reuse_first_token_secs: f64,
+    /// Seconds to first token for the same prompt without reuse.
+    pub cold_first_token_secs: f64,
+    /// Peak resident memory during the inference runs, MiB.
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// One training step's cost.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainBench {
+    /// Model file name.
+    pub model: String,
+    /// Whether the backbone was trainable (else adapters, role tokens, Judge head).
+    pub train_backbone: bool,
+    /// Sequences in the batch.
+    pub batch: usize,
+    /// Tokens per sequence.
+    pub seq_len: usize,
+    /// Trainable parameters.
+    pub trainable_params: usize,
+    /// Seconds for one forward (log-probabilities of every token) + backward.
+    pub forward_backward_secs: f64,
+    /// Peak resident memory during the step, MiB.
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// Resets the peak-RSS counter (Linux ≥ 4.0).
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Peak resident memory since the last reset, MiB.
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Filler text for long prompts: PDDL-like, as the real prompts are.
+fn filler(brain: &Brain, tokens: usize) -> Result<String> {
+    let unit = "(:action stack :parameters (?x ?y) :precondition (and (holding ?x) (clear ?y)) :effect (and (on ?x ?y) (not (holding ?x))))\n";
+    let mut text = String::new();
+    while brain.encode(&text)?.len() < tokens {
+        text.push_str(unit);
+    }
+    // Trim to the exact token count.
+    let ids = brain.encode(&text)?;
+    brain.tokenizer().decode(&ids[..tokens])
+}
+
+/// Measures prefill and decode throughput of `model` (a path or file name).
+pub fn bench_inference(model: &Path, prompt_tokens: usize, decode_tokens: usize) -> Result<InferenceBench> {
+    reset_peak_rss();
+    let t = Instant::now();
+    let mut brain = Brain::load(&ModelConfig { path: model.to_path_buf(), ..Default::default() })?;
+    let load_secs = t.elapsed().as_secs_f64();
+    let body = filler(&brain, prompt_tokens)?;
+    // Prefill: a cold prompt of exactly `prompt_tokens` tokens, one token generated.
+    brain.clear_prefix_cache();
+    let g = brain.generate(Role::Actor, &body, &SamplingConfig { ignore_eos: true, ..SamplingConfig::greedy(1) })?;
+    let prefill = g.prefill_tokens_per_sec();
+    // Decode: `decode_tokens` tokens, the end token ignored so the count is exact.
+    let s = SamplingConfig { ignore_eos: true, ..SamplingConfig::greedy(decode_tokens) };
+    let short = brain.chat_prompt("You write PDDL.", "Write a blocksworld domain.");
+    let g = brain.generate(Role::Actor, &short, &s)?;
+    let decode = g.decode_tokens_per_sec();
+    // Batch of 4 sampled rows of the same prompt (the rollout shape of training).
+    let s4 = SamplingConfig { temperature: 0.7, top_p: 0.95, ignore_eos: true, ..s.clone() };
+    let t = Instant::now();
+    let gs = brain.generate_batch(Role::Actor, &vec![short.clone(); 4], &s4)?;
+    let prefill4 = gs[0].prefill_secs;
+    let total: usize = gs.iter().map(|g| g.tokens.len()).sum();
+    let batch4 = total as f64 / (t.elapsed().as_secs_f64() - prefill4).max(1e-9);
+    // Prefix reuse: an Editor repair after an Actor call on the same task text.
+    let task = filler(&brain, prompt_tokens.saturating_sub(40).max(1))?;
+    let first = brain.chat_prompt("You write PDDL.", &format!("{task}\nWrite the domain."));
+    let second = brain.chat_prompt("You write PDDL.", &format!("{task}\nRepair the domain."));
+    let one = SamplingConfig { ignore_eos: true, ..SamplingConfig::greedy(1) };
+    brain.generate(Role::Editor, &first, &one)?;
+    let warm = brain.generate(Role::Editor, &second, &one)?.prefill_secs;
+    brain.clear_prefix_cache();
+    let cold = brain.generate(Role::Editor, &second, &one)?.prefill_secs;
+    Ok(InferenceBench {
+        model: model.display().to_string(),
+        load_secs,
+        prompt_tokens,
+        prefill_tok_per_s: prefill,
+        decode_tokens,
+        decode_tok_per_s: decode,
+        batch4_decode_tok_per_s: batch4,
+        reuse_first_token_secs: warm,
+        cold_first_token_secs: cold,
+        peak_rss_mib: peak_rss_mib(),
+    })
+}
+
+/// Times one forward + backward of the log-probabilities of `batch × seq_len` tokens
+/// (the PPO / language-model loss shape) and records the peak memory.
+pub fn bench_training(model: &Path, batch: usize, seq_len: usize, train_backbone: bool) -> Result<TrainBench> {
+    reset_peak_rss();
+    let cfg = ModelConfig { path: model.to_path_buf(), train_backbone, ..Default::default() };
+    let brain = Brain::load(&cfg)?;
+    brain.prepare_training()?;
+    let text = filler(&brain, seq_len)?;
+    let ids = brain.encode(&text)?;
+    let items: Vec<(Vec<u32>, Vec<u32>)> =
+        (0..batch).map(|_| (ids[..1].to_vec(), ids[1..seq_len].to_vec())).collect();
+    let t = Instant::now();
+    let lp = brain.batch_logprobs(Role::Actor, &items)?;
+    let loss = lp.logprobs.sum_all()?.neg()?;
+    let grads = loss.backward()?;
+    let secs = t.elapsed().as_secs_f64();
+    drop(grads);
+    Ok(TrainBench {
+        model: model.display().to_string(),
+        train_backbone,
+        batch,
+        seq_len,
+        trainable_params: brain.trainable().all_vars().iter().map(|v| v.elem_count()).sum(),
+        forward_backward_secs: secs,
+        peak_rss_mib: peak_rss_mib(),
+    })
+}
