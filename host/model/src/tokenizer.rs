@@ -282,6 +282,45 @@ mod tests {
         }
     }
 
+    /// Ids llama.cpp (built from the llama-cpp-python 0.3.36 sdist) gives for the same
+    /// GGUF files, `tokenize(text, add_bos=False, special=True)`.
+    const LLAMA_CPP_SMOLLM2: &[(&str, &[u32])] = &[
+        ("Hello world", &[19556, 905]),
+        ("<|im_start|>user\n", &[1, 4093, 198]),
+        ("12345", &[33, 34, 35, 36, 37]),
+        ("don't won't it's WE'LL", &[12420, 982, 3763, 982, 357, 506, 26587, 23, 16421]),
+        ("  leading spaces\n\n", &[216, 2899, 5600, 1116]),
+        (
+            "numbers 3.14159; café 日本語 🚀",
+            &[28707, 216, 35, 30, 33, 36, 33, 37, 41, 43, 37366, 17097, 241, 115, 40993, 179, 120, 248, 15107, 244, 218],
+        ),
+        (
+            "(define (domain bw)\n  (:predicates (on ?x ?y)))",
+            &[24, 23405, 365, 14587, 278, 103, 25, 3805, 40565, 5426, 25661, 365, 258, 9148, 104, 9148, 105, 7754],
+        ),
+    ];
+    const LLAMA_CPP_QWEN2: &[(&str, &[u32])] = &[
+        ("Hello world", &[9707, 1879]),
+        ("<|im_start|>user\n", &[151644, 872, 198]),
+        ("12345", &[16, 17, 18, 19, 20]),
+        ("don't won't it's WE'LL", &[15007, 944, 2765, 944, 432, 594, 19677, 6, 4086]),
+        ("  leading spaces\n\n", &[220, 6388, 12621, 271]),
+        (
+            "numbers 3.14159; café 日本語 🚀",
+            &[37378, 220, 18, 13, 16, 19, 16, 20, 24, 26, 51950, 75402, 21894, 102819, 11162, 248, 222],
+        ),
+        (
+            "(define (domain bw)\n  (:predicates (on ?x ?y)))",
+            &[68547, 320, 12204, 34375, 340, 220, 29254, 23464, 24821, 320, 263, 937, 87, 937, 88, 7705],
+        ),
+    ];
+
+    fn known_ids(tok: &Tokenizer, table: &[(&str, &[u32])]) {
+        for (text, ids) in table {
+            assert_eq!(&tok.encode(text).unwrap(), ids, "ids of {text:?}");
+        }
+    }
+
     fn digits_split(tok: &Tokenizer) {
         let ids = tok.encode("12345").unwrap();
         let want: Vec<u32> =
@@ -298,6 +337,7 @@ mod tests {
         assert_eq!(tok.eos_ids(), &[2, 0]);
         let hello = [tok.token_to_id("Hello").unwrap(), tok.token_to_id("Ġworld").unwrap()];
         assert_eq!(tok.encode("Hello world").unwrap(), hello);
+        known_ids(&tok, LLAMA_CPP_SMOLLM2);
         digits_split(&tok);
         round_trip(&tok);
     }
@@ -310,6 +350,7 @@ mod tests {
         assert_eq!(tok.encode("Hello world").unwrap(), vec![9707, 1879]);
         assert_eq!(tok.encode("<|im_start|>user\n").unwrap(), vec![151644, 872, 198]);
         assert_eq!(tok.eos_ids(), &[151645, 151643]);
+        known_ids(&tok, LLAMA_CPP_QWEN2);
         digits_split(&tok);
         round_trip(&tok);
     }

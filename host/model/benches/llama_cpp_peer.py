@@ -1,0 +1,48 @@
+"""llama.cpp peer for `examples/bench`: same GGUF, same prompt length, same thread count.
+
+Needs llama-cpp-python built from its PyPI sdist (it vendors llama.cpp), e.g.
+  python3 -m venv /tmp/llamavenv
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+      /tmp/llamavenv/bin/pip install llama-cpp-python
+Usage: python llama_cpp_peer.py MODEL.gguf [PROMPT_TOKENS] [DECODE_TOKENS] [THREADS]
+Prints one JSON line: prefill and decode tokens/s, and a few token ids for the tokenizer tests.
+"""
+import json
+import sys
+import time
+
+from llama_cpp import Llama
+
+path = sys.argv[1]
+n_prompt = int(sys.argv[2]) if len(sys.argv) > 2 else 512
+n_decode = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+threads = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+
+llm = Llama(model_path=path, n_ctx=2048, n_threads=threads, n_threads_batch=threads,
+            n_batch=512, verbose=False)
+unit = ("(:action stack :parameters (?x ?y) :precondition (and (holding ?x) (clear ?y)) "
+        ":effect (and (on ?x ?y) (not (holding ?x))))\n")
+ids = llm.tokenize((unit * 40).encode(), add_bos=False, special=True)[:n_prompt]
+
+llm.reset()
+t = time.perf_counter()
+llm.eval(ids)
+prefill = len(ids) / (time.perf_counter() - t)
+
+short = llm.tokenize(b"<|im_start|>user\nWrite a blocksworld domain.<|im_end|>\n<|im_start|>assistant\n",
+                     add_bos=False, special=True)
+llm.reset()
+llm.eval(short)
+t = time.perf_counter()
+for _ in range(n_decode):
+    tok = int(max(range(llm.n_vocab()), key=lambda i: llm.scores[llm.n_tokens - 1][i])) if False else None
+    logits = llm.scores[llm.n_tokens - 1]
+    tok = int(logits.argmax())
+    llm.eval([tok])
+decode = n_decode / (time.perf_counter() - t)
+
+probe = {s: llm.tokenize(s.encode(), add_bos=False, special=True)
+         for s in ["Hello world", "<|im_start|>user\n", "12345", "don't won't it's WE'LL", "  leading spaces\n\n"]}
+print(json.dumps({"peer": "llama.cpp", "model": path, "threads": threads, "prompt_tokens": len(ids),
+                  "prefill_tok_per_s": prefill, "decode_tokens": n_decode, "decode_tok_per_s": decode,
+                  "token_ids": probe}))
