@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Candle (this crate) and llama.cpp on the same GGUFs, one after the other, same thread
+# count: `host/model/benches/peer.sh [THREADS] [LLAMA_PYTHON]`. Prints JSON lines.
+set -euo pipefail
+threads="${1:-2}"
+py="${2:-/tmp/llamavenv/bin/python}"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
+cd "$root"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+cargo build --release -q -p onebrain-model --example bench
+for m in SmolLM2-135M-Instruct.Q4_1.gguf qwen2.5-coder-0.5b-instruct-q4_k_m.gguf; do
+  RAYON_NUM_THREADS="$threads" "$CARGO_TARGET_DIR/release/examples/bench" inference "$m"
+  if [ -x "$py" ]; then
+    "$py" host/model/benches/llama_cpp_peer.py ".cache/models/$m" 512 64 "$threads"
+  else
+    echo "{\"peer\": \"llama.cpp\", \"skipped\": \"no llama-cpp-python at $py\"}"
+  fi
+done
