@@ -44,7 +44,7 @@ fn problem(seed: u64, size: u32) -> Result<String> {
     }
     for c in 0..cities {
         objects += &format!("c{c} t{c} ");
-        init += &format!("    (CITY c{c})\n    (TRUCK t{c})\n    (AIRPORT {})\n    (at t{c} {})\n", loc(c, 0), any_loc(&mut r));
+        init += &format!("    (CITY c{c})\n    (TRUCK t{c})\n    (AIRPORT {})\n    (at t{c} {})\n", loc(c, 0), loc(c, r.below(per_city)));
         for i in 0..per_city {
             objects += &format!("{} ", loc(c, i));
             init += &format!("    (LOCATION {0})\n    (in-city {0} c{c})\n", loc(c, i));

@@ -69,18 +69,21 @@ impl ComponentCache {
             return Ok((Component::new(engine, bytes)?, CacheOutcome::Uncached));
         };
         let path = dir.join(format!("{}.cwasm", Self::key(engine, bytes)));
-        if path.is_file() {
-            // SAFETY: `deserialize_file` runs native code from the file, so the
-            // file must have been written by `precompile_component` of a
-            // compatible engine. The cache directory is the host's own (never
-            // a plugin's), entries are written atomically below, and the key
-            // covers both the component bytes and the engine settings; wasmtime
-            // itself re-checks the engine compatibility header on load.
-            match unsafe { Component::deserialize_file(engine, &path) } {
-                Ok(c) => return Ok((c, CacheOutcome::Hit)),
-                // A truncated or foreign file: compile again and overwrite it.
-                Err(_) => {}
+        // Read into memory rather than `deserialize_file`: that one maps the
+        // file, and anything truncating it in place while the component is in
+        // use (a user clearing the cache, a crashed writer) would crash the
+        // host with SIGBUS. The copy costs well under a millisecond.
+        if let Ok(cached) = std::fs::read(&path) {
+            // SAFETY: `deserialize` runs native code from these bytes, so they
+            // must come from `precompile_component` of a compatible engine.
+            // The cache directory is the host's own (never a plugin's),
+            // entries are written atomically below, the key covers both the
+            // component bytes and the engine settings, and wasmtime re-checks
+            // the engine compatibility header before accepting the bytes.
+            if let Ok(c) = unsafe { Component::deserialize(engine, &cached) } {
+                return Ok((c, CacheOutcome::Hit));
             }
+            // A truncated or foreign file: compile again and overwrite it.
         }
         let compiled = engine.precompile_component(bytes)?;
         let outcome = match write_atomically(dir, &path, &compiled) {

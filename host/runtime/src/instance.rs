@@ -135,6 +135,14 @@ impl<W: WorldBindings> Slot<W> {
         self.arm(&mut live.store)?;
         let _ = live.store.data().output.take();
         let outcome = f(&live.bindings, &mut live.store);
+        // An answer after the deadline is a timeout too: a guest blocked in
+        // the host (a clamped sleep, see clocks.rs) resumes and may return
+        // before the next epoch check fires.
+        let late = live.store.data().deadline.is_some_and(|d| Instant::now() > d);
+        let outcome = match outcome {
+            Ok(_) if late => Err(wasmtime::Error::new(Trap::Interrupt)),
+            other => other,
+        };
         let result = match outcome {
             Ok(Ok(value)) => {
                 let bytes = value.output_size();
