@@ -20,8 +20,9 @@ fn main() -> anyhow::Result<()> {
         }
     }
     if what == "train" || what == "all" {
+        let micro = std::env::var("MICRO_BATCH").ok().and_then(|m| m.parse().ok()).unwrap_or(1);
         for full in [false, true] {
-            let r = bench_training(&PathBuf::from(TEST_MODEL_FILE), 4, 512, full)?;
+            let r = bench_training(&PathBuf::from(TEST_MODEL_FILE), 4, 512, micro, full)?;
             println!("{}", serde_json::to_string(&r)?);
         }
     }

@@ -141,8 +141,9 @@ impl Linear {
             let dims = x.dims().to_vec();
             let last = dims[dims.len() - 1];
             let x2 = x.reshape(((), last))?;
-            let delta = x2.matmul(&pair.a.t()?)?.matmul(&pair.b.t()?)?;
-            let delta = (delta * scale)?.reshape(y.shape())?;
+            // The scale goes on Bᵀ (rank × out) rather than on the (tokens × out) delta.
+            let delta = x2.matmul(&pair.a.t()?)?.matmul(&(pair.b.t()? * scale)?)?;
+            let delta = delta.reshape(y.shape())?;
             y = (y + delta)?;
         }
         Ok(y)
