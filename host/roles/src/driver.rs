@@ -1,0 +1,246 @@
+//! Drivers: what answers an [`Episode`]'s requests.
+//!
+//! [`run_episode`] answers them one after the other (`solve`). [`run_pipelined`] keeps a few
+//! episodes in flight: whenever one waits for the verifier, the model works on another, and
+//! verifications run on a [`VerifierPool`] (tokio's blocking threads, the planner a
+//! subprocess), so the verifier checks task i while the model generates task i+1.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use onebrain_core::{Checker, EpisodeSummary, FaithfulnessReport, Reward, Spec, Verdict, Verifier};
+use onebrain_verifier::VerifierPool;
+
+use crate::episode::{Episode, Request, Response};
+use crate::model::LanguageModel;
+use crate::record::{EpisodeRecord, Event};
+use crate::strategy::{EpisodeConfig, Strategy};
+
+/// Adds what the plugins say about a finished episode: rewards and faithfulness.
+#[derive(Clone, Default)]
+pub struct Finalizer {
+    /// The reward function (multi-role episodes).
+    pub reward: Option<Arc<dyn Reward>>,
+    /// The faithfulness checker (tasks with a reference spec).
+    pub checker: Option<Arc<dyn Checker>>,
+}
+
+impl std::fmt::Debug for Finalizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Finalizer").field("reward", &self.reward.is_some()).field("checker", &self.checker.is_some()).finish()
+    }
+}
+
+impl Finalizer {
+    /// Fills `rewards`, `faithfulness` and `timings.plugins_ms` of a finished record. Plugin
+    /// failures are noted in `error`; they never stop a run.
+    pub fn finalize(&self, rec: &mut EpisodeRecord, cfg: &EpisodeConfig, reference: Option<&Spec>) {
+        let start = Instant::now();
+        let mut errors = Vec::new();
+        if let (Some(reward), Strategy::MultiRole) = (&self.reward, rec.strategy) {
+            let summary = EpisodeSummary {
+                b0: rec.b0,
+                // Without a Judge call, s_J is the uninformative 0.5.
+                judge_score: rec.judge_score.unwrap_or(0.5),
+                solved_final: rec.solved,
+                repairs: rec.repairs,
+                max_repairs: cfg.max_repairs,
+                judge_threshold: cfg.judge_threshold,
+                lambda_judge: cfg.lambda_judge,
+                repair_cost: cfg.repair_cost,
+            };
+            match reward.rewards(&summary) {
+                Ok(r) => rec.rewards = Some(r),
+                Err(e) => errors.push(format!("reward plugin: {e}")),
+            }
+        }
+        if let (Some(checker), Some(reference), false) = (&self.checker, reference, rec.strategy.writes_plan()) {
+            match &rec.final_spec {
+                Some(spec) => {
+                    let plan = rec.solved.then_some(rec.final_plan.as_slice());
+                    match checker.check(reference, spec, plan) {
+                        Ok(r) => rec.faithfulness = Some(r),
+                        Err(e) => errors.push(format!("faithfulness checker: {e}")),
+                    }
+                }
+                None => {
+                    rec.faithfulness = Some(FaithfulnessReport {
+                        explanation: vec!["the model wrote no PDDL".into()],
+                        ..Default::default()
+                    })
+                }
+            }
+        }
+        rec.timings.plugins_ms += start.elapsed().as_secs_f64() * 1e3;
+        if !errors.is_empty() {
+            let joined = errors.join("; ");
+            rec.error = Some(match rec.error.take() {
+                Some(e) => format!("{e}; {joined}"),
+                None => joined,
+            });
+        }
+    }
+}
+
+/// Answers a model request; a model error becomes [`Response::Failed`].
+fn serve_model<M: LanguageModel + ?Sized>(model: &mut M, request: &Request) -> Option<Response> {
+    match request {
+        Request::Generate { role, prompt, sampling } => Some(match model.generate(*role, prompt, sampling) {
+            Ok(g) => Response::Generated(g),
+            Err(e) => Response::Failed(format!("model error ({role}): {e}")),
+        }),
+        Request::Judge { prompt } => {
+            let start = Instant::now();
+            Some(match model.judge(prompt) {
+                Ok(score) => Response::Judged { score, secs: start.elapsed().as_secs_f64() },
+                Err(e) => Response::Failed(format!("model error (judge): {e}")),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// Runs one episode to the end, one request at a time, reporting each event as it happens.
+pub fn run_episode<M: LanguageModel + ?Sized>(
+    mut episode: Episode,
+    cfg: &EpisodeConfig,
+    model: &mut M,
+    verifier: &dyn Verifier,
+    finalizer: &Finalizer,
+    on_event: &mut dyn FnMut(&Event),
+) -> EpisodeRecord {
+    let mut request = episode.start();
+    loop {
+        for e in episode.take_events() {
+            on_event(&e);
+        }
+        let response = match &request {
+            Request::Done => break,
+            Request::Verify { spec } => Response::Verified(verifier.verify(spec)),
+            other => serve_model(model, other).expect("a model request"),
+        };
+        request = episode.resume(response);
+    }
+    for e in episode.take_events() {
+        on_event(&e);
+    }
+    let reference = episode.task().reference.clone();
+    let mut rec = episode.finish();
+    finalizer.finalize(&mut rec, cfg, reference.as_ref());
+    on_event(&Event::Finished(Box::new(rec.clone())));
+    rec
+}
+
+struct Slot {
+    episode: Episode,
+    request: Request,
+    /// A verification for this slot is in flight.
+    waiting: bool,
+}
+
+/// Runs `episodes` with up to `in_flight` of them open at once; `on_record` receives each
+/// finished record (in completion order) and may stop the run by returning an error.
+pub fn run_pipelined<M, I, E>(
+    episodes: I,
+    cfg: &EpisodeConfig,
+    model: &mut M,
+    pool: &VerifierPool,
+    finalizer: &Finalizer,
+    in_flight: usize,
+    on_event: &mut dyn FnMut(&Event),
+    on_record: &mut dyn FnMut(EpisodeRecord) -> Result<(), E>,
+) -> Result<(), E>
+where
+    M: LanguageModel + ?Sized,
+    I: IntoIterator<Item = Episode>,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let mut episodes = episodes.into_iter();
+    let in_flight = in_flight.max(1);
+    rt.block_on(async {
+        let mut slots: Vec<Option<Slot>> = Vec::new();
+        let mut verifying: tokio::task::JoinSet<(usize, Verdict)> = tokio::task::JoinSet::new();
+        let mut exhausted = false;
+        loop {
+            // 1. Open episodes up to the bound.
+            while !exhausted && slots.iter().filter(|s| s.is_some()).count() < in_flight {
+                match episodes.next() {
+                    Some(mut episode) => {
+                        let request = episode.start();
+                        let free = slots.iter().position(Option::is_none);
+                        let slot = Some(Slot { episode, request, waiting: false });
+                        match free {
+                            Some(i) => slots[i] = slot,
+                            None => slots.push(slot),
+                        }
+                    }
+                    None => exhausted = true,
+                }
+            }
+            // 2. Hand verifications to the pool; take verdicts that are ready.
+            for (i, s) in slots.iter_mut().enumerate() {
+                if let Some(Slot { request: Request::Verify { spec }, waiting: waiting @ false, .. }) = s {
+                    *waiting = true;
+                    let pool = pool.clone();
+                    let spec = spec.clone();
+                    verifying.spawn(async move { (i, pool.verify(spec).await) });
+                }
+            }
+            while let Some(joined) = verifying.try_join_next() {
+                let (i, verdict) = joined.expect("verification tasks do not panic");
+                answer(&mut slots[i], Response::Verified(verdict));
+            }
+            // 3. Close finished episodes (and go back to open new ones before waiting).
+            let mut closed = false;
+            for s in slots.iter_mut() {
+                if matches!(s, Some(Slot { request: Request::Done, .. })) {
+                    let mut slot = s.take().expect("matched");
+                    for e in slot.episode.take_events() {
+                        on_event(&e);
+                    }
+                    let reference = slot.episode.task().reference.clone();
+                    let mut rec = slot.episode.finish();
+                    finalizer.finalize(&mut rec, cfg, reference.as_ref());
+                    on_event(&Event::Finished(Box::new(rec.clone())));
+                    on_record(rec)?;
+                    closed = true;
+                }
+            }
+            if closed {
+                continue;
+            }
+            for s in slots.iter_mut().flatten() {
+                for e in s.episode.take_events() {
+                    on_event(&e);
+                }
+            }
+            // 4. Give the model to the oldest episode that needs it.
+            let next = slots.iter().position(|s| matches!(s, Some(Slot { request: Request::Generate { .. } | Request::Judge { .. }, .. })));
+            if let Some(i) = next {
+                let slot = slots[i].as_mut().expect("matched");
+                let response = serve_model(model, &slot.request).expect("a model request");
+                answer(&mut slots[i], response);
+                continue;
+            }
+            // 5. Nothing for the model: wait for a verdict, or stop.
+            if let Some(joined) = verifying.join_next().await {
+                let (i, verdict) = joined.expect("verification tasks do not panic");
+                answer(&mut slots[i], Response::Verified(verdict));
+                continue;
+            }
+            if exhausted && slots.iter().all(Option::is_none) {
+                return Ok(());
+            }
+        }
+    })
+}
+
+fn answer(slot: &mut Option<Slot>, response: Response) {
+    let s = slot.as_mut().expect("an answer goes to an open slot");
+    s.waiting = false;
+    s.request = s.episode.resume(response);
+}

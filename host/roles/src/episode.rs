@@ -1,0 +1,569 @@
+//! The episode as a state machine: it asks for model calls and verifications and is fed their
+//! answers, so one driver can run it step by step (`solve`) and another can keep several in
+//! flight, the verifier checking one task while the model writes the next (`eval`).
+//!
+//! Algorithm 1 (multi-role): the Actor writes y_0; the verifier returns (b_0, d_0); the Judge
+//! scores (x, y_0); while b_t = 0 and t < H_max the Editor writes y_{t+1} from (x, y_t, d_t).
+//! It returns the first solver-executable spec, else the last edit. The baselines share the
+//! budget of K verifier calls.
+
+use std::time::Instant;
+
+use onebrain_core::{Spec, Task, Verdict};
+use onebrain_model::{Generation, Role, SamplingConfig, StopReason};
+
+use crate::extract::{extract_spec, Mode};
+use crate::plan::{parse_plan_lines, validate_plan};
+use crate::prompts::{primer, prompt_hash, TaskContext};
+use crate::record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
+use crate::strategy::{EpisodeConfig, Strategy};
+
+/// What a task brings to an episode besides its text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpisodeInput {
+    /// The task (its reference spec, when known, is for evaluation only).
+    pub task: Task,
+    /// The domain's NL description (from the domain plugin).
+    pub description: String,
+    /// The domain plugin's PDDL: given to the model in `problem` mode.
+    pub domain_pddl: Option<String>,
+    /// LLM+P's in-context example: a task text and its problem PDDL.
+    pub example: Option<(String, String)>,
+}
+
+/// What the episode needs next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Request {
+    /// A generation in a role.
+    Generate {
+        /// The role.
+        role: Role,
+        /// The full prompt.
+        prompt: String,
+        /// How to sample.
+        sampling: SamplingConfig,
+    },
+    /// A Judge score.
+    Judge {
+        /// The Judge prompt.
+        prompt: String,
+    },
+    /// A verifier call E(y).
+    Verify {
+        /// The spec.
+        spec: Spec,
+    },
+    /// The episode is over: call [`Episode::finish`].
+    Done,
+}
+
+/// The answer to a [`Request`].
+#[derive(Clone, Debug)]
+pub enum Response {
+    /// The model's generation.
+    Generated(Generation),
+    /// The Judge's score and how long it took.
+    Judged {
+        /// s_J.
+        score: f32,
+        /// Seconds.
+        secs: f64,
+    },
+    /// The verifier's verdict.
+    Verified(Verdict),
+    /// The model (or the driver) failed; the episode ends with what it has.
+    Failed(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Phase {
+    /// Waiting for generation `index`.
+    Generating { index: u32 },
+    /// Waiting for the verdict on step `step` (an index into `record.steps`).
+    Verifying { step: usize },
+    /// Waiting for the Judge's score of step `step`.
+    Judging { step: usize },
+    /// ToT: waiting for proposal `j` for frontier node `node`.
+    Proposing { node: usize, j: usize },
+    /// ToT: waiting for the value of candidate `c`.
+    Valuing { c: usize },
+    /// Over.
+    Done,
+}
+
+/// ToT's search state.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Search {
+    depth: usize,
+    frontier: Vec<Vec<String>>,
+    candidates: Vec<Vec<String>>,
+    values: Vec<f32>,
+    /// Nodes the model called complete, to validate.
+    complete: Vec<Vec<String>>,
+    validated: Vec<Vec<String>>,
+    generations: u32,
+}
+
+/// One task's episode under one strategy.
+#[derive(Debug)]
+pub struct Episode {
+    cfg: EpisodeConfig,
+    input: EpisodeInput,
+    ctx: TaskContext,
+    record: EpisodeRecord,
+    phase: Phase,
+    events: Vec<Event>,
+    started: Option<Instant>,
+    search: Search,
+    /// The generation asked for last: its role, prompt and sampling go into the step record.
+    pending: Option<(Role, String, SamplingConfig)>,
+}
+
+impl Episode {
+    /// A new episode; nothing runs until [`Episode::start`].
+    pub fn new(input: EpisodeInput, cfg: &EpisodeConfig, model: &str) -> Episode {
+        let ctx = TaskContext {
+            description: input.description.clone(),
+            domain_pddl: input.domain_pddl.clone(),
+            task: input.task.text.clone(),
+            mode: cfg.mode,
+        };
+        let record = EpisodeRecord {
+            task_id: input.task.id.clone(),
+            domain: input.task.domain.clone(),
+            strategy: cfg.strategy,
+            mode: cfg.mode,
+            model: model.to_string(),
+            task_text: input.task.text.clone(),
+            steps: Vec::new(),
+            b0: false,
+            solved: false,
+            first_success: None,
+            repairs: 0,
+            solver_calls: 0,
+            planner_calls: 0,
+            final_spec: None,
+            final_plan: Vec::new(),
+            judge_score: None,
+            rewards: None,
+            faithfulness: None,
+            timings: EpisodeTimings::default(),
+            error: None,
+        };
+        Episode { cfg: cfg.clone(), input, ctx, record, phase: Phase::Done, events: Vec::new(), started: None, search: Search::default(), pending: None }
+    }
+
+    /// The task's identifier.
+    pub fn task_id(&self) -> &str {
+        &self.record.task_id
+    }
+
+    /// The task.
+    pub fn task(&self) -> &Task {
+        &self.input.task
+    }
+
+    /// The first request.
+    pub fn start(&mut self) -> Request {
+        self.started = Some(Instant::now());
+        self.events.push(Event::Started { task_id: self.record.task_id.clone(), strategy: self.cfg.strategy });
+        let needs_domain = self.cfg.mode == Mode::Problem || self.cfg.strategy.writes_plan();
+        if needs_domain && self.input.domain_pddl.is_none() {
+            return self.fail("this mode needs the domain plugin's domain PDDL".into());
+        }
+        match self.cfg.strategy {
+            Strategy::Direct | Strategy::Tot if self.input.task.reference.is_none() => {
+                self.fail(format!("the {} strategy validates plans against the reference task, which this task lacks", self.cfg.strategy))
+            }
+            Strategy::LlmPlusP if self.input.example.is_none() => {
+                self.fail("the llm+p strategy needs an in-context example from the domain plugin".into())
+            }
+            Strategy::Tot => {
+                self.search.frontier = vec![Vec::new()];
+                self.propose(0, 0)
+            }
+            _ => self.generate(0),
+        }
+    }
+
+    /// Feeds the answer to the last request; returns the next one.
+    pub fn resume(&mut self, response: Response) -> Request {
+        let response = match response {
+            Response::Failed(message) => return self.fail(message),
+            r => r,
+        };
+        match (self.phase.clone(), response) {
+            (Phase::Generating { index }, Response::Generated(g)) => self.on_generated(index, g),
+            (Phase::Verifying { step }, Response::Verified(v)) => self.on_verified(step, v),
+            (Phase::Judging { step }, Response::Judged { score, secs }) => self.on_judged(step, score, secs),
+            (Phase::Proposing { node, j }, Response::Generated(g)) => self.on_proposal(node, j, g),
+            (Phase::Valuing { c }, Response::Judged { score, secs }) => self.on_value(c, score, secs),
+            (phase, r) => self.fail(format!("driver bug: {r:?} does not answer {phase:?}")),
+        }
+    }
+
+    /// Events since the last call, in order.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The record so far (complete after [`Request::Done`]).
+    pub fn record(&self) -> &EpisodeRecord {
+        &self.record
+    }
+
+    /// The finished record. Rewards and faithfulness are added by [`crate::Finalizer`]; the
+    /// drivers emit [`Event::Finished`] after that.
+    pub fn finish(mut self) -> EpisodeRecord {
+        self.close();
+        self.record
+    }
+
+    // ------------------------------------------------------------------ spec strategies
+
+    fn generate(&mut self, index: u32) -> Request {
+        let (role, prompt, max_tokens, resample) = match (self.cfg.strategy, index) {
+            (Strategy::MultiRole, 0) | (Strategy::SelfRefine, 0) => (Role::Actor, self.ctx.actor(), self.cfg.max_tokens, false),
+            (Strategy::MultiRole, _) | (Strategy::SelfRefine, _) => {
+                let last = self.last_spec_step().expect("a repair follows a verified step");
+                let candidate = self.ctx.candidate_text(last.spec.as_ref(), &last.output);
+                let verdict = last.verdict.as_ref().expect("verified");
+                if self.cfg.strategy == Strategy::MultiRole {
+                    (Role::Editor, self.ctx.editor(&candidate, verdict), self.cfg.max_tokens, false)
+                } else {
+                    // Self-Refine has no role conditioning: the Actor's parameters throughout.
+                    (Role::Actor, self.ctx.self_refine(&candidate, verdict), self.cfg.max_tokens, false)
+                }
+            }
+            (Strategy::LlmPlusP, _) => {
+                let (text, problem) = self.input.example.as_ref().expect("checked at start");
+                (Role::Actor, self.ctx.llm_plus_p(text, problem), self.cfg.max_tokens, true)
+            }
+            (Strategy::Direct, _) => (Role::Actor, self.ctx.direct(), self.cfg.plan_max_tokens, true),
+            (Strategy::Tot, _) => unreachable!("ToT proposes through `propose`"),
+        };
+        let sampling = self.cfg.sampling(index, max_tokens, resample);
+        self.ask(Phase::Generating { index }, role, prompt, sampling)
+    }
+
+    fn ask(&mut self, phase: Phase, role: Role, prompt: String, sampling: SamplingConfig) -> Request {
+        self.phase = phase;
+        self.pending = Some((role, prompt.clone(), sampling.clone()));
+        Request::Generate { role, prompt, sampling }
+    }
+
+    fn last_spec_step(&self) -> Option<&StepRecord> {
+        self.record.steps.iter().rev().find(|s| s.verdict.is_some())
+    }
+
+    fn kind(&self, index: u32) -> &'static str {
+        match (self.cfg.strategy, index) {
+            (Strategy::MultiRole, 0) | (Strategy::SelfRefine, 0) => "actor",
+            (Strategy::MultiRole, _) => "editor",
+            (Strategy::SelfRefine, _) => "self-refine",
+            (Strategy::LlmPlusP, _) => "sample",
+            (Strategy::Direct, _) => "plan",
+            (Strategy::Tot, _) => "propose",
+        }
+    }
+
+    fn step_from(&self, index: u32, kind: &str, role: Role, prompt: String, g: &Generation, sampling: SamplingConfig) -> StepRecord {
+        StepRecord {
+            index,
+            role,
+            kind: kind.to_string(),
+            prompt_sha256: prompt_hash(&prompt),
+            prompt,
+            prompt_tokens: g.prompt_tokens,
+            cached_prompt_tokens: g.cached_prompt_tokens,
+            output: g.text.clone(),
+            output_tokens: g.tokens.clone(),
+            sampling,
+            stop_reason: stop_name(&g.stop_reason),
+            extraction: None,
+            spec: None,
+            verdict: None,
+            dominant: None,
+            solver_call: false,
+            judge_score: None,
+            timings: StepTimings { prefill_ms: g.prefill_secs * 1e3, decode_ms: g.decode_secs * 1e3, ..Default::default() },
+        }
+    }
+
+    fn on_generated(&mut self, index: u32, g: Generation) -> Request {
+        let (role, prompt, sampling) = self.pending.take().expect("a generation was asked for");
+        let kind = self.kind(index);
+        if index > 0 && matches!(self.cfg.strategy, Strategy::MultiRole | Strategy::SelfRefine) {
+            self.record.repairs += 1;
+        }
+        let mut step = self.step_from(index, kind, role, prompt, &g, sampling);
+        self.record.timings.generation_ms += step.timings.prefill_ms + step.timings.decode_ms;
+        let primed = match self.cfg.strategy {
+            Strategy::Direct => String::new(),
+            _ => primer(self.cfg.mode).to_string(),
+        };
+        let text = format!("{primed}{}", g.text);
+        self.events.push(Event::Generated {
+            task_id: self.record.task_id.clone(),
+            index,
+            role,
+            kind: kind.to_string(),
+            text: text.clone(),
+            tokens: g.tokens.len(),
+            secs: g.prefill_secs + g.decode_secs,
+        });
+        if self.cfg.strategy == Strategy::Direct {
+            let plan = parse_plan_lines(&text);
+            let reference = self.input.task.reference.as_ref().expect("checked at start");
+            let verdict = validate_plan(reference, &plan);
+            step.solver_call = true;
+            self.record.steps.push(step);
+            let at = self.record.steps.len() - 1;
+            return self.on_verified(at, verdict);
+        }
+        let ex = extract_spec(&text, self.cfg.mode, self.input.domain_pddl.as_deref());
+        step.spec = ex.spec.clone();
+        let failure = ex.failure_verdict();
+        step.extraction = Some(ex);
+        self.record.steps.push(step);
+        let at = self.record.steps.len() - 1;
+        match failure {
+            // No PDDL: a syntax failure that spends its budget unit without a planner call.
+            Some(v) => self.on_verified(at, v),
+            None => {
+                self.phase = Phase::Verifying { step: at };
+                Request::Verify { spec: self.record.steps[at].spec.clone().expect("extracted") }
+            }
+        }
+    }
+
+    fn on_verified(&mut self, at: usize, verdict: Verdict) -> Request {
+        // A no-PDDL output spends its budget unit without reaching the verifier.
+        let real_call = self.record.steps[at].extraction.as_ref().is_none_or(|e| e.failure.is_none());
+        let writes_plan = self.cfg.strategy.writes_plan();
+        let rec = &mut self.record;
+        rec.solver_calls += 1;
+        if real_call {
+            rec.planner_calls += u32::from(verdict.solver_time_ms > 0 || writes_plan);
+        }
+        rec.timings.verification_ms += verdict.time_ms as f64;
+        rec.timings.planner_ms += verdict.solver_time_ms as f64;
+        let step = &mut rec.steps[at];
+        step.solver_call = real_call;
+        step.timings.verify_ms = verdict.time_ms as f64;
+        step.dominant = if verdict.solved { None } else { verdict.dominant_category() };
+        let index = step.index;
+        self.events.push(Event::Verified { task_id: rec.task_id.clone(), index, verdict: verdict.clone() });
+        // Store the verdict without the planner's full log: it can run to 64 KiB per call.
+        let mut stored = verdict;
+        stored.solver_output = stored.solver_output.map(|mut o| {
+            o.stdout = tail(&o.stdout, 2000);
+            o.stderr = tail(&o.stderr, 2000);
+            o
+        });
+        let solved = stored.solved;
+        rec.steps[at].verdict = Some(stored);
+        let attempt = rec.steps.iter().filter(|s| s.verdict.is_some()).count();
+        if attempt == 1 {
+            rec.b0 = solved;
+        }
+        if self.cfg.strategy == Strategy::MultiRole && self.cfg.judge && attempt == 1 {
+            let step = &self.record.steps[at];
+            let candidate = self.ctx.candidate_text(step.spec.as_ref(), &step.output);
+            self.phase = Phase::Judging { step: at };
+            return Request::Judge { prompt: self.ctx.judge(&candidate) };
+        }
+        self.after_verdict(at)
+    }
+
+    fn on_judged(&mut self, at: usize, score: f32, secs: f64) -> Request {
+        let rec = &mut self.record;
+        rec.timings.judge_ms += secs * 1e3;
+        rec.judge_score = Some(score);
+        let step = &mut rec.steps[at];
+        step.judge_score = Some(score);
+        step.timings.judge_ms += secs * 1e3;
+        self.events.push(Event::Judged { task_id: rec.task_id.clone(), index: rec.steps[at].index, score });
+        self.after_verdict(at)
+    }
+
+    fn after_verdict(&mut self, at: usize) -> Request {
+        let step = &self.record.steps[at];
+        let solved = step.verdict.as_ref().is_some_and(|v| v.solved);
+        let index = step.index;
+        if solved {
+            self.record.first_success = Some(index);
+            return self.done();
+        }
+        if self.record.solver_calls >= self.cfg.budget {
+            return self.done();
+        }
+        match self.cfg.strategy {
+            Strategy::MultiRole | Strategy::SelfRefine => {
+                // Step t is the t-th repair's output.
+                if index >= self.cfg.repairs_allowed() {
+                    return self.done();
+                }
+                self.generate(index + 1)
+            }
+            Strategy::LlmPlusP | Strategy::Direct => self.generate(index + 1),
+            Strategy::Tot => self.tot_next(),
+        }
+    }
+
+    fn fail(&mut self, message: String) -> Request {
+        self.record.error = Some(message);
+        self.done()
+    }
+
+    fn done(&mut self) -> Request {
+        self.phase = Phase::Done;
+        self.close();
+        Request::Done
+    }
+
+    /// Fixes the returned answer: the first solved step, else the last verified one.
+    fn close(&mut self) {
+        if let Some(start) = self.started.take() {
+            self.record.timings.wall_ms = start.elapsed().as_secs_f64() * 1e3;
+            let chosen = self
+                .record
+                .steps
+                .iter()
+                .find(|s| s.verdict.as_ref().is_some_and(|v| v.solved))
+                .or_else(|| self.last_spec_step())
+                .map(|s| (s.verdict.as_ref().is_some_and(|v| v.solved), s.spec.clone(), s.verdict.as_ref().map(|v| v.plan.clone()).unwrap_or_default()));
+            if let Some((solved, spec, plan)) = chosen {
+                self.record.solved = solved;
+                self.record.final_spec = spec;
+                self.record.final_plan = plan;
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------------------ ToT
+
+    fn propose(&mut self, node: usize, j: usize) -> Request {
+        let prompt = self.ctx.tot_propose(&self.search.frontier[node]);
+        let sampling = self.cfg.sampling(self.search.generations, self.cfg.tot.max_tokens, true);
+        let sampling = SamplingConfig { stop: vec![")".into(), "\n".into()], ..sampling };
+        self.search.generations += 1;
+        self.ask(Phase::Proposing { node, j }, Role::Actor, prompt, sampling)
+    }
+
+    fn on_proposal(&mut self, node: usize, j: usize, g: Generation) -> Request {
+        let (role, prompt, sampling) = self.pending.take().expect("a proposal was asked for");
+        let index = self.search.generations - 1;
+        let step = self.step_from(index, "propose", role, prompt, &g, sampling);
+        self.record.timings.generation_ms += step.timings.prefill_ms + step.timings.decode_ms;
+        let text = format!("({})", g.text.trim().trim_end_matches(')'));
+        self.events.push(Event::Generated {
+            task_id: self.record.task_id.clone(),
+            index,
+            role: Role::Actor,
+            kind: "propose".into(),
+            text: text.clone(),
+            tokens: g.tokens.len(),
+            secs: g.prefill_secs + g.decode_secs,
+        });
+        self.record.steps.push(step);
+        let base = self.search.frontier[node].clone();
+        match parse_plan_lines(&text).into_iter().next() {
+            // `(done)` (or nothing usable) marks the node complete.
+            None => {
+                if !base.is_empty() && !self.search.complete.contains(&base) && !self.search.validated.contains(&base) {
+                    self.search.complete.push(base);
+                }
+            }
+            Some(action) => {
+                let mut cand = base;
+                cand.push(action);
+                if !self.search.candidates.contains(&cand) {
+                    self.search.candidates.push(cand);
+                }
+            }
+        }
+        if j + 1 < self.cfg.tot.proposals {
+            self.propose(node, j + 1)
+        } else if node + 1 < self.search.frontier.len() {
+            self.propose(node + 1, 0)
+        } else {
+            self.search.values.clear();
+            self.value_or_advance()
+        }
+    }
+
+    fn value_or_advance(&mut self) -> Request {
+        let c = self.search.values.len();
+        if c < self.search.candidates.len() {
+            self.phase = Phase::Valuing { c };
+            return Request::Judge { prompt: self.ctx.tot_value(&self.search.candidates[c]) };
+        }
+        self.tot_next()
+    }
+
+    fn on_value(&mut self, c: usize, score: f32, secs: f64) -> Request {
+        self.record.timings.judge_ms += secs * 1e3;
+        self.search.values.push(score);
+        debug_assert_eq!(self.search.values.len(), c + 1);
+        self.value_or_advance()
+    }
+
+    /// After a depth: validate completed nodes (one budget unit each), then keep the best
+    /// candidates and go one level deeper, or validate the leaves at the depth limit.
+    fn tot_next(&mut self) -> Request {
+        if let Some(node) = self.search.complete.pop() {
+            return self.validate_node(node);
+        }
+        if !self.search.candidates.is_empty() {
+            let mut ranked: Vec<(f32, Vec<String>)> = self.search.values.iter().copied().zip(self.search.candidates.drain(..)).collect();
+            // Stable sort: ties keep proposal order, so greedy proposals come first.
+            ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+            ranked.truncate(self.cfg.tot.breadth);
+            self.search.frontier = ranked.into_iter().map(|(_, p)| p).collect();
+            self.search.values.clear();
+            self.search.depth += 1;
+            if self.search.depth >= self.cfg.tot.max_depth {
+                // The depth limit: the kept leaves are the answers.
+                self.search.complete = self.search.frontier.drain(..).rev().collect();
+                return self.tot_next();
+            }
+            return self.propose(0, 0);
+        }
+        self.done()
+    }
+
+    fn validate_node(&mut self, node: Vec<String>) -> Request {
+        self.search.validated.push(node.clone());
+        let reference = self.input.task.reference.as_ref().expect("checked at start");
+        let verdict = validate_plan(reference, &node);
+        let index = self.search.generations;
+        let mut step = self.record.steps.last().cloned().expect("a proposal came first");
+        step.index = index;
+        step.kind = "validate".into();
+        step.output = node.join("\n");
+        step.output_tokens = Vec::new();
+        step.timings = StepTimings::default();
+        self.record.steps.push(step);
+        let at = self.record.steps.len() - 1;
+        self.on_verified(at, verdict)
+    }
+}
+
+fn stop_name(r: &StopReason) -> String {
+    match r {
+        StopReason::Eos => "eos".into(),
+        StopReason::StopString(s) => format!("stop:{s}"),
+        StopReason::MaxTokens => "max-tokens".into(),
+        StopReason::ContextFull => "context-full".into(),
+    }
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    if count <= n {
+        s.to_string()
+    } else {
+        s.chars().skip(count - n).collect()
+    }
+}

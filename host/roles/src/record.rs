@@ -1,0 +1,202 @@
+//! What an episode leaves behind: one [`StepRecord`] per model call and verification, one
+//! [`EpisodeRecord`] per task (a line of the JSONL trace), and the [`Event`]s a caller sees
+//! as they happen.
+//!
+//! The records are rich enough for training to reuse the episode as a rollout: the role, the
+//! prompt (and its hash and token count), the generated token ids and the sampling config with
+//! its seed. The prompt's token ids are `model.encode(prompt)`, deterministic from the text.
+
+use onebrain_core::{Category, FaithfulnessReport, Rewards, Spec, Verdict};
+use onebrain_model::{Role, SamplingConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::extract::{Extraction, Mode};
+use crate::strategy::Strategy;
+
+/// One model generation and what became of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// 0 for the first attempt, t for the t-th repair or sample.
+    pub index: u32,
+    /// The role that generated.
+    pub role: Role,
+    /// What this step was for: `actor`, `editor`, `self-refine`, `sample`, `plan`, `propose`.
+    pub kind: String,
+    /// sha256 of the prompt text.
+    pub prompt_sha256: String,
+    /// The prompt text (the primer the answer starts with included).
+    pub prompt: String,
+    /// Prompt length in tokens.
+    pub prompt_tokens: usize,
+    /// Prompt tokens whose keys/values came from the model's prefix cache.
+    pub cached_prompt_tokens: usize,
+    /// The generated text (without the prompt's primer).
+    pub output: String,
+    /// The generated token ids.
+    pub output_tokens: Vec<u32>,
+    /// How it was sampled, seed included.
+    pub sampling: SamplingConfig,
+    /// Why generation stopped (`eos`, `max-tokens`, …).
+    pub stop_reason: String,
+    /// What the extractor found (spec steps only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extraction: Option<Extraction>,
+    /// The extracted spec that was verified (spec steps only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<Spec>,
+    /// The verdict on this step's spec or plan (`None` for ToT proposals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// The dominant diagnostic category of an unsolved verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dominant: Option<Category>,
+    /// True when the verdict came from a real verifier call (a budget unit was spent).
+    pub solver_call: bool,
+    /// The Judge's score of this step's candidate, when it was scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_score: Option<f32>,
+    /// Where the step's time went.
+    pub timings: StepTimings,
+}
+
+/// Milliseconds per phase of one step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepTimings {
+    /// Prompt prefill.
+    pub prefill_ms: f64,
+    /// Token decoding.
+    pub decode_ms: f64,
+    /// Verification (native checks + planner), or native plan validation.
+    pub verify_ms: f64,
+    /// The Judge's forward pass.
+    pub judge_ms: f64,
+}
+
+/// Milliseconds per phase of a whole episode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeTimings {
+    /// From the episode's first request to its last answer (overlapping episodes overlap here).
+    pub wall_ms: f64,
+    /// Model generation (prefill + decode).
+    pub generation_ms: f64,
+    /// Verifier calls.
+    pub verification_ms: f64,
+    /// Inside the planner (part of `verification_ms`).
+    pub planner_ms: f64,
+    /// Judge forward passes.
+    pub judge_ms: f64,
+    /// WebAssembly plugin calls (reward, checker).
+    pub plugins_ms: f64,
+}
+
+/// One task's episode: the JSON object of one trace line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeRecord {
+    /// The task's identifier.
+    pub task_id: String,
+    /// The task's domain.
+    pub domain: String,
+    /// The strategy that ran.
+    pub strategy: Strategy,
+    /// Full or problem mode.
+    pub mode: Mode,
+    /// The model that generated.
+    pub model: String,
+    /// The task text x.
+    pub task_text: String,
+    /// Every step, in order.
+    pub steps: Vec<StepRecord>,
+    /// b_0: the first attempt was solved.
+    pub b0: bool,
+    /// b_T: the returned spec (or plan) was solved.
+    pub solved: bool,
+    /// The step that first succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_success: Option<u32>,
+    /// T: Editor repairs made (multi-role and Self-Refine).
+    pub repairs: u32,
+    /// Verification attempts, each one unit of the budget K (no-PDDL outputs included).
+    pub solver_calls: u32,
+    /// Calls that reached the planner (or the plan validator for plan strategies).
+    pub planner_calls: u32,
+    /// The returned spec: the first solver-executable one, else the last edit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_spec: Option<Spec>,
+    /// The plan of the returned spec, or the plan the model wrote (direct, ToT).
+    pub final_plan: Vec<String>,
+    /// s_J(x, y_0), when the Judge ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_score: Option<f32>,
+    /// The reward plugin's rewards, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewards: Option<Rewards>,
+    /// The faithfulness checker's report on the returned spec, when a checker and a reference exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faithfulness: Option<FaithfulnessReport>,
+    /// Where the time went.
+    pub timings: EpisodeTimings,
+    /// Why the episode stopped early (a model error, a plugin error), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl EpisodeRecord {
+    /// The dominant diagnostic of the step `h`'s verdict, if that step exists and was unsolved.
+    pub fn dominant_at(&self, h: u32) -> Option<Category> {
+        self.verified_steps().nth(h as usize).and_then(|s| s.dominant)
+    }
+
+    /// The steps that carry a verdict, in order (ToT's proposals have none).
+    pub fn verified_steps(&self) -> impl Iterator<Item = &StepRecord> {
+        self.steps.iter().filter(|s| s.verdict.is_some())
+    }
+}
+
+/// What happens during an episode, as it happens.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// An episode began.
+    Started {
+        /// The task.
+        task_id: String,
+        /// The strategy.
+        strategy: Strategy,
+    },
+    /// The model produced an output.
+    Generated {
+        /// The task.
+        task_id: String,
+        /// The step index.
+        index: u32,
+        /// The role that generated.
+        role: Role,
+        /// What the step was for.
+        kind: String,
+        /// The generated text (primer included).
+        text: String,
+        /// Tokens generated.
+        tokens: usize,
+        /// Seconds the call took.
+        secs: f64,
+    },
+    /// A spec or plan was verified.
+    Verified {
+        /// The task.
+        task_id: String,
+        /// The step index.
+        index: u32,
+        /// The verdict.
+        verdict: Verdict,
+    },
+    /// The Judge scored a candidate.
+    Judged {
+        /// The task.
+        task_id: String,
+        /// The step index.
+        index: u32,
+        /// s_J.
+        score: f32,
+    },
+    /// The episode ended.
+    Finished(Box<EpisodeRecord>),
+}

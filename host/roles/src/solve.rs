@@ -1,0 +1,159 @@
+//! `onebrain solve`: one task, one episode, each step reported as it happens.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use onebrain_core::Task;
+
+use crate::config::SolveConfig;
+use crate::driver::run_episode;
+use crate::episode::Episode;
+use crate::error::RolesError;
+use crate::model::LanguageModel;
+use crate::record::{EpisodeRecord, Event};
+use crate::setup::{load_model, Services};
+
+/// Where the task comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TaskInput {
+    /// Task text given inline.
+    Text(String),
+    /// Task text in a file.
+    File(PathBuf),
+    /// A task the domain plugin generates from a seed, with `size` objects (it has a reference).
+    Generated {
+        /// The seed.
+        seed: u64,
+        /// Objects.
+        size: u32,
+    },
+    /// A task already built (e.g. a PlanBench task from `onebrain_eval::planbench_task`).
+    Task(Task),
+}
+
+/// What `onebrain solve` was asked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SolveOptions {
+    /// The config (`configs/solve*.toml`).
+    pub config: SolveConfig,
+    /// The config file's folder: relative plugin paths are resolved against it.
+    pub base: PathBuf,
+    /// The domain plugin's name (`blocksworld`, …); for [`TaskInput::Task`] the task's own
+    /// domain is used when this is empty.
+    pub domain: String,
+    /// The task.
+    pub task: TaskInput,
+}
+
+/// Loads the model, the verifier and the plugins, runs one episode, and returns its record.
+/// `on_event` sees every step as it happens ([`render_event`] prints one).
+pub fn solve(opts: &SolveOptions, on_event: &mut impl FnMut(&Event)) -> Result<EpisodeRecord, RolesError> {
+    opts.config.validate()?;
+    let services = Services::load(&opts.config, &opts.base)?;
+    let task = build_task(opts, &services)?;
+    let mut model = load_model(&opts.config)?;
+    solve_with(&opts.config, &services, &mut model, task, on_event)
+}
+
+/// [`solve`] with the model and services already loaded (tests use a scripted model).
+pub fn solve_with<M: LanguageModel + ?Sized>(
+    cfg: &SolveConfig,
+    services: &Services,
+    model: &mut M,
+    task: Task,
+    on_event: &mut impl FnMut(&Event),
+) -> Result<EpisodeRecord, RolesError> {
+    let input = services.episode_input(task, cfg.episode.strategy)?;
+    let episode = Episode::new(input, &cfg.episode, &model.name());
+    Ok(run_episode(episode, &cfg.episode, model, services.verifier.as_ref(), &services.finalizer, on_event))
+}
+
+fn build_task(opts: &SolveOptions, services: &Services) -> Result<Task, RolesError> {
+    let text_task = |text: String| Task { id: format!("{}/input", opts.domain), domain: opts.domain.clone(), text, reference: None };
+    match &opts.task {
+        TaskInput::Text(t) => Ok(text_task(t.clone())),
+        TaskInput::File(p) => {
+            let text = std::fs::read_to_string(p).map_err(|source| RolesError::TaskFile { path: p.clone(), source })?;
+            let mut t = text_task(text);
+            t.id = format!("{}/{}", opts.domain, p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+            Ok(t)
+        }
+        TaskInput::Generated { seed, size } => {
+            let adapter = services.domain(&opts.domain)?;
+            adapter.generate(*seed, *size).map_err(|e| RolesError::Domain { domain: opts.domain.clone(), message: e.to_string() })
+        }
+        TaskInput::Task(t) => {
+            let mut t = t.clone();
+            if !opts.domain.is_empty() {
+                t.domain = opts.domain.clone();
+            }
+            Ok(t)
+        }
+    }
+}
+
+/// One event as the terminal shows it (several lines for generations and verdicts).
+pub fn render_event(e: &Event) -> String {
+    let mut s = String::new();
+    match e {
+        Event::Started { task_id, strategy } => {
+            let _ = write!(s, "== {task_id} ({strategy})");
+        }
+        Event::Generated { index, role, kind, text, tokens, secs, .. } => {
+            let _ = writeln!(s, "-- step {index}: {role} ({kind}), {tokens} tokens in {secs:.1} s");
+            for line in text.trim().lines().take(60) {
+                let _ = writeln!(s, "   | {line}");
+            }
+            s.pop();
+        }
+        Event::Verified { index, verdict, .. } => {
+            let planner = if verdict.solver_time_ms > 0 { format!(", planner {} ms", verdict.solver_time_ms) } else { String::new() };
+            if verdict.solved {
+                let _ = write!(s, "   verifier (step {index}): solved, {} steps ({} ms{planner})", verdict.plan.len(), verdict.time_ms);
+            } else {
+                let _ = write!(s, "   verifier (step {index}): not solved, {:?} ({} ms{planner})", verdict.outcome, verdict.time_ms);
+                for d in verdict.diagnostics.iter().filter(|d| d.is_error()).take(3) {
+                    let at = match (d.line, d.column) {
+                        (Some(l), Some(c)) => format!(" at {l}:{c}"),
+                        _ => String::new(),
+                    };
+                    let _ = write!(s, "\n     [{}]{at} {}", d.category, d.message.lines().next().unwrap_or_default());
+                }
+            }
+        }
+        Event::Judged { index, score, .. } => {
+            let _ = write!(s, "   judge (step {index}): s_J = {score:.3}");
+        }
+        Event::Finished(rec) => {
+            let _ = write!(
+                s,
+                "== {}: {} after {} verifier call(s), {} repair(s), {:.1} s",
+                rec.task_id,
+                if rec.solved { "solved" } else { "not solved" },
+                rec.solver_calls,
+                rec.repairs,
+                rec.timings.wall_ms / 1e3
+            );
+            if let Some(r) = &rec.rewards {
+                let _ = write!(s, "\n   rewards: actor {:.2}, editor {:.2}, judge {:.2}", r.actor, r.editor, r.judge);
+            }
+            if let Some(f) = &rec.faithfulness {
+                let drift = f.drift.map_or("none".to_string(), |d| d.as_str().to_string());
+                let _ = write!(s, "\n   faithful: {} (drift: {drift}, schema F1 {:.2})", f.faithful, f.schema_f1);
+            }
+            if let Some(err) = &rec.error {
+                let _ = write!(s, "\n   note: {err}");
+            }
+            if let Some(spec) = &rec.final_spec {
+                let _ = write!(s, "\n-- final problem:\n{}", spec.problem.trim());
+                if rec.mode == crate::Mode::Full {
+                    let _ = write!(s, "\n-- final domain:\n{}", spec.domain.trim());
+                }
+            }
+            if !rec.final_plan.is_empty() {
+                let _ = write!(s, "\n-- plan:\n{}", rec.final_plan.join("\n"));
+            }
+        }
+    }
+    s
+}

@@ -1,0 +1,221 @@
+//! The inference strategies and the episode's settings (every default is the paper's).
+
+use onebrain_model::SamplingConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::error::RolesError;
+use crate::extract::Mode;
+
+/// How a task is turned into a spec or a plan. All run at the same budget of K verifier calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Strategy {
+    /// Actor → verifier → Judge → Editor, at most H_max repairs (Algorithm 1).
+    #[default]
+    #[serde(rename = "multi-role")]
+    MultiRole,
+    /// The same model repairs its own answer from the raw verifier messages; no roles, no Judge.
+    #[serde(rename = "self-refine")]
+    SelfRefine,
+    /// One in-context PDDL example, K samples each handed to the planner; first success wins.
+    #[serde(rename = "llm+p")]
+    LlmPlusP,
+    /// The model writes the plan itself (chain of thought); K samples, each validated against
+    /// the reference task.
+    #[serde(rename = "direct")]
+    Direct,
+    /// Tree of Thoughts: breadth-first search over partial plans, scored by the model.
+    #[serde(rename = "tot")]
+    Tot,
+}
+
+impl Strategy {
+    /// Every strategy, in the paper's table order.
+    pub const ALL: [Strategy; 5] = [Strategy::Direct, Strategy::Tot, Strategy::LlmPlusP, Strategy::SelfRefine, Strategy::MultiRole];
+
+    /// The name used in configs, traces and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::MultiRole => "multi-role",
+            Strategy::SelfRefine => "self-refine",
+            Strategy::LlmPlusP => "llm+p",
+            Strategy::Direct => "direct",
+            Strategy::Tot => "tot",
+        }
+    }
+
+    /// True for the strategies whose answer is a plan, not a spec.
+    pub fn writes_plan(self) -> bool {
+        matches!(self, Strategy::Direct | Strategy::Tot)
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = RolesError;
+
+    fn from_str(s: &str) -> Result<Strategy, RolesError> {
+        Strategy::ALL
+            .into_iter()
+            .find(|x| x.as_str() == s)
+            .ok_or_else(|| RolesError::Config(format!("unknown strategy `{s}` (expected one of multi-role, self-refine, llm+p, direct, tot)")))
+    }
+}
+
+/// Tree-of-Thought search sizes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TotConfig {
+    /// Partial plans kept per depth.
+    pub breadth: usize,
+    /// Next actions proposed per kept partial plan.
+    pub proposals: usize,
+    /// Longest plan searched; a leaf at this depth is validated.
+    pub max_depth: usize,
+    /// Tokens per proposal (one action).
+    pub max_tokens: usize,
+}
+
+impl Default for TotConfig {
+    fn default() -> Self {
+        // Small on purpose: every proposal and every value is a model call.
+        TotConfig { breadth: 2, proposals: 2, max_depth: 12, max_tokens: 24 }
+    }
+}
+
+/// The settings of one episode. Defaults are the paper's table: H_max = 5, K = 6, greedy at
+/// evaluation (T = 0.7 nucleus when sampling), λ_J = 0.3, β = 0.1, τ = 0.5.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct EpisodeConfig {
+    /// Which strategy runs.
+    pub strategy: Strategy,
+    /// Full (domain + problem) or problem only.
+    pub mode: Mode,
+    /// H_max: the most Editor repairs.
+    pub max_repairs: u32,
+    /// K: the most verifier calls (the matched budget of every strategy).
+    pub budget: u32,
+    /// Greedy decoding (evaluation); otherwise nucleus sampling at `temperature`.
+    pub greedy: bool,
+    /// Sampling temperature when not greedy, and for samples after the first.
+    pub temperature: f32,
+    /// Nucleus mass when sampling (the paper gives only T; 0.95 is a common choice).
+    pub top_p: f32,
+    /// Most tokens per spec generation.
+    pub max_tokens: usize,
+    /// Most tokens per direct plan (chain of thought + plan).
+    pub plan_max_tokens: usize,
+    /// Base seed; step i samples with `seed + i`.
+    pub seed: u64,
+    /// Score y_0 with the Judge (multi-role).
+    pub judge: bool,
+    /// λ_J: the Judge's weight in R_A.
+    pub lambda_judge: f32,
+    /// β: the per-repair cost in R_E.
+    pub repair_cost: f32,
+    /// τ: the Judge's threshold.
+    pub judge_threshold: f32,
+    /// Tree-of-Thought sizes.
+    pub tot: TotConfig,
+}
+
+impl Default for EpisodeConfig {
+    fn default() -> Self {
+        EpisodeConfig {
+            strategy: Strategy::MultiRole,
+            mode: Mode::Full,
+            max_repairs: 5,
+            budget: 6,
+            greedy: true,
+            temperature: 0.7,
+            top_p: 0.95,
+            max_tokens: 512,
+            plan_max_tokens: 384,
+            seed: 0,
+            judge: true,
+            lambda_judge: 0.3,
+            repair_cost: 0.1,
+            judge_threshold: 0.5,
+            tot: TotConfig::default(),
+        }
+    }
+}
+
+impl EpisodeConfig {
+    /// Checks the values that need no I/O.
+    pub fn validate(&self) -> Result<(), RolesError> {
+        let bad = |m: String| Err(RolesError::Config(m));
+        if self.budget == 0 {
+            return bad("budget (K) must be at least 1".into());
+        }
+        if self.max_tokens == 0 || self.plan_max_tokens == 0 || self.tot.max_tokens == 0 {
+            return bad("max-tokens must be at least 1".into());
+        }
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return bad(format!("temperature must be > 0, got {}", self.temperature));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad(format!("top-p must be in (0, 1], got {}", self.top_p));
+        }
+        if self.tot.breadth == 0 || self.tot.proposals == 0 || self.tot.max_depth == 0 {
+            return bad("tot breadth, proposals and max-depth must be at least 1".into());
+        }
+        if !(0.0..=1.0).contains(&self.judge_threshold) {
+            return bad(format!("judge-threshold must be in [0, 1], got {}", self.judge_threshold));
+        }
+        Ok(())
+    }
+
+    /// The sampling config of generation number `i` of an episode: greedy at evaluation for
+    /// the first attempt and the repairs (which see new feedback each time); K-sample
+    /// strategies sample after their first draw, since greedy would repeat it.
+    pub fn sampling(&self, i: u32, max_tokens: usize, resample: bool) -> SamplingConfig {
+        let seed = self.seed.wrapping_add(i as u64);
+        if self.greedy && !(resample && i > 0) {
+            SamplingConfig { seed, ..SamplingConfig::greedy(max_tokens) }
+        } else {
+            SamplingConfig::nucleus(self.temperature, self.top_p, max_tokens, seed)
+        }
+    }
+
+    /// The most repairs this config allows within the budget: min(H_max, K − 1).
+    pub fn repairs_allowed(&self) -> u32 {
+        self.max_repairs.min(self.budget.saturating_sub(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in Strategy::ALL {
+            assert_eq!(s.as_str().parse::<Strategy>().unwrap(), s);
+            assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
+        }
+        assert!("cot".parse::<Strategy>().is_err());
+    }
+
+    #[test]
+    fn defaults_are_the_papers() {
+        let c = EpisodeConfig::default();
+        assert_eq!((c.max_repairs, c.budget, c.repairs_allowed()), (5, 6, 5));
+        assert_eq!((c.lambda_judge, c.repair_cost, c.judge_threshold, c.temperature), (0.3, 0.1, 0.5, 0.7));
+        assert!(c.greedy);
+        assert_eq!(c.sampling(3, 10, false).temperature, 0.0);
+        assert_eq!(c.sampling(0, 10, true).temperature, 0.0);
+        let s = c.sampling(2, 10, true);
+        assert_eq!((s.temperature, s.seed), (0.7, 2));
+        assert!(c.validate().is_ok());
+        let parsed: EpisodeConfig = toml::from_str("strategy = \"llm+p\"\nmode = \"problem\"\n[tot]\nbreadth = 3").unwrap();
+        assert_eq!((parsed.strategy, parsed.mode, parsed.tot.breadth, parsed.tot.proposals), (Strategy::LlmPlusP, Mode::Problem, 3, 2));
+        assert!(toml::from_str::<EpisodeConfig>("max_repairs = 3").is_err(), "unknown keys are errors");
+        assert!(EpisodeConfig { budget: 0, ..c }.validate().is_err());
+    }
+}
