@@ -1,4 +1,10 @@
-//! Benchmark loaders, metrics and reports.
+//! Benchmark loaders, metrics, the evaluation runner and its reports.
+//!
+//! [`run_eval`] is `onebrain eval --config configs/eval-*.toml` ([`EvalConfig`]): it loads the
+//! [`Benchmark`] tasks (PlanBench sets, Planetarium rows, plugin-generated tasks), runs every
+//! configured strategy on each through `onebrain-roles`, appends each episode to a JSONL trace
+//! ([`TraceWriter`]; a rerun resumes from it), and writes the [`Report`] (Markdown, JSON and
+//! SVG plots) next to the trace. [`write_report`] recomputes the report from a trace alone.
 //!
 //! The metrics are the numbers the evaluation and training issues report, computed from the
 //! faithfulness checker's [`FaithfulnessReport`]s (one per task):
@@ -29,8 +35,20 @@
 //! ```
 #![deny(missing_docs)]
 
+mod config;
 mod metrics;
 mod planbench;
+mod report;
+mod runner;
+mod svg;
+mod tasks;
+mod trace;
+
+pub use config::{ConfigError, EvalConfig, ReportConfig};
+pub use report::{JudgeReport, Rate, Report, ReportPaths, StrategyReport, Summary, TimingReport, MAX_H};
+pub use runner::{progress_line, run_eval, run_eval_with, trace_path, write_report, EvalError, EvalOutcome, Progress};
+pub use tasks::{planbench_task, plugin_for_set, Benchmark, SourceKind, TaskError};
+pub use trace::{read_trace, TraceContents, TraceError, TraceWriter};
 
 pub use metrics::{
     disagreement_bound, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts,

@@ -1,0 +1,148 @@
+//! `onebrain eval --config configs/eval-*.toml`: what to run and where to write it.
+
+use std::path::{Path, PathBuf};
+
+use onebrain_model::ModelConfig;
+use onebrain_roles::{CheckerChoice, EpisodeConfig, SolveConfig, SolverConfig, Strategy};
+use onebrain_runtime::RuntimeConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::tasks::Benchmark;
+
+/// Why an eval config is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML does not parse, or has unknown keys.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("invalid eval config: {0}")]
+    Invalid(String),
+}
+
+/// The report's statistical settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ReportConfig {
+    /// δ of the Hoeffding bound on ε (confidence 1 − δ).
+    pub delta: f64,
+    /// Checkpoints sharing δ (union bound).
+    pub checkpoints: usize,
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig { delta: 0.05, checkpoints: 1 }
+    }
+}
+
+/// An evaluation: benchmarks × strategies, one model, one verifier, the plugins.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct EvalConfig {
+    /// The run's name (report titles).
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// Where the trace and the reports go (relative to the config file).
+    pub out_dir: PathBuf,
+    /// The shared data folder (relative to the config file).
+    #[serde(default = "default_data")]
+    pub data: PathBuf,
+    /// The strategies to run, each on every benchmark task.
+    #[serde(default = "default_strategies")]
+    pub strategies: Vec<Strategy>,
+    /// Episodes open at once (the verifier checks one while the model writes another).
+    #[serde(default = "default_in_flight")]
+    pub in_flight: usize,
+    /// The benchmarks.
+    pub benchmarks: Vec<Benchmark>,
+    /// The model.
+    #[serde(default)]
+    pub model: ModelConfig,
+    /// The episode settings (`strategy` is overridden by `strategies`).
+    #[serde(default)]
+    pub episode: EpisodeConfig,
+    /// The planner's limits.
+    #[serde(default)]
+    pub solver: SolverConfig,
+    /// The plugins.
+    #[serde(default)]
+    pub plugins: RuntimeConfig,
+    /// Where faithfulness comes from.
+    #[serde(default)]
+    pub checker: CheckerChoice,
+    /// The report's settings.
+    #[serde(default)]
+    pub report: ReportConfig,
+}
+
+fn default_name() -> String {
+    "eval".into()
+}
+fn default_data() -> PathBuf {
+    PathBuf::from("../../shared/data")
+}
+fn default_strategies() -> Vec<Strategy> {
+    vec![Strategy::MultiRole]
+}
+fn default_in_flight() -> usize {
+    2
+}
+
+impl EvalConfig {
+    /// Parses and validates TOML text.
+    pub fn from_toml(text: &str) -> Result<EvalConfig, ConfigError> {
+        let cfg: EvalConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { path: PathBuf::from("<text>"), message: e.to_string() })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads a config file.
+    pub fn from_file(path: &Path) -> Result<EvalConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        EvalConfig::from_toml(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_path_buf(), message },
+            other => other,
+        })
+    }
+
+    /// Checks the values that need no I/O.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.benchmarks.is_empty() {
+            return Err(ConfigError::Invalid("no [[benchmarks]]".into()));
+        }
+        if self.strategies.is_empty() {
+            return Err(ConfigError::Invalid("no strategies".into()));
+        }
+        if !(self.report.delta > 0.0 && self.report.delta < 1.0) || self.report.checkpoints == 0 {
+            return Err(ConfigError::Invalid("report delta must be in (0, 1) and checkpoints ≥ 1".into()));
+        }
+        self.solve_config(self.strategies[0]).validate().map_err(|e| ConfigError::Invalid(e.to_string()))
+    }
+
+    /// The per-strategy solve config this evaluation runs with.
+    pub fn solve_config(&self, strategy: Strategy) -> SolveConfig {
+        SolveConfig {
+            model: self.model.clone(),
+            episode: EpisodeConfig { strategy, ..self.episode.clone() },
+            solver: self.solver.clone(),
+            plugins: self.plugins.clone(),
+            checker: self.checker,
+        }
+    }
+}

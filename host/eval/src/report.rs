@@ -1,0 +1,511 @@
+//! The evaluation report, computed from trace records: the paper's Table 1 (success per
+//! domain and their average), the faithfulness metrics, CSR(h) and Δ(h), the dominant
+//! diagnostic per repair step, average solver calls, the Judge's scores by outcome with AUC,
+//! ε̂ with its Hoeffding bound, and where the time went. Written as JSON, Markdown and SVG.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use onebrain_core::{Category, FaithfulnessReport};
+use onebrain_roles::{EpisodeRecord, Strategy};
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::{disagreement_bound, roc_auc, DisagreementBound, FaithfulnessMetrics};
+use crate::svg;
+
+/// Steps shown in CSR(h) and the heatmap: h = 0..=H_max.
+pub const MAX_H: usize = 5;
+
+/// A success count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    /// Successes.
+    pub k: usize,
+    /// Tasks.
+    pub n: usize,
+    /// k / n (0 when n = 0).
+    pub rate: f64,
+}
+
+impl Rate {
+    fn new(k: usize, n: usize) -> Rate {
+        Rate { k, n, rate: if n > 0 { k as f64 / n as f64 } else { 0.0 } }
+    }
+}
+
+/// Five-number summary and mean of a sample.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Sample size.
+    pub n: usize,
+    /// Mean (0 when empty).
+    pub mean: f64,
+    /// min, q1, median, q3, max (absent when empty).
+    pub five: Option<[f64; 5]>,
+}
+
+impl Summary {
+    fn of(values: &[f64]) -> Summary {
+        let n = values.len();
+        Summary { n, mean: if n > 0 { values.iter().sum::<f64>() / n as f64 } else { 0.0 }, five: svg::five_numbers(values) }
+    }
+}
+
+/// The Judge's scores s_J(x, y_0), grouped by what became of y_0.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JudgeReport {
+    /// y_0 was not solved.
+    pub unsolved: Vec<f64>,
+    /// y_0 was solved but the checker found it unfaithful.
+    pub solved_unfaithful: Vec<f64>,
+    /// y_0 was solved and faithful.
+    pub solved_faithful: Vec<f64>,
+    /// y_0 was solved, and no checker ran.
+    pub solved_unchecked: Vec<f64>,
+    /// ROC AUC of s_J against b_0; `None` when one class is missing (the reason in `auc_note`).
+    pub auc: Option<f64>,
+    /// Why there is no AUC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auc_note: Option<String>,
+}
+
+/// Where the time went, as means per task in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimingReport {
+    /// Wall time per episode.
+    pub wall_ms: f64,
+    /// Model generation.
+    pub generation_ms: f64,
+    /// Verifier calls (native checks + planner).
+    pub verification_ms: f64,
+    /// Inside the planner.
+    pub planner_ms: f64,
+    /// Judge forward passes.
+    pub judge_ms: f64,
+    /// Reward and checker plugins.
+    pub plugins_ms: f64,
+    /// Tokens generated per task.
+    pub tokens_generated: f64,
+    /// Prompt tokens per task.
+    pub prompt_tokens: f64,
+    /// Share of prompt tokens served by the model's prefix cache.
+    pub prefix_cache_share: f64,
+}
+
+/// One strategy's results.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StrategyReport {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// Tasks.
+    pub n: usize,
+    /// Success (b_T) per domain.
+    pub success: BTreeMap<String, Rate>,
+    /// Mean of the per-domain success rates (the paper's "Avg." column).
+    pub average_success: f64,
+    /// Faithful success (C_i) per domain, where a checker ran.
+    pub faithful: BTreeMap<String, Rate>,
+    /// Faithfulness metrics over every checked task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faithfulness: Option<FaithfulnessMetrics>,
+    /// CSR(h): share of tasks solved within the first h + 1 verifier calls, h = 0..=5.
+    pub csr: Vec<f64>,
+    /// Δ(h) = CSR(h) − CSR(h − 1), Δ(0) = CSR(0).
+    pub delta: Vec<f64>,
+    /// Per step h, the dominant diagnostic category among unsolved verdicts at that step.
+    pub dominant: Vec<BTreeMap<String, usize>>,
+    /// Verifier calls per task (each a unit of the budget K).
+    pub avg_solver_calls: f64,
+    /// Calls that reached the planner (or the plan validator) per task.
+    pub avg_planner_calls: f64,
+    /// Editor repairs per task.
+    pub avg_repairs: f64,
+    /// The Judge's scores, when it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeReport>,
+    /// ε̂ with its Hoeffding bound, where a checker ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disagreement: Option<DisagreementBound>,
+    /// Mean rewards (actor, editor, judge), where the reward plugin ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_rewards: Option<[f64; 3]>,
+    /// Where the time went.
+    pub timing: TimingReport,
+    /// Episodes that ended with an error note.
+    pub errors: usize,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The run's name.
+    pub name: String,
+    /// The model (from the records).
+    pub model: String,
+    /// The mode(s) in the records.
+    pub modes: Vec<String>,
+    /// Domains, in order.
+    pub domains: Vec<String>,
+    /// One entry per strategy, in the paper's order.
+    pub strategies: Vec<StrategyReport>,
+}
+
+/// The files [`Report::write`] produced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReportPaths {
+    /// `report.json`.
+    pub json: PathBuf,
+    /// `report.md`.
+    pub markdown: PathBuf,
+    /// The SVG plots.
+    pub plots: Vec<PathBuf>,
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n > 0 {
+        s / n as f64
+    } else {
+        0.0
+    }
+}
+
+/// The verifier-call index (0-based) at which the episode first succeeded.
+fn success_attempt(r: &EpisodeRecord) -> Option<usize> {
+    r.verified_steps().position(|s| s.verdict.as_ref().is_some_and(|v| v.solved))
+}
+
+impl StrategyReport {
+    /// Computes one strategy's results from its records.
+    pub fn from_records(strategy: Strategy, records: &[&EpisodeRecord], delta: f64, checkpoints: usize) -> StrategyReport {
+        let n = records.len();
+        let mut by_domain: BTreeMap<String, Vec<&EpisodeRecord>> = BTreeMap::new();
+        for r in records {
+            by_domain.entry(r.domain.clone()).or_default().push(r);
+        }
+        let success: BTreeMap<String, Rate> =
+            by_domain.iter().map(|(d, rs)| (d.clone(), Rate::new(rs.iter().filter(|r| r.solved).count(), rs.len()))).collect();
+        let average_success = mean(success.values().map(|r| r.rate));
+        let faithful: BTreeMap<String, Rate> = by_domain
+            .iter()
+            .filter_map(|(d, rs)| {
+                let checked: Vec<&FaithfulnessReport> = rs.iter().filter_map(|r| r.faithfulness.as_ref()).collect();
+                (!checked.is_empty()).then(|| (d.clone(), Rate::new(checked.iter().filter(|f| f.solvable && f.faithful).count(), checked.len())))
+            })
+            .collect();
+        let reports: Vec<FaithfulnessReport> = records.iter().filter_map(|r| r.faithfulness.clone()).collect();
+        let faithfulness = (!reports.is_empty()).then(|| FaithfulnessMetrics::from_reports(&reports));
+        let disagreement = disagreement_bound(&reports, delta, checkpoints).ok();
+
+        let attempts: Vec<Option<usize>> = records.iter().map(|r| success_attempt(r)).collect();
+        let csr: Vec<f64> = (0..=MAX_H)
+            .map(|h| if n == 0 { 0.0 } else { attempts.iter().filter(|a| a.is_some_and(|a| a <= h)).count() as f64 / n as f64 })
+            .collect();
+        let delta_h: Vec<f64> = csr.iter().enumerate().map(|(h, c)| if h == 0 { *c } else { c - csr[h - 1] }).collect();
+        let dominant: Vec<BTreeMap<String, usize>> = (0..=MAX_H)
+            .map(|h| {
+                let mut m = BTreeMap::new();
+                for r in records {
+                    if let Some(step) = r.verified_steps().nth(h) {
+                        if step.verdict.as_ref().is_some_and(|v| !v.solved) {
+                            let c = step.dominant.map_or("none", |c| c.as_str());
+                            *m.entry(c.to_string()).or_insert(0) += 1;
+                        }
+                    }
+                }
+                m
+            })
+            .collect();
+
+        let judged: Vec<&&EpisodeRecord> = records.iter().filter(|r| r.judge_score.is_some()).collect();
+        let judge = (!judged.is_empty()).then(|| {
+            let mut j = JudgeReport::default();
+            for r in &judged {
+                let s = r.judge_score.expect("filtered") as f64;
+                match (r.b0, &r.faithfulness) {
+                    (false, _) => j.unsolved.push(s),
+                    // When b_0 = 1 the returned spec is y_0, so its report is y_0's.
+                    (true, Some(f)) if f.faithful => j.solved_faithful.push(s),
+                    (true, Some(_)) => j.solved_unfaithful.push(s),
+                    (true, None) => j.solved_unchecked.push(s),
+                }
+            }
+            let scores: Vec<f64> = judged.iter().map(|r| r.judge_score.expect("filtered") as f64).collect();
+            let labels: Vec<bool> = judged.iter().map(|r| r.b0).collect();
+            match roc_auc(&scores, &labels) {
+                Ok(a) => j.auc = Some(a),
+                Err(e) => j.auc_note = Some(e.to_string()),
+            }
+            j
+        });
+
+        let rewarded: Vec<_> = records.iter().filter_map(|r| r.rewards).collect();
+        let mean_rewards = (!rewarded.is_empty()).then(|| {
+            [
+                mean(rewarded.iter().map(|r| r.actor as f64)),
+                mean(rewarded.iter().map(|r| r.editor as f64)),
+                mean(rewarded.iter().map(|r| r.judge as f64)),
+            ]
+        });
+        let prompt_tokens: usize = records.iter().flat_map(|r| &r.steps).map(|s| s.prompt_tokens).sum();
+        let cached: usize = records.iter().flat_map(|r| &r.steps).map(|s| s.cached_prompt_tokens).sum();
+        let timing = TimingReport {
+            wall_ms: mean(records.iter().map(|r| r.timings.wall_ms)),
+            generation_ms: mean(records.iter().map(|r| r.timings.generation_ms)),
+            verification_ms: mean(records.iter().map(|r| r.timings.verification_ms)),
+            planner_ms: mean(records.iter().map(|r| r.timings.planner_ms)),
+            judge_ms: mean(records.iter().map(|r| r.timings.judge_ms)),
+            plugins_ms: mean(records.iter().map(|r| r.timings.plugins_ms)),
+            tokens_generated: mean(records.iter().map(|r| r.steps.iter().map(|s| s.output_tokens.len()).sum::<usize>() as f64)),
+            prompt_tokens: if n > 0 { prompt_tokens as f64 / n as f64 } else { 0.0 },
+            prefix_cache_share: if prompt_tokens > 0 { cached as f64 / prompt_tokens as f64 } else { 0.0 },
+        };
+        StrategyReport {
+            strategy,
+            n,
+            success,
+            average_success,
+            faithful,
+            faithfulness,
+            csr,
+            delta: delta_h,
+            dominant,
+            avg_solver_calls: mean(records.iter().map(|r| r.solver_calls as f64)),
+            avg_planner_calls: mean(records.iter().map(|r| r.planner_calls as f64)),
+            avg_repairs: mean(records.iter().map(|r| r.repairs as f64)),
+            judge,
+            disagreement,
+            mean_rewards,
+            timing,
+            errors: records.iter().filter(|r| r.error.is_some()).count(),
+        }
+    }
+}
+
+impl Report {
+    /// Computes the report over `records` (any order; one strategy section each).
+    pub fn from_records(name: &str, records: &[EpisodeRecord], delta: f64, checkpoints: usize) -> Report {
+        let mut domains: Vec<String> = Vec::new();
+        let mut modes: Vec<String> = Vec::new();
+        for r in records {
+            if !domains.contains(&r.domain) {
+                domains.push(r.domain.clone());
+            }
+            if !modes.iter().any(|m| m == r.mode.as_str()) {
+                modes.push(r.mode.as_str().to_string());
+            }
+        }
+        let strategies = Strategy::ALL
+            .into_iter()
+            .filter_map(|s| {
+                let rs: Vec<&EpisodeRecord> = records.iter().filter(|r| r.strategy == s).collect();
+                (!rs.is_empty()).then(|| StrategyReport::from_records(s, &rs, delta, checkpoints))
+            })
+            .collect();
+        Report { name: name.to_string(), model: records.first().map(|r| r.model.clone()).unwrap_or_default(), modes, domains, strategies }
+    }
+
+    /// The Markdown report (tables; the plots are linked).
+    pub fn markdown(&self, plots: &[PathBuf]) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# {}\n", self.name);
+        let n: usize = self.strategies.iter().map(|x| x.n).sum();
+        let _ = writeln!(s, "Model `{}`, mode {}, {n} episodes.\n", self.model, self.modes.join(", "));
+        let pct = |r: f64| format!("{:.1}", 100.0 * r);
+
+        let _ = writeln!(s, "## Success (%, solved by the verifier)\n");
+        let _ = writeln!(s, "| strategy | {} | Avg. | solver calls | planner calls |", self.domains.join(" | "));
+        let _ = writeln!(s, "|---|{}---:|---:|---:|", "---:|".repeat(self.domains.len()));
+        for x in &self.strategies {
+            let cells: Vec<String> = self
+                .domains
+                .iter()
+                .map(|d| x.success.get(d).map_or("–".into(), |r| format!("{} ({}/{})", pct(r.rate), r.k, r.n)))
+                .collect();
+            let _ = writeln!(s, "| {} | {} | {} | {:.2} | {:.2} |", x.strategy, cells.join(" | "), pct(x.average_success), x.avg_solver_calls, x.avg_planner_calls);
+        }
+
+        if self.strategies.iter().any(|x| x.faithfulness.is_some()) {
+            let _ = writeln!(s, "\n## Faithfulness (%, reference checker)\n");
+            let _ = writeln!(s, "| strategy | n | Solvability | Faithful | Drift | Gap | Goal | Schema-F1 | goal-weakening | type-drift | schema-drift | constraint-omission | ε̂ | bound |");
+            let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            for x in &self.strategies {
+                if let Some(m) = &x.faithfulness {
+                    let (e, b) = x.disagreement.map_or(("–".into(), "–".into()), |d| (format!("{:.3}", d.eps_hat), format!("{:.3}", d.bound)));
+                    let c = &m.drift_categories;
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {} | {} | {} | {} | {e} | {b} |",
+                        x.strategy,
+                        m.n,
+                        pct(m.solvability),
+                        pct(m.faithful_success),
+                        m.drift.map_or("–".into(), pct),
+                        pct(m.gap),
+                        pct(m.goal_preservation),
+                        m.mean_schema_f1,
+                        c.goal_weakening,
+                        c.type_drift,
+                        c.schema_drift,
+                        c.constraint_omission
+                    );
+                }
+            }
+            if let Some(d) = self.strategies.iter().find_map(|x| x.disagreement) {
+                let _ = writeln!(s, "\nε̂ = share of tasks where the solver's verdict and faithfulness disagree; bound = ε̂ + sqrt(ln(k/δ)/2n), δ = {}, k = {}.", d.delta, d.checkpoints);
+            }
+            let _ = writeln!(s, "\n### Faithful success per domain (%)\n");
+            let _ = writeln!(s, "| strategy | {} |", self.domains.join(" | "));
+            let _ = writeln!(s, "|---|{}", "---:|".repeat(self.domains.len()));
+            for x in self.strategies.iter().filter(|x| !x.faithful.is_empty()) {
+                let cells: Vec<String> = self.domains.iter().map(|d| x.faithful.get(d).map_or("–".into(), |r| format!("{} ({}/{})", pct(r.rate), r.k, r.n))).collect();
+                let _ = writeln!(s, "| {} | {} |", x.strategy, cells.join(" | "));
+            }
+        }
+
+        let _ = writeln!(s, "\n## Cumulative success CSR(h) and Δ(h) (%, h = verifier calls − 1)\n");
+        let hs: Vec<String> = (0..=MAX_H).map(|h| format!("h={h}")).collect();
+        let _ = writeln!(s, "| strategy | {} |", hs.join(" | "));
+        let _ = writeln!(s, "|---|{}", "---:|".repeat(MAX_H + 1));
+        for x in &self.strategies {
+            let cells: Vec<String> = x.csr.iter().zip(&x.delta).map(|(c, d)| format!("{} (+{})", pct(*c), pct(*d))).collect();
+            let _ = writeln!(s, "| {} | {} |", x.strategy, cells.join(" | "));
+        }
+
+        let _ = writeln!(s, "\n## Dominant diagnostic among unsolved cases, per step\n");
+        for x in self.strategies.iter().filter(|x| x.dominant.iter().any(|m| !m.is_empty())) {
+            let _ = writeln!(s, "**{}**\n", x.strategy);
+            let _ = writeln!(s, "| category | {} |", hs.join(" | "));
+            let _ = writeln!(s, "|---|{}", "---:|".repeat(MAX_H + 1));
+            for c in category_rows() {
+                let cells: Vec<String> = x.dominant.iter().map(|m| m.get(&c).copied().unwrap_or(0).to_string()).collect();
+                if cells.iter().any(|v| v != "0") {
+                    let _ = writeln!(s, "| {c} | {} |", cells.join(" | "));
+                }
+            }
+            s.push('\n');
+        }
+
+        if self.strategies.iter().any(|x| x.judge.is_some()) {
+            let _ = writeln!(s, "## Judge scores s_J(x, y_0)\n");
+            let _ = writeln!(s, "| strategy | group | n | mean | median | AUC (vs b_0) |");
+            let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
+            for x in &self.strategies {
+                if let Some(j) = &x.judge {
+                    let auc = j.auc.map_or_else(|| format!("– ({})", j.auc_note.clone().unwrap_or_default()), |a| format!("{a:.3}"));
+                    for (g, v) in judge_groups(j) {
+                        let sm = Summary::of(&v);
+                        let med = sm.five.map_or("–".into(), |f| format!("{:.3}", f[2]));
+                        let _ = writeln!(s, "| {} | {g} | {} | {:.3} | {med} | {auc} |", x.strategy, sm.n, sm.mean);
+                    }
+                }
+            }
+            s.push('\n');
+        }
+        if self.strategies.iter().any(|x| x.mean_rewards.is_some()) {
+            let _ = writeln!(s, "## Mean rewards (reward plugin)\n");
+            let _ = writeln!(s, "| strategy | R_A | R_E | Judge |");
+            let _ = writeln!(s, "|---|---:|---:|---:|");
+            for x in &self.strategies {
+                if let Some([a, e, j]) = x.mean_rewards {
+                    let _ = writeln!(s, "| {} | {a:.3} | {e:.3} | {j:.3} |", x.strategy);
+                }
+            }
+            s.push('\n');
+        }
+
+        let _ = writeln!(s, "## Where the time goes (mean per task)\n");
+        let _ = writeln!(s, "| strategy | wall s | generation s | verification s | (planner s) | judge s | plugins ms | tokens out | prompt tokens | prefix-cache share | errors |");
+        let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for x in &self.strategies {
+            let t = &x.timing;
+            let _ = writeln!(
+                s,
+                "| {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {:.0} | {:.0}% | {} |",
+                x.strategy,
+                t.wall_ms / 1e3,
+                t.generation_ms / 1e3,
+                t.verification_ms / 1e3,
+                t.planner_ms / 1e3,
+                t.judge_ms / 1e3,
+                t.plugins_ms,
+                t.tokens_generated,
+                t.prompt_tokens,
+                100.0 * t.prefix_cache_share,
+                x.errors
+            );
+        }
+        if !plots.is_empty() {
+            let _ = writeln!(s, "\n## Plots\n");
+            for p in plots {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let _ = writeln!(s, "![{name}]({name})");
+            }
+        }
+        s
+    }
+
+    /// The SVG plots, as (file name, content).
+    pub fn plots(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let names: Vec<String> = self.domains.clone();
+        let bars: Vec<(String, Vec<f64>)> = self
+            .strategies
+            .iter()
+            .map(|x| (x.strategy.to_string(), names.iter().map(|d| x.success.get(d).map_or(0.0, |r| r.rate)).collect()))
+            .collect();
+        out.push(("success.svg".into(), svg::grouped_bars("Success per domain", "success rate", &names, &bars)));
+        let lines: Vec<(String, Vec<f64>)> = self.strategies.iter().map(|x| (x.strategy.to_string(), x.csr.clone())).collect();
+        out.push(("csr.svg".into(), svg::line_chart("Cumulative success CSR(h)", "h (verifier calls − 1)", "CSR", &lines)));
+        // The heatmap of the multi-role episode, else of the first strategy with diagnostics.
+        if let Some(x) = self
+            .strategies
+            .iter()
+            .find(|x| x.strategy == Strategy::MultiRole && x.dominant.iter().any(|m| !m.is_empty()))
+            .or_else(|| self.strategies.iter().find(|x| x.dominant.iter().any(|m| !m.is_empty())))
+        {
+            let rows = category_rows();
+            let counts: Vec<Vec<usize>> = rows.iter().map(|c| x.dominant.iter().map(|m| m.get(c).copied().unwrap_or(0)).collect()).collect();
+            let cols: Vec<String> = (0..=MAX_H).map(|h| h.to_string()).collect();
+            out.push(("diagnostics.svg".into(), svg::heatmap(&format!("Dominant diagnostic among unsolved ({})", x.strategy), "repair step h", &rows, &cols, &counts)));
+        }
+        if let Some(x) = self.strategies.iter().find(|x| x.judge.is_some()) {
+            let j = x.judge.as_ref().expect("found");
+            let groups: Vec<(String, Vec<f64>)> = judge_groups(j).into_iter().map(|(g, v)| (g.to_string(), v)).collect();
+            let title = match j.auc {
+                Some(a) => format!("Judge scores s_J(x, y_0) by outcome (AUC {a:.3})"),
+                None => "Judge scores s_J(x, y_0) by outcome".into(),
+            };
+            out.push(("judge.svg".into(), svg::box_plot(&title, "s_J", &groups)));
+        }
+        out
+    }
+
+    /// Writes `report.json`, `report.md` and the SVG plots into `dir`.
+    pub fn write(&self, dir: &Path) -> std::io::Result<ReportPaths> {
+        std::fs::create_dir_all(dir)?;
+        let mut paths = ReportPaths { json: dir.join("report.json"), markdown: dir.join("report.md"), plots: Vec::new() };
+        for (name, content) in self.plots() {
+            let p = dir.join(name);
+            std::fs::write(&p, content)?;
+            paths.plots.push(p);
+        }
+        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(&paths.json, json)?;
+        std::fs::write(&paths.markdown, self.markdown(&paths.plots))?;
+        Ok(paths)
+    }
+}
+
+fn category_rows() -> Vec<String> {
+    Category::ALL.iter().map(|c| c.as_str().to_string()).chain(["none".to_string()]).collect()
+}
+
+fn judge_groups(j: &JudgeReport) -> Vec<(&'static str, Vec<f64>)> {
+    let mut g = vec![("unsolved", j.unsolved.clone()), ("solved-unfaithful", j.solved_unfaithful.clone()), ("solved-faithful", j.solved_faithful.clone())];
+    if !j.solved_unchecked.is_empty() {
+        g.push(("solved-unchecked", j.solved_unchecked.clone()));
+    }
+    g
+}

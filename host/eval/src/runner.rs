@@ -1,0 +1,196 @@
+//! `onebrain eval`: every strategy on every benchmark task, appended to the trace as each
+//! episode ends, then the report next to the trace. A rerun resumes: (task, strategy) pairs
+//! already in the trace are skipped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use onebrain_core::Task;
+use onebrain_roles::{load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, RolesError, Services, Strategy};
+use onebrain_verifier::VerifierPool;
+
+use crate::config::{ConfigError, EvalConfig};
+use crate::report::{Report, ReportPaths};
+use crate::tasks::TaskError;
+use crate::trace::{read_trace, TraceError, TraceWriter};
+
+/// Why an evaluation stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The config is unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The model, verifier or plugins could not be set up.
+    #[error(transparent)]
+    Setup(#[from] RolesError),
+    /// A benchmark's tasks could not be loaded.
+    #[error(transparent)]
+    Tasks(#[from] TaskError),
+    /// The trace could not be read or written.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The report could not be written.
+    #[error("cannot write the report into {dir}: {source}")]
+    Report {
+        /// The output folder.
+        dir: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What a finished evaluation produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalOutcome {
+    /// The JSONL trace.
+    pub trace_path: PathBuf,
+    /// The report files.
+    pub report_paths: ReportPaths,
+    /// The success table, as Markdown, for the terminal.
+    pub summary: String,
+    /// Episodes run now.
+    pub ran: usize,
+    /// Episodes found in the trace and skipped.
+    pub skipped: usize,
+}
+
+/// Progress, for the terminal.
+#[derive(Clone, Debug)]
+pub enum Progress<'a> {
+    /// The task list is known.
+    Planned {
+        /// Episodes in the run (tasks × strategies).
+        total: usize,
+        /// Already in the trace.
+        done: usize,
+        /// The trace ended in a torn line (a killed run), which was dropped.
+        torn_tail: bool,
+    },
+    /// Something happened inside an episode.
+    Event(&'a Event),
+    /// An episode finished and is in the trace.
+    Finished {
+        /// Episodes done, including skipped ones.
+        done: usize,
+        /// Episodes in the run.
+        total: usize,
+        /// The record.
+        record: &'a EpisodeRecord,
+    },
+}
+
+/// A one-line progress bar for [`Progress::Finished`].
+pub fn progress_line(done: usize, total: usize, r: &EpisodeRecord) -> String {
+    let width = 24;
+    let filled = if total > 0 { done * width / total } else { width };
+    format!(
+        "[{}{}] {done}/{total} {:<11} {:<38} {} ({} calls, {:.0} s)",
+        "#".repeat(filled),
+        ".".repeat(width - filled),
+        r.strategy.as_str(),
+        r.task_id,
+        if r.solved { "solved" } else { "unsolved" },
+        r.solver_calls,
+        r.timings.wall_ms / 1e3
+    )
+}
+
+/// Runs the evaluation `cfg` (read from a file in `base`): loads everything, runs, reports.
+pub fn run_eval(cfg: &EvalConfig, base: &Path, progress: &mut dyn FnMut(&Progress)) -> Result<EvalOutcome, EvalError> {
+    cfg.validate()?;
+    let solve_cfg = cfg.solve_config(cfg.strategies[0]);
+    let services = Services::load(&solve_cfg, base)?;
+    let mut model: Option<Box<dyn LanguageModel>> = None;
+    run_eval_with(cfg, base, &services, &mut || Ok(Box::new(load_model(&solve_cfg)?) as Box<dyn LanguageModel>), &mut model, progress)
+}
+
+/// The trace file of an evaluation.
+pub fn trace_path(cfg: &EvalConfig, base: &Path) -> PathBuf {
+    base.join(&cfg.out_dir).join("trace.jsonl")
+}
+
+/// [`run_eval`] with the services given and the model loaded by `load` only if there is work
+/// left (tests pass a scripted model).
+pub fn run_eval_with(
+    cfg: &EvalConfig,
+    base: &Path,
+    services: &Services,
+    load: &mut dyn FnMut() -> Result<Box<dyn LanguageModel>, RolesError>,
+    model: &mut Option<Box<dyn LanguageModel>>,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<EvalOutcome, EvalError> {
+    let data = base.join(&cfg.data);
+    let mut tasks: Vec<Task> = Vec::new();
+    for b in &cfg.benchmarks {
+        let adapter = services.domain(&b.domain)?;
+        tasks.extend(b.tasks(&data, adapter.as_ref())?);
+    }
+    let trace = trace_path(cfg, base);
+    let existing = read_trace(&trace)?;
+    let done_pairs = existing.done();
+    let total = tasks.len() * cfg.strategies.len();
+    let todo: Vec<(Strategy, &Task)> = cfg
+        .strategies
+        .iter()
+        .flat_map(|&s| tasks.iter().map(move |t| (s, t)))
+        .filter(|(s, t)| !done_pairs.contains(&(t.id.clone(), *s)))
+        .collect();
+    let skipped = total - todo.len();
+    progress(&Progress::Planned { total, done: skipped, torn_tail: existing.torn_tail });
+
+    let mut ran = 0;
+    if !todo.is_empty() {
+        let mut writer = TraceWriter::open(&trace)?;
+        if model.is_none() {
+            *model = Some(load()?);
+        }
+        let model = model.as_mut().expect("loaded");
+        let pool = VerifierPool::new(Arc::clone(&services.verifier), cfg.solver.workers);
+        let mut done = skipped;
+        for &strategy in &cfg.strategies {
+            let ep_cfg = cfg.solve_config(strategy).episode;
+            let mut episodes = Vec::new();
+            for (_, t) in todo.iter().filter(|(s, _)| *s == strategy) {
+                let input = services.episode_input((*t).clone(), strategy)?;
+                episodes.push(Episode::new(input, &ep_cfg, &model.name()));
+            }
+            // Both callbacks report progress; the cell lets them share it.
+            let cell = std::cell::RefCell::new(&mut *progress);
+            run_pipelined(
+                episodes,
+                &ep_cfg,
+                model.as_mut(),
+                &pool,
+                &services.finalizer,
+                cfg.in_flight,
+                &mut |e| (*cell.borrow_mut())(&Progress::Event(e)),
+                &mut |rec| {
+                    writer.append(&rec)?;
+                    done += 1;
+                    ran += 1;
+                    (*cell.borrow_mut())(&Progress::Finished { done, total, record: &rec });
+                    Ok::<(), TraceError>(())
+                },
+            )?;
+        }
+    }
+    let report_paths = write_report(&cfg.name, &trace, cfg.report.delta, cfg.report.checkpoints)?;
+    let summary = summary_table(&report_paths)?;
+    Ok(EvalOutcome { trace_path: trace, report_paths, summary, ran, skipped })
+}
+
+/// Recomputes the report from a trace and writes it next to the trace.
+pub fn write_report(name: &str, trace: &Path, delta: f64, checkpoints: usize) -> Result<ReportPaths, EvalError> {
+    let contents = read_trace(trace)?;
+    let report = Report::from_records(name, &contents.records, delta, checkpoints);
+    let dir = trace.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
+    report.write(&dir).map_err(|source| EvalError::Report { dir, source })
+}
+
+/// The first table of the Markdown report.
+fn summary_table(paths: &ReportPaths) -> Result<String, EvalError> {
+    let dir = paths.markdown.parent().map(Path::to_path_buf).unwrap_or_default();
+    let md = std::fs::read_to_string(&paths.markdown).map_err(|source| EvalError::Report { dir, source })?;
+    Ok(md.split("\n## ").nth(1).map(|t| format!("## {}", t.trim_end())).unwrap_or(md))
+}
