@@ -95,7 +95,7 @@ impl<'a> Space<'a> {
 
     /// Greedy best-first search (goal-count heuristic) for a reachable state satisfying `g`.
     fn find(&mut self, g: &[Ev]) -> Found {
-        if let Some(s) = self.states.iter().find(|s| sat(g, s)) {
+        if self.states.iter().any(|s| sat(g, s)) {
             return Found::State;
         }
         if self.complete || g.contains(&Ev::Const(false)) {
