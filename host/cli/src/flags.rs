@@ -20,6 +20,12 @@ pub enum Command {
     Check(CheckArgs),
     /// Validate a plan against a domain + problem, step by step (VAL-equivalent).
     Validate(ValidateArgs),
+    /// Does a candidate spec still mean the task? Compare it with the reference spec.
+    Faithful(FaithfulArgs),
+    /// Generate text in one role of the model, for a quick look (the Judge prints its score).
+    Generate(GenerateArgs),
+    /// Installed WebAssembly plugins: list, inspect, check.
+    Plugins(PluginsArgs),
     /// Measure onebrain against a peer in the same run and print the ratios.
     Bench(BenchArgs),
 }
@@ -89,4 +95,113 @@ pub struct BenchArgs {
 pub enum BenchTarget {
     /// The verifier: native rejection, plan validation, overhead, throughput.
     Verifier,
+    /// The plugin host: call overhead, cached loads, WASM against native.
+    Plugins,
+    /// Generation: prefill and decode tokens/s, batching, prefix reuse, peak memory (both models).
+    Model,
+    /// One forward+backward over 4 × 512 tokens with SmolLM2-135M: adapters only, then the full backbone.
+    Training,
+}
+
+/// `onebrain plugins`.
+#[derive(Debug, Args)]
+pub struct PluginsArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: PluginsAction,
+    /// A folder of installed plugins (one sub-folder with a `plugin.toml` each); repeatable.
+    #[arg(long = "plugins-dir", global = true, default_value = "plugins")]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Where compiled components are cached.
+    #[arg(long, global = true, default_value = ".cache/components")]
+    pub cache_dir: PathBuf,
+    /// Print one JSON object on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `onebrain plugins <action>`.
+#[derive(Debug, Subcommand)]
+pub enum PluginsAction {
+    /// One line per installed plugin.
+    List,
+    /// A plugin's manifest, permissions and the API version its component was built against.
+    Inspect {
+        /// The plugin's name.
+        name: String,
+    },
+    /// Load, instantiate and call a plugin once; print the limits it ran under.
+    Check {
+        /// The plugin's name; all plugins when omitted.
+        name: Option<String>,
+    },
+}
+
+/// `onebrain faithful`.
+#[derive(Debug, Args)]
+pub struct FaithfulArgs {
+    /// The reference domain PDDL.
+    #[arg(long)]
+    pub ref_domain: PathBuf,
+    /// The reference problem PDDL.
+    #[arg(long)]
+    pub ref_problem: PathBuf,
+    /// The candidate domain PDDL.
+    #[arg(long)]
+    pub domain: PathBuf,
+    /// The candidate problem PDDL.
+    #[arg(long)]
+    pub problem: PathBuf,
+    /// The faithfulness-checker plugin: an installed plugin's name or a path to its
+    /// `plugin.toml`, folder or `.wasm`.
+    #[arg(long, default_value = "reference-checker")]
+    pub checker: String,
+    /// Run the reference checker natively instead of as a plugin.
+    #[arg(long, conflicts_with = "checker")]
+    pub native: bool,
+    /// A folder of installed plugins; repeatable.
+    #[arg(long = "plugins-dir", default_value = "plugins")]
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Wall-clock limit for the planner on the candidate, in seconds.
+    #[arg(long, default_value_t = 60.0)]
+    pub timeout: f64,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `onebrain generate`.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The role whose embeddings and adapters condition the model.
+    #[arg(long, default_value = "actor")]
+    pub role: String,
+    /// The user message.
+    #[arg(long)]
+    pub prompt: String,
+    /// The system message.
+    #[arg(long, default_value = "You are a planning expert who writes PDDL.")]
+    pub system: String,
+    /// A `.gguf` file or a Hugging Face safetensors folder; a bare file name is looked up in
+    /// `.cache/models/`. Defaults to Qwen2.5-Coder-0.5B-Instruct.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Trained role parameters to load (a checkpoint folder written by `onebrain train`).
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    /// Most new tokens.
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Sampling temperature (0 = greedy, the evaluation setting).
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Nucleus mass.
+    #[arg(long, default_value_t = 0.95)]
+    pub top_p: f32,
+    /// Sampler seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -1,4 +1,9 @@
+use std::path::{Path, PathBuf};
+
 use anyhow::{anyhow, bail};
+use onebrain_bench::Table;
+use onebrain_model::{bench_inference, bench_training, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
+use onebrain_runtime::{bench_plugins, BenchOptions};
 
 use crate::cmd::print_json;
 use crate::flags::{BenchArgs, BenchTarget};
@@ -23,6 +28,101 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
             print!("{}", report.table());
         }
+        BenchTarget::Plugins => {
+            let options = BenchOptions {
+                plugins_dir: PathBuf::from("plugins"),
+                iterations: args.reps.max(1) * 500,
+            };
+            let r = bench_plugins(&options)?;
+            if args.json {
+                return print_json(&r);
+            }
+            println!(
+                "## Plugin host (onebrain bench plugins --reps {})\n",
+                args.reps
+            );
+            let mut t = Table::new(["measure", "WASM", "native peer", "ratio / target"]);
+            t.row([
+                "reward call, reused instance".into(),
+                format!("{:.2} µs", r.reward_call_reused_us),
+                "-".into(),
+                "-".into(),
+            ]);
+            t.row([
+                "reward call, fresh instance from InstancePre".into(),
+                format!("{:.1} µs", r.reward_call_fresh_us),
+                "-".into(),
+                "-".into(),
+            ]);
+            t.row([
+                "load blocksworld: cache hit vs Cranelift compile".into(),
+                format!("{:.2} ms cached", r.load_cached_ms),
+                format!("{:.0} ms compiled", r.load_uncached_ms),
+                format!("{:.0}× faster", r.load_uncached_ms / r.load_cached_ms),
+            ]);
+            t.row([
+                "blocksworld generate(seed, 12)".into(),
+                format!("{:.1} µs", r.generate_wasm_us),
+                format!("{:.1} µs", r.generate_native_us),
+                format!("{:.2}× (target ≤ 2×)", r.generate_ratio),
+            ]);
+            t.row([
+                "blocksworld describe, 12 blocks".into(),
+                format!("{:.1} µs", r.describe_wasm_us),
+                format!("{:.1} µs", r.describe_native_us),
+                format!("{:.2}× (target ≤ 2×)", r.describe_ratio),
+            ]);
+            print!("{t}");
+        }
+        BenchTarget::Model => {
+            let mut reports = Vec::new();
+            for file in [TEST_MODEL_FILE, DEFAULT_MODEL_FILE] {
+                reports.push(serde_json::to_value(bench_inference(
+                    Path::new(file),
+                    512,
+                    64,
+                )?)?);
+            }
+            print_reports("Generation (onebrain bench model)", &reports, args.json)?;
+        }
+        BenchTarget::Training => {
+            let mut reports = Vec::new();
+            for train_backbone in [false, true] {
+                let r = bench_training(Path::new(TEST_MODEL_FILE), 4, 512, 1, train_backbone)?;
+                reports.push(serde_json::to_value(r)?);
+            }
+            print_reports(
+                "Training step (onebrain bench training)",
+                &reports,
+                args.json,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// One column per run, one row per measured field.
+fn print_reports(title: &str, reports: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
+    if json {
+        return print_json(&reports);
+    }
+    println!("## {title}\n");
+    let Some(first) = reports.first().and_then(|r| r.as_object()) else {
+        return Ok(());
+    };
+    println!("| measure |{}", " run |".repeat(reports.len()));
+    println!("|---|{}", "---|".repeat(reports.len()));
+    for key in first.keys() {
+        let cells: Vec<String> = reports
+            .iter()
+            .map(|r| match &r[key] {
+                serde_json::Value::Number(n) if n.is_f64() => {
+                    format!("{:.2}", n.as_f64().unwrap_or(0.0))
+                }
+                v => v.to_string(),
+            })
+            .collect();
+        println!("| {key} | {} |", cells.join(" | "));
     }
     Ok(())
 }

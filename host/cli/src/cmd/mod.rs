@@ -2,6 +2,9 @@
 
 mod bench;
 mod check;
+mod faithful;
+mod generate;
+mod plugins;
 mod validate;
 
 use std::path::Path;
@@ -15,6 +18,9 @@ pub fn run(flags: Flags) -> anyhow::Result<()> {
     match flags.command {
         Command::Check(args) => check::run(args),
         Command::Validate(args) => validate::run(args),
+        Command::Faithful(args) => faithful::run(args),
+        Command::Generate(args) => generate::run(args),
+        Command::Plugins(args) => plugins::run(args),
         Command::Bench(args) => bench::run(args),
     }
 }

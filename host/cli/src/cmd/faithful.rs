@@ -1,0 +1,96 @@
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use onebrain_core::{Checker, FaithfulnessReport, Spec, Verifier};
+use onebrain_runtime::RuntimeConfig;
+use onebrain_verifier::{PlanningVerifier, SolverLimits};
+use serde::Serialize;
+
+use crate::cmd::{print_json, read};
+use crate::flags::FaithfulArgs;
+
+/// The report plus what the verifier said of the candidate.
+#[derive(Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    report: &'a FaithfulnessReport,
+    plan: &'a [String],
+    checker: &'a str,
+}
+
+pub fn run(args: FaithfulArgs) -> anyhow::Result<()> {
+    let reference = Spec {
+        domain: read(&args.ref_domain)?,
+        problem: read(&args.ref_problem)?,
+    };
+    let candidate = Spec {
+        domain: read(&args.domain)?,
+        problem: read(&args.problem)?,
+    };
+    let checker: Arc<dyn Checker> = if args.native {
+        Arc::new(onebrain_faithful::ReferenceChecker::default())
+    } else {
+        let config = RuntimeConfig {
+            plugin_dirs: args.plugin_dirs.clone(),
+            cache_dir: Some(".cache/components".into()),
+            checker: Some(args.checker.clone()),
+            ..RuntimeConfig::default()
+        };
+        config
+            .load(Path::new("."))?
+            .checker
+            .context("no checker loaded")?
+    };
+    let limits = SolverLimits {
+        timeout: Duration::from_secs_f64(args.timeout),
+        ..SolverLimits::default()
+    };
+    let verdict = PlanningVerifier::discover(limits)
+        .context("cannot set up the verifier")?
+        .verify(&candidate);
+    let plan = verdict.solved.then_some(verdict.plan.as_slice());
+    let report = checker
+        .check(&reference, &candidate, plan)
+        .map_err(|e| anyhow!("the checker failed: {e}"))?;
+    let name = if args.native {
+        "reference-checker (native)"
+    } else {
+        args.checker.as_str()
+    };
+    if args.json {
+        return print_json(&Output {
+            report: &report,
+            plan: &verdict.plan,
+            checker: name,
+        });
+    }
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let drift = report
+        .drift
+        .map(|d| format!(" ({})", d.as_str()))
+        .unwrap_or_default();
+    println!("faithful: {}{drift}", yes(report.faithful));
+    println!(
+        "  solvable          {} ({} plan steps)",
+        yes(report.solvable),
+        verdict.plan.len()
+    );
+    println!(
+        "  goal preserved    {} (decided: {:?})",
+        yes(report.goal_preserved),
+        report.decision
+    );
+    println!("  objects preserved {}", yes(report.objects_preserved));
+    println!(
+        "  schema consistent {} (F1 {:.2})",
+        yes(report.schema_consistent),
+        report.schema_f1
+    );
+    println!("  plan replay       {}", yes(report.plan_replay_ok));
+    for line in &report.explanation {
+        println!("  - {line}");
+    }
+    Ok(())
+}
