@@ -41,7 +41,7 @@ fn pairs_of(reference: Spec, plan: Option<Vec<String>>) -> Vec<Pair> {
 fn wasm_checker() -> Option<WasmChecker> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let registry = PluginRegistry::discover(&[root.join("plugins")]).ok()?;
-    let manifest = registry.get("reference-checker")?;
+    let manifest = registry.get("reference-checker").ok()?;
     let host = PluginHost::new(HostOptions::default()).ok()?;
     let plugin = host.load(manifest).ok()?;
     WasmChecker::new(&plugin, InstancePolicy::Reuse).ok()
