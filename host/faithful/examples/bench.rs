@@ -77,21 +77,32 @@ fn main() {
     let limits = Limits::default();
     for (name, pairs) in &sets {
         let mut times = Vec::new();
+        let mut slowest = (0.0, String::new());
         let (mut exact, mut closure, mut undecided) = (0, 0, 0);
         for p in pairs {
             let t = Instant::now();
             let r = check(&p.reference, &p.candidate, p.plan.as_deref(), true, &limits).unwrap();
-            times.push(t.elapsed().as_secs_f64() * 1e3);
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            if ms > slowest.0 {
+                let objects = parse_problem(&p.reference.problem).map(|q| q.objects.len()).unwrap_or(0);
+                slowest = (ms, format!("{objects} objects, {:?}", r.decision));
+            }
+            times.push(ms);
             match r.decision {
                 Decision::Exact => exact += 1,
                 Decision::Closure => closure += 1,
                 Decision::Undecided => undecided += 1,
             }
         }
+        // A pair can exceed the plugin host's fuel or time limit: counted, not fatal.
+        let mut wasm_errors = 0;
         let wasm_mean = wasm.as_ref().map(|w| {
             let t = Instant::now();
             for p in pairs {
-                let _ = w.try_check(&p.reference, &p.candidate, p.plan.as_deref()).unwrap();
+                if let Err(e) = w.try_check(&p.reference, &p.candidate, p.plan.as_deref()) {
+                    eprintln!("{name}: plugin error: {e}");
+                    wasm_errors += 1;
+                }
             }
             t.elapsed().as_secs_f64() * 1e3 / pairs.len() as f64
         });
@@ -104,10 +115,11 @@ fn main() {
         println!(
             "| {name} | {n} | {mean:.2} | {p95:.2} | {:.2} | {} | {} | {} | {} |",
             sorted[n - 1],
-            wasm_mean.map_or("–".to_string(), |w| format!("{w:.2}")),
+            wasm_mean.map_or("–".to_string(), |w| if wasm_errors > 0 { format!("{w:.2} ({wasm_errors} over limits)") } else { format!("{w:.2}") }),
             pct(exact),
             pct(closure),
             pct(undecided)
         );
+        eprintln!("{name}: slowest pair {:.1} ms ({})", slowest.0, slowest.1);
     }
 }
