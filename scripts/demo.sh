@@ -1,37 +1,26 @@
 #!/usr/bin/env bash
-# The main job, on what `make demo` built: the multi-role episode (Actor -> verifier -> Judge
-# -> Editor) with the default model (Qwen2.5-Coder-0.5B) on a few PlanBench tasks read in
-# place from ../shared/data, in `problem` mode (the domain plugin gives the domain). Each step
-# is printed as it happens: the model's output, the verifier's verdict and diagnostics, the
-# Judge's score, the Editor's repair, then the rewards, faithfulness, final PDDL and plan.
-#
-# DEMO_TASKS overrides the task list (PlanBench `set/instance` ids); DEMO_CONFIG the config.
+# The main job, on what `make demo` built. For now: the verifier E(y) on a
+# bundled example and on PlanBench tasks read in place from ../shared/data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${ONEBRAIN_BIN:-target/release/onebrain}
-DATA=${ONEBRAIN_DATA:-../shared/data}
-CONFIG=${DEMO_CONFIG:-configs/solve-demo.toml}
-# Three small tasks of three domains: 3-block BlocksWorld, 3-object Mystery BlocksWorld
-# (the same states with obfuscated names) and a one-package Logistics task.
-TASKS=${DEMO_TASKS:-"blocksworld_3/2 mystery_blocksworld_3/4 logistics/2"}
+DATA=../shared/data/planbench
 
 step() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
 
-if [ ! -d "$DATA/planbench" ]; then
-  echo "$DATA/planbench is absent: set ONEBRAIN_DATA to the benchmark data folder" >&2
-  exit 2
+step "A bundled example: typed Gripper, three balls" \
+  "$BIN" check --domain tests/fixtures/gripper-domain.pddl --problem tests/fixtures/gripper-problem.pddl
+step "A malformed spec is rejected natively, with the line and column" \
+  "$BIN" check --domain tests/fixtures/gripper-domain.pddl --problem tests/fixtures/gripper-problem-malformed.pddl
+step "An ill-typed spec: object-type diagnostic" \
+  "$BIN" check --domain tests/fixtures/gripper-domain.pddl --problem tests/fixtures/gripper-problem-illtyped.pddl
+step "An unsolvable spec: Fast Downward proves it" \
+  "$BIN" check --domain tests/fixtures/blocks-domain.pddl --problem tests/fixtures/blocks-problem-unsolvable.pddl
+if [ -d "$DATA" ]; then
+  step "PlanBench BlocksWorld instance 2" \
+    "$BIN" check --domain "$DATA/blocksworld/domain.pddl" --problem "$DATA/blocksworld/instances/instance-2.pddl"
+  step "PlanBench Logistics instance 1, as JSON" \
+    "$BIN" check --json --domain "$DATA/logistics/domain.pddl" --problem "$DATA/logistics/instances/instance-1.pddl"
+else
+  echo "(../shared/data is absent: PlanBench steps skipped)"
 fi
-
-domain_of() {
-  case "$1" in
-    blocksworld*) echo blocksworld ;;
-    mystery_blocksworld*) echo mystery-blocksworld ;;
-    logistics*) echo logistics ;;
-    *) echo "unknown PlanBench set in $1" >&2; exit 2 ;;
-  esac
-}
-
-for task in $TASKS; do
-  step "PlanBench $task: Actor -> verifier -> Judge -> Editor (at most 5 repairs, 6 verifier calls)" \
-    "$BIN" solve --config "$CONFIG" --domain "$(domain_of "$task")" --planbench "$task" --data "$DATA"
-done
