@@ -155,7 +155,8 @@ const DOMAIN: &str = "(define (domain bw) (:predicates (clear ?x) (ontable ?x) (
     :effect (and (holding ?ob) (not (clear ?ob)) (not (ontable ?ob)) (not (handempty))))
   (:action stack :parameters (?ob ?underob) :precondition (and (clear ?underob) (holding ?ob))
     :effect (and (handempty) (clear ?ob) (on ?ob ?underob) (not (clear ?underob)) (not (holding ?ob)))))";
-const TAIL: &str = "p) (:domain bw) (:objects a b) (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))";
+/// The answer after the problem-mode primer `(define (problem task) (:domain bw) (:objects `.
+const TAIL: &str = "a b) (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))";
 
 struct Toy;
 impl DomainAdapter for Toy {
@@ -173,7 +174,7 @@ impl DomainAdapter for Toy {
             id: format!("toy/seed-{seed}"),
             domain: "toy".into(),
             text: format!("Task {seed}: put a on b."),
-            reference: Some(Spec { domain: DOMAIN.into(), problem: format!("(define (problem {TAIL}") }),
+            reference: Some(Spec { domain: DOMAIN.into(), problem: format!("(define (problem p) (:domain bw) (:objects {TAIL}") }),
         })
     }
     fn describe(&self, _: &str) -> Result<String, BoxError> {

@@ -14,7 +14,7 @@ use onebrain_model::{Generation, Role, SamplingConfig, StopReason};
 
 use crate::extract::{extract_spec, Mode};
 use crate::plan::{parse_plan_lines, validate_plan};
-use crate::prompts::{primer, prompt_hash, TaskContext};
+use crate::prompts::{prompt_hash, TaskContext};
 use crate::record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
 use crate::strategy::{EpisodeConfig, Strategy};
 
@@ -242,7 +242,12 @@ impl Episode {
             (Strategy::Direct, _) => (Role::Actor, self.ctx.direct(), self.cfg.plan_max_tokens, true),
             (Strategy::Tot, _) => unreachable!("ToT proposes through `propose`"),
         };
-        let sampling = self.cfg.sampling(index, max_tokens, resample);
+        let mut sampling = self.cfg.sampling(index, max_tokens, resample);
+        if self.cfg.mode == Mode::Problem && !self.cfg.strategy.writes_plan() {
+            // The primer opened the one code block: its closing fence ends the answer, and
+            // the prose a small model adds after it would cost seconds per step.
+            sampling.stop = vec!["```".into()];
+        }
         self.ask(Phase::Generating { index }, role, prompt, sampling)
     }
 
@@ -300,7 +305,7 @@ impl Episode {
         self.record.timings.generation_ms += step.timings.prefill_ms + step.timings.decode_ms;
         let primed = match self.cfg.strategy {
             Strategy::Direct => String::new(),
-            _ => primer(self.cfg.mode).to_string(),
+            _ => self.ctx.primer(),
         };
         let text = format!("{primed}{}", g.text);
         self.events.push(Event::Generated {

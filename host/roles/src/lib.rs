@@ -30,7 +30,7 @@
 //! struct Canned;
 //! impl LanguageModel for Canned {
 //!     fn generate(&mut self, _: Role, _: &str, _: &SamplingConfig) -> Result<Generation, onebrain_core::BoxError> {
-//!         Ok(Generation { text: "p) (:domain d))\n```".into(), tokens: vec![1, 2], prompt_tokens: 10, cached_prompt_tokens: 0,
+//!         Ok(Generation { text: ")\n  (:init) (:goal (and)))\n```".into(), tokens: vec![1, 2], prompt_tokens: 10, cached_prompt_tokens: 0,
 //!             prefill_tokens: 10, prefill_secs: 0.0, decode_secs: 0.0, stop_reason: StopReason::Eos })
 //!     }
 //!     fn judge(&mut self, _: &str) -> Result<f32, onebrain_core::BoxError> { Ok(0.9) }
@@ -54,7 +54,8 @@
 //! let rec = run_episode(Episode::new(input, &cfg, "canned"), &cfg, &mut Canned, &Yes, &Finalizer::default(), &mut |_| {});
 //! assert!(rec.solved && rec.b0);
 //! assert_eq!((rec.solver_calls, rec.repairs, rec.judge_score), (1, 0, Some(0.9)));
-//! assert_eq!(rec.final_spec.unwrap().problem, "(define (problem p) (:domain d))");
+//! // The answer continues the primer `(define (problem task) (:domain d) (:objects `.
+//! assert_eq!(rec.final_spec.unwrap().problem, "(define (problem task)\n  (:domain d)\n  (:objects )\n  (:init) (:goal (and)))");
 //! ```
 #![deny(missing_docs)]
 
@@ -78,7 +79,7 @@ pub use error::RolesError;
 pub use extract::{extract_spec, Extraction, Mode};
 pub use model::LanguageModel;
 pub use plan::{map_plan, parse_plan_lines, validate_plan};
-pub use prompts::{format_diagnostics, primer, prompt_hash, raw_feedback, TaskContext, SYSTEM};
+pub use prompts::{format_diagnostics, prompt_hash, raw_feedback, TaskContext, SYSTEM};
 pub use record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
 pub use setup::{episode_input, load_model, Services};
 pub use solve::{render_event, solve, solve_with, SolveOptions, TaskInput};

@@ -39,15 +39,27 @@ fn chat(system: &str, user: &str, primer: &str) -> String {
     format!("{}{primer}", onebrain_model::chat_prompt(system, user))
 }
 
-/// The text the assistant turn is primed with, so the answer starts inside a code block.
-pub fn primer(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Full => "```pddl\n(define (domain ",
-        Mode::Problem => "```pddl\n(define (problem ",
-    }
+/// The name in a domain's `(define (domain NAME)`, if it has one.
+fn domain_name(domain_pddl: &str) -> Option<&str> {
+    let lower = domain_pddl.to_ascii_lowercase();
+    let at = lower.find("(domain")? + "(domain".len();
+    let rest = domain_pddl[at..].trim_start();
+    let end = rest.find(|c: char| c.is_whitespace() || c == ')')?;
+    (end > 0).then(|| &rest[..end])
 }
 
 impl TaskContext {
+    /// The text the assistant turn is primed with, so the answer starts inside a code block.
+    /// In `problem` mode it also opens the problem's skeleton (name, the given domain's name,
+    /// `:objects`): a small model shown a domain otherwise tends to copy the domain back.
+    pub fn primer(&self) -> String {
+        match (self.mode, self.domain_pddl.as_deref().and_then(domain_name)) {
+            (Mode::Full, _) => "```pddl\n(define (domain ".into(),
+            (Mode::Problem, Some(name)) => format!("```pddl\n(define (problem task)\n  (:domain {name})\n  (:objects "),
+            (Mode::Problem, None) => "```pddl\n(define (problem ".into(),
+        }
+    }
+
     /// The shared head of the user message: domain, then task.
     fn head(&self) -> String {
         let mut s = String::with_capacity(self.description.len() + self.task.len() + 256);
@@ -87,7 +99,7 @@ impl TaskContext {
             self.what(),
             self.answer_format()
         );
-        chat(SYSTEM, &user, primer(self.mode))
+        chat(SYSTEM, &user, &self.primer())
     }
 
     /// The Judge's prompt for s_J(x, y): the task and a candidate (see [`TaskContext::candidate_text`]).
@@ -109,7 +121,7 @@ impl TaskContext {
             format_diagnostics(verdict),
             self.answer_format()
         );
-        chat(SYSTEM, &user, primer(self.mode))
+        chat(SYSTEM, &user, &self.primer())
     }
 
     /// Self-Refine's repair prompt: the raw verifier messages, no role conditioning, no
@@ -122,7 +134,7 @@ impl TaskContext {
             raw_feedback(verdict),
             self.answer_format()
         );
-        chat(SYSTEM, &user, primer(self.mode))
+        chat(SYSTEM, &user, &self.primer())
     }
 
     /// LLM+P's prompt: one worked example of the domain (its text and problem PDDL) in context.
@@ -135,7 +147,7 @@ impl TaskContext {
             self.what(),
             self.answer_format()
         );
-        chat(SYSTEM, &user, primer(self.mode))
+        chat(SYSTEM, &user, &self.primer())
     }
 
     /// The direct (CoT) prompt: the model writes the plan itself.
@@ -300,6 +312,15 @@ mod tests {
         assert_eq!(lines[1], "- [syntax] problem line 3, column 7: unexpected `)`");
         assert_eq!(lines[2], "- [unreachable] : unused");
         assert!(raw_feedback(&verdict()).starts_with("unused\nunexpected"));
+    }
+
+    #[test]
+    fn problem_primer_opens_the_skeleton() {
+        assert_eq!(ctx(Mode::Problem).primer(), "```pddl\n(define (problem task)\n  (:domain bw)\n  (:objects ");
+        assert_eq!(ctx(Mode::Full).primer(), "```pddl\n(define (domain ");
+        assert!(ctx(Mode::Problem).actor().ends_with("(:objects "));
+        assert_eq!(domain_name("(define\n (DOMAIN blocksworld-4ops)\n"), Some("blocksworld-4ops"));
+        assert_eq!(domain_name("(define (problem p)"), None);
     }
 
     #[test]

@@ -19,12 +19,12 @@ const DOMAIN: &str = "(define (domain bw) (:requirements :strips)
     :effect (and (holding ?ob) (not (clear ?ob)) (not (ontable ?ob)) (not (handempty))))
   (:action stack :parameters (?ob ?underob) :precondition (and (clear ?underob) (holding ?ob))
     :effect (and (handempty) (clear ?ob) (on ?ob ?underob) (not (clear ?underob)) (not (holding ?ob)))))";
-/// The problem's text after the primer `(define (problem `.
-const GOOD_TAIL: &str = "p) (:domain bw) (:objects a b)
-  (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))\n```";
+/// The reference problem; the outputs below continue the problem-mode primer
+/// `(define (problem task) (:domain bw) (:objects `.
+const PROBLEM: &str = "(define (problem task)\n  (:domain bw)\n  (:objects a b)\n  (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))";
+const GOOD_TAIL: &str = "a b)\n  (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))\n```";
 /// A problem that uses an undeclared object: the native checks reject it.
-const BROKEN_TAIL: &str = "p) (:domain bw) (:objects a)
-  (:init (clear a) (ontable a) (handempty)) (:goal (on a b)))\n```";
+const BROKEN_TAIL: &str = "a)\n  (:init (clear a) (ontable a) (handempty)) (:goal (on a b)))\n```";
 
 /// Prepared outputs, handed out in order; every call is logged.
 #[derive(Default)]
@@ -131,7 +131,7 @@ fn input(id: &str) -> EpisodeInput {
             text: "Blocks a and b are on the table. My goal is to have a on b.".into(),
             reference: Some(Spec {
                 domain: DOMAIN.into(),
-                problem: format!("(define (problem {}", GOOD_TAIL.trim_end_matches("\n```")),
+                problem: PROBLEM.into(),
             }),
         },
         description: "Blocks on a table; pick up and stack.".into(),
@@ -171,8 +171,8 @@ fn a_broken_spec_then_its_repair() {
     let head_end = model.calls[0].1.find("## Instruction").unwrap();
     assert!(editor_prompt.starts_with(&model.calls[0].1[..head_end]));
     assert!(model.judged[0].starts_with(&model.calls[0].1[..head_end]));
-    // Greedy at evaluation.
-    assert!(model.calls.iter().all(|c| c.2.temperature == 0.0));
+    // Greedy at evaluation; in problem mode the closing fence stops generation.
+    assert!(model.calls.iter().all(|c| c.2.temperature == 0.0 && c.2.stop == ["```"]));
 
     assert!(!rec.b0 && rec.solved);
     assert_eq!((rec.solver_calls, rec.planner_calls, rec.repairs, rec.first_success), (2, 1, 1, Some(1)));
@@ -215,14 +215,14 @@ fn a_broken_spec_then_its_repair() {
 #[test]
 fn never_repaired_spends_exactly_the_budget_and_returns_the_last_edit() {
     let cfg = problem_mode(Strategy::MultiRole);
-    let outputs: Vec<String> = (0..6).map(|i| BROKEN_TAIL.replace("(define", "").replace("p)", &format!("p{i})"))).collect();
+    let outputs: Vec<String> = (0..6).map(|i| BROKEN_TAIL.replace("a)", &format!("a{i})"))).collect();
     let mut model = Scripted::new(&outputs.iter().map(String::as_str).collect::<Vec<_>>());
     let verifier = NativeVerifier::default();
     let (rec, _) = run(&cfg, &mut model, &verifier, &Finalizer::default());
     assert_eq!(model.calls.len(), 6, "Actor + H_max = 5 repairs");
     assert_eq!((rec.solver_calls, rec.repairs, rec.solved, rec.first_success), (6, 5, false, None));
     assert_eq!(verifier.calls.load(Ordering::SeqCst), 6);
-    assert!(rec.final_spec.unwrap().problem.starts_with("(define (problem p5)"), "the last edit is returned");
+    assert!(rec.final_spec.unwrap().problem.contains("(:objects a5)"), "the last edit is returned");
     assert!(model.outputs.is_empty());
 }
 
@@ -238,7 +238,7 @@ fn a_smaller_budget_caps_the_repairs() {
 fn output_without_pddl_is_a_syntax_failure_that_spends_a_budget_unit() {
     let cfg = problem_mode(Strategy::MultiRole);
     let mut model = Scripted::new(&["I am not sure.", "", GOOD_TAIL]);
-    // The primer starts every answer with `(define (problem `: these outputs leave it unterminated.
+    // The primer starts every answer inside `(define (problem `: these outputs leave it unterminated.
     let verifier = NativeVerifier::default();
     let (rec, _) = run(&cfg, &mut model, &verifier, &Finalizer::default());
     assert!(rec.solved);
@@ -250,7 +250,7 @@ fn output_without_pddl_is_a_syntax_failure_that_spends_a_budget_unit() {
 
     // Full mode with prose only: no define form at all, so no verifier call for it.
     let cfg = EpisodeConfig { mode: Mode::Full, ..problem_mode(Strategy::MultiRole) };
-    let repaired = format!("{}\n```\n```pddl\n(define (problem {GOOD_TAIL}", DOMAIN.strip_prefix("(define (domain ").unwrap());
+    let repaired = format!("{}\n```\n```pddl\n{PROBLEM}\n```", DOMAIN.strip_prefix("(define (domain ").unwrap());
     let mut model = Scripted::new(&["x)) I give up\n```\nNothing here.", &repaired]);
     let verifier = NativeVerifier::default();
     let (rec, _) = run(&cfg, &mut model, &verifier, &Finalizer::default());
