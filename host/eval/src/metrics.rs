@@ -86,7 +86,11 @@ impl DriftCounts {
 
     /// All drifted results, categorised or not.
     pub fn total(&self) -> usize {
-        self.goal_weakening + self.type_drift + self.schema_drift + self.constraint_omission + self.unclassified
+        self.goal_weakening
+            + self.type_drift
+            + self.schema_drift
+            + self.constraint_omission
+            + self.unclassified
     }
 }
 
@@ -131,7 +135,10 @@ impl FaithfulnessMetrics {
     /// C_i requires S_i by definition.
     pub fn from_reports(reports: &[FaithfulnessReport]) -> FaithfulnessMetrics {
         let n = reports.len();
-        let mut m = FaithfulnessMetrics { n, ..Default::default() };
+        let mut m = FaithfulnessMetrics {
+            n,
+            ..Default::default()
+        };
         if n == 0 {
             return m;
         }
@@ -179,7 +186,12 @@ pub struct DisagreementBound {
 
 /// The Hoeffding upper bound ε ≤ ε̂ + sqrt(ln(1/δ') / 2n) with δ' = δ/k, the union bound over
 /// `checkpoints` evaluations sharing one δ. Clamped to 1, since ε is a rate.
-pub fn hoeffding_bound(eps_hat: f64, n: usize, delta: f64, checkpoints: usize) -> Result<f64, MetricsError> {
+pub fn hoeffding_bound(
+    eps_hat: f64,
+    n: usize,
+    delta: f64,
+    checkpoints: usize,
+) -> Result<f64, MetricsError> {
     if n == 0 {
         return Err(MetricsError::NoSamples);
     }
@@ -209,10 +221,19 @@ pub fn disagreement_bound(
     if n == 0 {
         return Err(MetricsError::NoSamples);
     }
-    let disagree = reports.iter().filter(|r| r.solvable != (r.solvable && r.faithful)).count();
+    let disagree = reports
+        .iter()
+        .filter(|r| r.solvable != (r.solvable && r.faithful))
+        .count();
     let eps_hat = disagree as f64 / n as f64;
     let bound = hoeffding_bound(eps_hat, n, delta, checkpoints)?;
-    Ok(DisagreementBound { eps_hat, n, delta, checkpoints, bound })
+    Ok(DisagreementBound {
+        eps_hat,
+        n,
+        delta,
+        checkpoints,
+        bound,
+    })
 }
 
 /// The ROC AUC of `scores` against `labels`: the probability that a random positive scores
@@ -220,7 +241,10 @@ pub fn disagreement_bound(
 /// Computed from mid-ranks in O(n log n).
 pub fn roc_auc(scores: &[f64], labels: &[bool]) -> Result<f64, MetricsError> {
     if scores.len() != labels.len() {
-        return Err(MetricsError::LengthMismatch { scores: scores.len(), labels: labels.len() });
+        return Err(MetricsError::LengthMismatch {
+            scores: scores.len(),
+            labels: labels.len(),
+        });
     }
     if let Some(index) = scores.iter().position(|s| s.is_nan()) {
         return Err(MetricsError::NanScore { index });
@@ -228,7 +252,10 @@ pub fn roc_auc(scores: &[f64], labels: &[bool]) -> Result<f64, MetricsError> {
     let positives = labels.iter().filter(|&&l| l).count();
     let negatives = labels.len() - positives;
     if positives == 0 || negatives == 0 {
-        return Err(MetricsError::OneClass { positives, negatives });
+        return Err(MetricsError::OneClass {
+            positives,
+            negatives,
+        });
     }
     let mut order: Vec<usize> = (0..scores.len()).collect();
     order.sort_by(|&a, &b| scores[a].total_cmp(&scores[b]));
@@ -252,7 +279,14 @@ pub fn roc_auc(scores: &[f64], labels: &[bool]) -> Result<f64, MetricsError> {
 mod tests {
     use super::*;
 
-    fn rep(solvable: bool, faithful: bool, goal: bool, f1: f64, drift: Option<Drift>, decision: Decision) -> FaithfulnessReport {
+    fn rep(
+        solvable: bool,
+        faithful: bool,
+        goal: bool,
+        f1: f64,
+        drift: Option<Drift>,
+        decision: Decision,
+    ) -> FaithfulnessReport {
         FaithfulnessReport {
             solvable,
             faithful,
@@ -273,7 +307,14 @@ mod tests {
             rep(true, true, true, 1.0, None, Closure),
             rep(true, true, true, 1.0, None, Exact),
             rep(true, false, false, 1.0, Some(Drift::GoalWeakening), Exact),
-            rep(true, false, true, 0.8, Some(Drift::ConstraintOmission), Exact),
+            rep(
+                true,
+                false,
+                true,
+                0.8,
+                Some(Drift::ConstraintOmission),
+                Exact,
+            ),
             rep(true, false, true, 0.5, None, Undecided),
             rep(false, false, false, 0.9, None, Exact),
             rep(false, false, false, 0.9, None, Closure),
@@ -293,15 +334,38 @@ mod tests {
         assert!((m.goal_preservation - 0.7).abs() < 1e-12);
         assert!((m.mean_schema_f1 - 0.81).abs() < 1e-12);
         let d = m.drift_categories;
-        assert_eq!((d.goal_weakening, d.type_drift, d.schema_drift, d.constraint_omission, d.unclassified), (1, 0, 0, 1, 1));
+        assert_eq!(
+            (
+                d.goal_weakening,
+                d.type_drift,
+                d.schema_drift,
+                d.constraint_omission,
+                d.unclassified
+            ),
+            (1, 0, 0, 1, 1)
+        );
         assert_eq!(d.total(), 3);
         assert_eq!(d.get(Drift::ConstraintOmission), 1);
-        assert_eq!(m.decisions, DecisionCounts { exact: 7, closure: 2, undecided: 1 });
+        assert_eq!(
+            m.decisions,
+            DecisionCounts {
+                exact: 7,
+                closure: 2,
+                undecided: 1
+            }
+        );
     }
 
     #[test]
     fn drift_is_undefined_without_solved_results_and_empty_sets_are_zero() {
-        let m = FaithfulnessMetrics::from_reports(&[rep(false, false, false, 0.0, None, Decision::Exact)]);
+        let m = FaithfulnessMetrics::from_reports(&[rep(
+            false,
+            false,
+            false,
+            0.0,
+            None,
+            Decision::Exact,
+        )]);
         assert_eq!(m.drift, None);
         assert_eq!(m.solvability, 0.0);
         let e = FaithfulnessMetrics::from_reports(&[]);
@@ -310,7 +374,14 @@ mod tests {
 
     #[test]
     fn faithful_without_solvable_counts_as_unfaithful() {
-        let m = FaithfulnessMetrics::from_reports(&[rep(false, true, true, 1.0, None, Decision::Exact)]);
+        let m = FaithfulnessMetrics::from_reports(&[rep(
+            false,
+            true,
+            true,
+            1.0,
+            None,
+            Decision::Exact,
+        )]);
         assert_eq!(m.faithful_success, 0.0);
     }
 
@@ -329,12 +400,30 @@ mod tests {
 
     #[test]
     fn hoeffding_bound_rejects_bad_parameters() {
-        assert_eq!(hoeffding_bound(0.1, 0, 0.05, 1), Err(MetricsError::NoSamples));
-        assert_eq!(hoeffding_bound(0.1, 10, 0.0, 1), Err(MetricsError::BadDelta(0.0)));
-        assert_eq!(hoeffding_bound(0.1, 10, 1.0, 1), Err(MetricsError::BadDelta(1.0)));
-        assert!(matches!(hoeffding_bound(0.1, 10, f64::NAN, 1), Err(MetricsError::BadDelta(_))));
-        assert_eq!(hoeffding_bound(0.1, 10, 0.05, 0), Err(MetricsError::NoCheckpoints));
-        assert_eq!(hoeffding_bound(1.5, 10, 0.05, 1), Err(MetricsError::BadRate(1.5)));
+        assert_eq!(
+            hoeffding_bound(0.1, 0, 0.05, 1),
+            Err(MetricsError::NoSamples)
+        );
+        assert_eq!(
+            hoeffding_bound(0.1, 10, 0.0, 1),
+            Err(MetricsError::BadDelta(0.0))
+        );
+        assert_eq!(
+            hoeffding_bound(0.1, 10, 1.0, 1),
+            Err(MetricsError::BadDelta(1.0))
+        );
+        assert!(matches!(
+            hoeffding_bound(0.1, 10, f64::NAN, 1),
+            Err(MetricsError::BadDelta(_))
+        ));
+        assert_eq!(
+            hoeffding_bound(0.1, 10, 0.05, 0),
+            Err(MetricsError::NoCheckpoints)
+        );
+        assert_eq!(
+            hoeffding_bound(1.5, 10, 0.05, 1),
+            Err(MetricsError::BadRate(1.5))
+        );
     }
 
     #[test]
@@ -343,33 +432,59 @@ mod tests {
         assert!((b.eps_hat - 0.3).abs() < 1e-12);
         assert!((b.bound - (0.3 + (20f64.ln() / 20.0).sqrt())).abs() < 1e-12);
         assert_eq!((b.n, b.checkpoints), (10, 2));
-        assert_eq!(disagreement_bound(&[], 0.1, 1), Err(MetricsError::NoSamples));
+        assert_eq!(
+            disagreement_bound(&[], 0.1, 1),
+            Err(MetricsError::NoSamples)
+        );
     }
 
     #[test]
     fn auc_of_hand_computed_cases() {
         // One inverted pair of four: 0.35 (positive) < 0.4 (negative).
-        assert_eq!(roc_auc(&[0.1, 0.4, 0.35, 0.8], &[false, false, true, true]).unwrap(), 0.75);
+        assert_eq!(
+            roc_auc(&[0.1, 0.4, 0.35, 0.8], &[false, false, true, true]).unwrap(),
+            0.75
+        );
         // Perfect separation and its reverse.
-        assert_eq!(roc_auc(&[0.9, 0.8, 0.1, 0.2], &[true, true, false, false]).unwrap(), 1.0);
-        assert_eq!(roc_auc(&[0.1, 0.2, 0.9, 0.8], &[true, true, false, false]).unwrap(), 0.0);
+        assert_eq!(
+            roc_auc(&[0.9, 0.8, 0.1, 0.2], &[true, true, false, false]).unwrap(),
+            1.0
+        );
+        assert_eq!(
+            roc_auc(&[0.1, 0.2, 0.9, 0.8], &[true, true, false, false]).unwrap(),
+            0.0
+        );
         // All tied: every pair counts one half.
-        assert_eq!(roc_auc(&[0.5; 5], &[true, false, true, false, false]).unwrap(), 0.5);
+        assert_eq!(
+            roc_auc(&[0.5; 5], &[true, false, true, false, false]).unwrap(),
+            0.5
+        );
         // Pairs (p, n): (0.7, 0.7) tie = ½, (0.7, 0.2) = 1, (0.9, 0.7) = 1, (0.9, 0.2) = 1 → 3.5 / 4.
-        assert_eq!(roc_auc(&[0.7, 0.9, 0.7, 0.2], &[true, true, false, false]).unwrap(), 0.875);
+        assert_eq!(
+            roc_auc(&[0.7, 0.9, 0.7, 0.2], &[true, true, false, false]).unwrap(),
+            0.875
+        );
     }
 
     #[test]
     fn auc_matches_the_pairwise_definition() {
         let scores = [0.3, 0.3, 0.1, 0.9, 0.5, 0.5, 0.5, 0.2, 0.8, 0.3];
-        let labels = [true, false, false, true, true, false, true, false, true, true];
+        let labels = [
+            true, false, false, true, true, false, true, false, true, true,
+        ];
         let mut sum = 0.0;
         let mut pairs = 0.0;
         for i in 0..scores.len() {
             for j in 0..scores.len() {
                 if labels[i] && !labels[j] {
                     pairs += 1.0;
-                    sum += if scores[i] > scores[j] { 1.0 } else if scores[i] == scores[j] { 0.5 } else { 0.0 };
+                    sum += if scores[i] > scores[j] {
+                        1.0
+                    } else if scores[i] == scores[j] {
+                        0.5
+                    } else {
+                        0.0
+                    };
                 }
             }
         }
@@ -378,9 +493,24 @@ mod tests {
 
     #[test]
     fn auc_rejects_bad_input() {
-        assert_eq!(roc_auc(&[0.1], &[true, false]), Err(MetricsError::LengthMismatch { scores: 1, labels: 2 }));
-        assert_eq!(roc_auc(&[0.1, 0.2], &[true, true]), Err(MetricsError::OneClass { positives: 2, negatives: 0 }));
-        assert_eq!(roc_auc(&[0.1, f64::NAN], &[true, false]), Err(MetricsError::NanScore { index: 1 }));
+        assert_eq!(
+            roc_auc(&[0.1], &[true, false]),
+            Err(MetricsError::LengthMismatch {
+                scores: 1,
+                labels: 2
+            })
+        );
+        assert_eq!(
+            roc_auc(&[0.1, 0.2], &[true, true]),
+            Err(MetricsError::OneClass {
+                positives: 2,
+                negatives: 0
+            })
+        );
+        assert_eq!(
+            roc_auc(&[0.1, f64::NAN], &[true, false]),
+            Err(MetricsError::NanScore { index: 1 })
+        );
     }
 
     #[test]
