@@ -22,6 +22,29 @@ pub fn shared_data() -> Option<PathBuf> {
     })
 }
 
+/// Why the model tests cannot run here (`scripts/setup.sh` installs what they need), if so.
+pub fn model_ready() -> Option<&'static str> {
+    let r = repo();
+    if !r
+        .join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+        .is_file()
+    {
+        return Some("the test model is absent (scripts/setup.sh --models test)");
+    }
+    if !r.join(".venv").is_dir() {
+        return Some("Fast Downward is absent (scripts/setup.sh)");
+    }
+    if !["blocksworld", "gripper", "paper-rewards"].iter().all(|p| {
+        r.join("plugins")
+            .join(p)
+            .join(format!("{p}.wasm"))
+            .is_file()
+    }) {
+        return Some("the bundled plugins are not built (scripts/build-plugins.sh)");
+    }
+    None
+}
+
 /// One `onebrain` invocation.
 pub struct TestCommand {
     cmd: Command,
@@ -48,6 +71,16 @@ impl TestCommand {
             String::from_utf8_lossy(&out.stderr)
         );
         (out, desc)
+    }
+
+    /// Runs it, asserts exit 0, returns stdout and stderr.
+    pub fn output_text(self) -> (String, String) {
+        let (out, desc) = self.output();
+        assert!(out.status.success(), "{desc}");
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
     }
 
     /// Runs it, asserts exit 0, returns stdout.

@@ -3,4 +3,6 @@
 mod harness;
 
 mod check;
+mod eval;
+mod solve;
 mod validate;

@@ -28,6 +28,69 @@ pub enum Command {
     Plugins(PluginsArgs),
     /// Measure onebrain against a peer in the same run and print the ratios.
     Bench(BenchArgs),
+    /// Solve one task with the model: Actor → verifier → Judge → Editor, each step printed.
+    Solve(SolveArgs),
+    /// Evaluate strategies on benchmarks from a config; resumable; writes the report.
+    Eval(EvalArgs),
+}
+
+/// `onebrain solve`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("task").required(true).args(["text", "file", "seed", "planbench"])))]
+pub struct SolveArgs {
+    /// The solve config (model, episode, solver, plugins).
+    #[arg(long, default_value = "configs/solve.toml")]
+    pub config: PathBuf,
+    /// The domain plugin that describes the task (`blocksworld`, `logistics`, …).
+    #[arg(long)]
+    pub domain: String,
+    /// The task text.
+    #[arg(long)]
+    pub text: Option<String>,
+    /// A file holding the task text.
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+    /// A task the domain plugin generates from this seed (it has a reference spec).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Objects in a generated task.
+    #[arg(long, default_value_t = 4, requires = "seed")]
+    pub size: u32,
+    /// A PlanBench task `set/instance` (e.g. `blocksworld_3/2`), with its reference spec.
+    #[arg(long)]
+    pub planbench: Option<String>,
+    /// Where the benchmark data lives (for --planbench).
+    #[arg(long, default_value = "../shared/data")]
+    pub data: PathBuf,
+    /// Override the config's strategy (multi-role, self-refine, llm+p, direct, tot).
+    #[arg(long)]
+    pub strategy: Option<String>,
+    /// Override the config's mode (full, problem).
+    #[arg(long)]
+    pub mode: Option<String>,
+    /// Trained role parameters to load (a checkpoint folder written by `onebrain train`).
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    /// Print only the episode record, as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `onebrain eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// The eval config (`configs/eval-*.toml`).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Trained role parameters to load (a checkpoint folder written by `onebrain train`).
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    /// Rewrite the report from the trace without running anything.
+    #[arg(long)]
+    pub report_only: bool,
+    /// Print every step of every episode, not only a line per episode.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// `onebrain check`.

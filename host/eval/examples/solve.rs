@@ -12,7 +12,12 @@ fn main() -> anyhow::Result<()> {
     let path = PathBuf::from(&args[1]);
     let data = std::env::var("ONEBRAIN_DATA").unwrap_or_else(|_| "../shared/data".into());
     let task = planbench_task(&PathBuf::from(data), &args[3], &args[2])?;
-    let opts = SolveOptions { config: SolveConfig::from_file(&path)?, base: config_base(&path), domain: args[2].clone(), task: TaskInput::Task(task) };
+    let opts = SolveOptions {
+        config: SolveConfig::from_file(&path)?,
+        base: config_base(&path),
+        domain: args[2].clone(),
+        task: TaskInput::Task(task),
+    };
     let rec = solve(&opts, &mut |e| println!("{}", render_event(e)))?;
     eprintln!("{}", serde_json::to_string(&rec.timings)?);
     Ok(())

@@ -46,7 +46,10 @@ pub struct ReportConfig {
 
 impl Default for ReportConfig {
     fn default() -> Self {
-        ReportConfig { delta: 0.05, checkpoints: 1 }
+        ReportConfig {
+            delta: 0.05,
+            checkpoints: 1,
+        }
     }
 }
 
@@ -88,6 +91,10 @@ pub struct EvalConfig {
     /// The report's settings.
     #[serde(default)]
     pub report: ReportConfig,
+    /// Trained role parameters to load (a checkpoint folder written by `onebrain train`,
+    /// relative to the config file); absent for the base model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<PathBuf>,
 }
 
 fn default_name() -> String {
@@ -106,17 +113,25 @@ fn default_in_flight() -> usize {
 impl EvalConfig {
     /// Parses and validates TOML text.
     pub fn from_toml(text: &str) -> Result<EvalConfig, ConfigError> {
-        let cfg: EvalConfig =
-            toml::from_str(text).map_err(|e| ConfigError::Parse { path: PathBuf::from("<text>"), message: e.to_string() })?;
+        let cfg: EvalConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: PathBuf::from("<text>"),
+            message: e.to_string(),
+        })?;
         cfg.validate()?;
         Ok(cfg)
     }
 
     /// Reads a config file.
     pub fn from_file(path: &Path) -> Result<EvalConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         EvalConfig::from_toml(&text).map_err(|e| match e {
-            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_path_buf(), message },
+            ConfigError::Parse { message, .. } => ConfigError::Parse {
+                path: path.to_path_buf(),
+                message,
+            },
             other => other,
         })
     }
@@ -130,19 +145,27 @@ impl EvalConfig {
             return Err(ConfigError::Invalid("no strategies".into()));
         }
         if !(self.report.delta > 0.0 && self.report.delta < 1.0) || self.report.checkpoints == 0 {
-            return Err(ConfigError::Invalid("report delta must be in (0, 1) and checkpoints ≥ 1".into()));
+            return Err(ConfigError::Invalid(
+                "report delta must be in (0, 1) and checkpoints ≥ 1".into(),
+            ));
         }
-        self.solve_config(self.strategies[0]).validate().map_err(|e| ConfigError::Invalid(e.to_string()))
+        self.solve_config(self.strategies[0])
+            .validate()
+            .map_err(|e| ConfigError::Invalid(e.to_string()))
     }
 
     /// The per-strategy solve config this evaluation runs with.
     pub fn solve_config(&self, strategy: Strategy) -> SolveConfig {
         SolveConfig {
             model: self.model.clone(),
-            episode: EpisodeConfig { strategy, ..self.episode.clone() },
+            episode: EpisodeConfig {
+                strategy,
+                ..self.episode.clone()
+            },
             solver: self.solver.clone(),
             plugins: self.plugins.clone(),
             checker: self.checker,
+            checkpoint: self.checkpoint.clone(),
         }
     }
 }

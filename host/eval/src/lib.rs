@@ -45,8 +45,13 @@ mod tasks;
 mod trace;
 
 pub use config::{ConfigError, EvalConfig, ReportConfig};
-pub use report::{JudgeReport, Rate, Report, ReportPaths, StrategyReport, Summary, TimingReport, MAX_H};
-pub use runner::{progress_line, run_eval, run_eval_with, trace_path, write_report, EvalError, EvalOutcome, Progress};
+pub use report::{
+    JudgeReport, Rate, Report, ReportPaths, StrategyReport, Summary, TimingReport, MAX_H,
+};
+pub use runner::{
+    progress_line, run_eval, run_eval_with, trace_path, write_report, EvalError, EvalOutcome,
+    Progress,
+};
 pub use tasks::{planbench_task, plugin_for_set, Benchmark, SourceKind, TaskError};
 pub use trace::{read_trace, TraceContents, TraceError, TraceWriter};
 

@@ -30,7 +30,11 @@ pub struct Rate {
 
 impl Rate {
     fn new(k: usize, n: usize) -> Rate {
-        Rate { k, n, rate: if n > 0 { k as f64 / n as f64 } else { 0.0 } }
+        Rate {
+            k,
+            n,
+            rate: if n > 0 { k as f64 / n as f64 } else { 0.0 },
+        }
     }
 }
 
@@ -48,7 +52,15 @@ pub struct Summary {
 impl Summary {
     fn of(values: &[f64]) -> Summary {
         let n = values.len();
-        Summary { n, mean: if n > 0 { values.iter().sum::<f64>() / n as f64 } else { 0.0 }, five: svg::five_numbers(values) }
+        Summary {
+            n,
+            mean: if n > 0 {
+                values.iter().sum::<f64>() / n as f64
+            } else {
+                0.0
+            },
+            five: svg::five_numbers(values),
+        }
     }
 }
 
@@ -173,36 +185,76 @@ fn mean(values: impl Iterator<Item = f64>) -> f64 {
 
 /// The verifier-call index (0-based) at which the episode first succeeded.
 fn success_attempt(r: &EpisodeRecord) -> Option<usize> {
-    r.verified_steps().position(|s| s.verdict.as_ref().is_some_and(|v| v.solved))
+    r.verified_steps()
+        .position(|s| s.verdict.as_ref().is_some_and(|v| v.solved))
 }
 
 impl StrategyReport {
     /// Computes one strategy's results from its records.
-    pub fn from_records(strategy: Strategy, records: &[&EpisodeRecord], delta: f64, checkpoints: usize) -> StrategyReport {
+    pub fn from_records(
+        strategy: Strategy,
+        records: &[&EpisodeRecord],
+        delta: f64,
+        checkpoints: usize,
+    ) -> StrategyReport {
         let n = records.len();
         let mut by_domain: BTreeMap<String, Vec<&EpisodeRecord>> = BTreeMap::new();
         for r in records {
             by_domain.entry(r.domain.clone()).or_default().push(r);
         }
-        let success: BTreeMap<String, Rate> =
-            by_domain.iter().map(|(d, rs)| (d.clone(), Rate::new(rs.iter().filter(|r| r.solved).count(), rs.len()))).collect();
+        let success: BTreeMap<String, Rate> = by_domain
+            .iter()
+            .map(|(d, rs)| {
+                (
+                    d.clone(),
+                    Rate::new(rs.iter().filter(|r| r.solved).count(), rs.len()),
+                )
+            })
+            .collect();
         let average_success = mean(success.values().map(|r| r.rate));
         let faithful: BTreeMap<String, Rate> = by_domain
             .iter()
             .filter_map(|(d, rs)| {
-                let checked: Vec<&FaithfulnessReport> = rs.iter().filter_map(|r| r.faithfulness.as_ref()).collect();
-                (!checked.is_empty()).then(|| (d.clone(), Rate::new(checked.iter().filter(|f| f.solvable && f.faithful).count(), checked.len())))
+                let checked: Vec<&FaithfulnessReport> =
+                    rs.iter().filter_map(|r| r.faithfulness.as_ref()).collect();
+                (!checked.is_empty()).then(|| {
+                    (
+                        d.clone(),
+                        Rate::new(
+                            checked.iter().filter(|f| f.solvable && f.faithful).count(),
+                            checked.len(),
+                        ),
+                    )
+                })
             })
             .collect();
-        let reports: Vec<FaithfulnessReport> = records.iter().filter_map(|r| r.faithfulness.clone()).collect();
-        let faithfulness = (!reports.is_empty()).then(|| FaithfulnessMetrics::from_reports(&reports));
+        let reports: Vec<FaithfulnessReport> = records
+            .iter()
+            .filter_map(|r| r.faithfulness.clone())
+            .collect();
+        let faithfulness =
+            (!reports.is_empty()).then(|| FaithfulnessMetrics::from_reports(&reports));
         let disagreement = disagreement_bound(&reports, delta, checkpoints).ok();
 
         let attempts: Vec<Option<usize>> = records.iter().map(|r| success_attempt(r)).collect();
         let csr: Vec<f64> = (0..=MAX_H)
-            .map(|h| if n == 0 { 0.0 } else { attempts.iter().filter(|a| a.is_some_and(|a| a <= h)).count() as f64 / n as f64 })
+            .map(|h| {
+                if n == 0 {
+                    0.0
+                } else {
+                    attempts
+                        .iter()
+                        .filter(|a| a.is_some_and(|a| a <= h))
+                        .count() as f64
+                        / n as f64
+                }
+            })
             .collect();
-        let delta_h: Vec<f64> = csr.iter().enumerate().map(|(h, c)| if h == 0 { *c } else { c - csr[h - 1] }).collect();
+        let delta_h: Vec<f64> = csr
+            .iter()
+            .enumerate()
+            .map(|(h, c)| if h == 0 { *c } else { c - csr[h - 1] })
+            .collect();
         let dominant: Vec<BTreeMap<String, usize>> = (0..=MAX_H)
             .map(|h| {
                 let mut m = BTreeMap::new();
@@ -218,7 +270,8 @@ impl StrategyReport {
             })
             .collect();
 
-        let judged: Vec<&&EpisodeRecord> = records.iter().filter(|r| r.judge_score.is_some()).collect();
+        let judged: Vec<&&EpisodeRecord> =
+            records.iter().filter(|r| r.judge_score.is_some()).collect();
         let judge = (!judged.is_empty()).then(|| {
             let mut j = JudgeReport::default();
             for r in &judged {
@@ -231,7 +284,10 @@ impl StrategyReport {
                     (true, None) => j.solved_unchecked.push(s),
                 }
             }
-            let scores: Vec<f64> = judged.iter().map(|r| r.judge_score.expect("filtered") as f64).collect();
+            let scores: Vec<f64> = judged
+                .iter()
+                .map(|r| r.judge_score.expect("filtered") as f64)
+                .collect();
             let labels: Vec<bool> = judged.iter().map(|r| r.b0).collect();
             match roc_auc(&scores, &labels) {
                 Ok(a) => j.auc = Some(a),
@@ -248,8 +304,16 @@ impl StrategyReport {
                 mean(rewarded.iter().map(|r| r.judge as f64)),
             ]
         });
-        let prompt_tokens: usize = records.iter().flat_map(|r| &r.steps).map(|s| s.prompt_tokens).sum();
-        let cached: usize = records.iter().flat_map(|r| &r.steps).map(|s| s.cached_prompt_tokens).sum();
+        let prompt_tokens: usize = records
+            .iter()
+            .flat_map(|r| &r.steps)
+            .map(|s| s.prompt_tokens)
+            .sum();
+        let cached: usize = records
+            .iter()
+            .flat_map(|r| &r.steps)
+            .map(|s| s.cached_prompt_tokens)
+            .sum();
         let timing = TimingReport {
             wall_ms: mean(records.iter().map(|r| r.timings.wall_ms)),
             generation_ms: mean(records.iter().map(|r| r.timings.generation_ms)),
@@ -257,9 +321,21 @@ impl StrategyReport {
             planner_ms: mean(records.iter().map(|r| r.timings.planner_ms)),
             judge_ms: mean(records.iter().map(|r| r.timings.judge_ms)),
             plugins_ms: mean(records.iter().map(|r| r.timings.plugins_ms)),
-            tokens_generated: mean(records.iter().map(|r| r.steps.iter().map(|s| s.output_tokens.len()).sum::<usize>() as f64)),
-            prompt_tokens: if n > 0 { prompt_tokens as f64 / n as f64 } else { 0.0 },
-            prefix_cache_share: if prompt_tokens > 0 { cached as f64 / prompt_tokens as f64 } else { 0.0 },
+            tokens_generated: mean(
+                records
+                    .iter()
+                    .map(|r| r.steps.iter().map(|s| s.output_tokens.len()).sum::<usize>() as f64),
+            ),
+            prompt_tokens: if n > 0 {
+                prompt_tokens as f64 / n as f64
+            } else {
+                0.0
+            },
+            prefix_cache_share: if prompt_tokens > 0 {
+                cached as f64 / prompt_tokens as f64
+            } else {
+                0.0
+            },
         };
         StrategyReport {
             strategy,
@@ -285,7 +361,12 @@ impl StrategyReport {
 
 impl Report {
     /// Computes the report over `records` (any order; one strategy section each).
-    pub fn from_records(name: &str, records: &[EpisodeRecord], delta: f64, checkpoints: usize) -> Report {
+    pub fn from_records(
+        name: &str,
+        records: &[EpisodeRecord],
+        delta: f64,
+        checkpoints: usize,
+    ) -> Report {
         let mut domains: Vec<String> = Vec::new();
         let mut modes: Vec<String> = Vec::new();
         for r in records {
@@ -303,7 +384,13 @@ impl Report {
                 (!rs.is_empty()).then(|| StrategyReport::from_records(s, &rs, delta, checkpoints))
             })
             .collect();
-        Report { name: name.to_string(), model: records.first().map(|r| r.model.clone()).unwrap_or_default(), modes, domains, strategies }
+        Report {
+            name: name.to_string(),
+            model: records.first().map(|r| r.model.clone()).unwrap_or_default(),
+            modes,
+            domains,
+            strategies,
+        }
     }
 
     /// The Markdown report (tables; the plots are linked).
@@ -311,28 +398,58 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(s, "# {}\n", self.name);
         let n: usize = self.strategies.iter().map(|x| x.n).sum();
-        let _ = writeln!(s, "Model `{}`, mode {}, {n} episodes.\n", self.model, self.modes.join(", "));
+        let _ = writeln!(
+            s,
+            "Model `{}`, mode {}, {n} episodes.\n",
+            self.model,
+            self.modes.join(", ")
+        );
         let pct = |r: f64| format!("{:.1}", 100.0 * r);
 
         let _ = writeln!(s, "## Success (%, solved by the verifier)\n");
-        let _ = writeln!(s, "| strategy | {} | Avg. | solver calls | planner calls |", self.domains.join(" | "));
-        let _ = writeln!(s, "|---|{}---:|---:|---:|", "---:|".repeat(self.domains.len()));
+        let _ = writeln!(
+            s,
+            "| strategy | {} | Avg. | solver calls | planner calls |",
+            self.domains.join(" | ")
+        );
+        let _ = writeln!(
+            s,
+            "|---|{}---:|---:|---:|",
+            "---:|".repeat(self.domains.len())
+        );
         for x in &self.strategies {
             let cells: Vec<String> = self
                 .domains
                 .iter()
-                .map(|d| x.success.get(d).map_or("–".into(), |r| format!("{} ({}/{})", pct(r.rate), r.k, r.n)))
+                .map(|d| {
+                    x.success.get(d).map_or("–".into(), |r| {
+                        format!("{} ({}/{})", pct(r.rate), r.k, r.n)
+                    })
+                })
                 .collect();
-            let _ = writeln!(s, "| {} | {} | {} | {:.2} | {:.2} |", x.strategy, cells.join(" | "), pct(x.average_success), x.avg_solver_calls, x.avg_planner_calls);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.2} | {:.2} |",
+                x.strategy,
+                cells.join(" | "),
+                pct(x.average_success),
+                x.avg_solver_calls,
+                x.avg_planner_calls
+            );
         }
 
         if self.strategies.iter().any(|x| x.faithfulness.is_some()) {
             let _ = writeln!(s, "\n## Faithfulness (%, reference checker)\n");
             let _ = writeln!(s, "| strategy | n | Solvability | Faithful | Drift | Gap | Goal | Schema-F1 | goal-weakening | type-drift | schema-drift | constraint-omission | ε̂ | bound |");
-            let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            let _ = writeln!(
+                s,
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            );
             for x in &self.strategies {
                 if let Some(m) = &x.faithfulness {
-                    let (e, b) = x.disagreement.map_or(("–".into(), "–".into()), |d| (format!("{:.3}", d.eps_hat), format!("{:.3}", d.bound)));
+                    let (e, b) = x.disagreement.map_or(("–".into(), "–".into()), |d| {
+                        (format!("{:.3}", d.eps_hat), format!("{:.3}", d.bound))
+                    });
                     let c = &m.drift_categories;
                     let _ = writeln!(
                         s,
@@ -359,27 +476,54 @@ impl Report {
             let _ = writeln!(s, "| strategy | {} |", self.domains.join(" | "));
             let _ = writeln!(s, "|---|{}", "---:|".repeat(self.domains.len()));
             for x in self.strategies.iter().filter(|x| !x.faithful.is_empty()) {
-                let cells: Vec<String> = self.domains.iter().map(|d| x.faithful.get(d).map_or("–".into(), |r| format!("{} ({}/{})", pct(r.rate), r.k, r.n))).collect();
+                let cells: Vec<String> = self
+                    .domains
+                    .iter()
+                    .map(|d| {
+                        x.faithful.get(d).map_or("–".into(), |r| {
+                            format!("{} ({}/{})", pct(r.rate), r.k, r.n)
+                        })
+                    })
+                    .collect();
                 let _ = writeln!(s, "| {} | {} |", x.strategy, cells.join(" | "));
             }
         }
 
-        let _ = writeln!(s, "\n## Cumulative success CSR(h) and Δ(h) (%, h = verifier calls − 1)\n");
+        let _ = writeln!(
+            s,
+            "\n## Cumulative success CSR(h) and Δ(h) (%, h = verifier calls − 1)\n"
+        );
         let hs: Vec<String> = (0..=MAX_H).map(|h| format!("h={h}")).collect();
         let _ = writeln!(s, "| strategy | {} |", hs.join(" | "));
         let _ = writeln!(s, "|---|{}", "---:|".repeat(MAX_H + 1));
         for x in &self.strategies {
-            let cells: Vec<String> = x.csr.iter().zip(&x.delta).map(|(c, d)| format!("{} (+{})", pct(*c), pct(*d))).collect();
+            let cells: Vec<String> = x
+                .csr
+                .iter()
+                .zip(&x.delta)
+                .map(|(c, d)| format!("{} (+{})", pct(*c), pct(*d)))
+                .collect();
             let _ = writeln!(s, "| {} | {} |", x.strategy, cells.join(" | "));
         }
 
-        let _ = writeln!(s, "\n## Dominant diagnostic among unsolved cases, per step\n");
-        for x in self.strategies.iter().filter(|x| x.dominant.iter().any(|m| !m.is_empty())) {
+        let _ = writeln!(
+            s,
+            "\n## Dominant diagnostic among unsolved cases, per step\n"
+        );
+        for x in self
+            .strategies
+            .iter()
+            .filter(|x| x.dominant.iter().any(|m| !m.is_empty()))
+        {
             let _ = writeln!(s, "**{}**\n", x.strategy);
             let _ = writeln!(s, "| category | {} |", hs.join(" | "));
             let _ = writeln!(s, "|---|{}", "---:|".repeat(MAX_H + 1));
             for c in category_rows() {
-                let cells: Vec<String> = x.dominant.iter().map(|m| m.get(&c).copied().unwrap_or(0).to_string()).collect();
+                let cells: Vec<String> = x
+                    .dominant
+                    .iter()
+                    .map(|m| m.get(&c).copied().unwrap_or(0).to_string())
+                    .collect();
                 if cells.iter().any(|v| v != "0") {
                     let _ = writeln!(s, "| {c} | {} |", cells.join(" | "));
                 }
@@ -393,11 +537,18 @@ impl Report {
             let _ = writeln!(s, "|---|---|---:|---:|---:|---:|");
             for x in &self.strategies {
                 if let Some(j) = &x.judge {
-                    let auc = j.auc.map_or_else(|| format!("– ({})", j.auc_note.clone().unwrap_or_default()), |a| format!("{a:.3}"));
+                    let auc = j.auc.map_or_else(
+                        || format!("– ({})", j.auc_note.clone().unwrap_or_default()),
+                        |a| format!("{a:.3}"),
+                    );
                     for (g, v) in judge_groups(j) {
                         let sm = Summary::of(&v);
                         let med = sm.five.map_or("–".into(), |f| format!("{:.3}", f[2]));
-                        let _ = writeln!(s, "| {} | {g} | {} | {:.3} | {med} | {auc} |", x.strategy, sm.n, sm.mean);
+                        let _ = writeln!(
+                            s,
+                            "| {} | {g} | {} | {:.3} | {med} | {auc} |",
+                            x.strategy, sm.n, sm.mean
+                        );
                     }
                 }
             }
@@ -439,7 +590,10 @@ impl Report {
         if !plots.is_empty() {
             let _ = writeln!(s, "\n## Plots\n");
             for p in plots {
-                let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let name = p
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 let _ = writeln!(s, "![{name}]({name})");
             }
         }
@@ -453,26 +607,73 @@ impl Report {
         let bars: Vec<(String, Vec<f64>)> = self
             .strategies
             .iter()
-            .map(|x| (x.strategy.to_string(), names.iter().map(|d| x.success.get(d).map_or(0.0, |r| r.rate)).collect()))
+            .map(|x| {
+                (
+                    x.strategy.to_string(),
+                    names
+                        .iter()
+                        .map(|d| x.success.get(d).map_or(0.0, |r| r.rate))
+                        .collect(),
+                )
+            })
             .collect();
-        out.push(("success.svg".into(), svg::grouped_bars("Success per domain", "success rate", &names, &bars)));
-        let lines: Vec<(String, Vec<f64>)> = self.strategies.iter().map(|x| (x.strategy.to_string(), x.csr.clone())).collect();
-        out.push(("csr.svg".into(), svg::line_chart("Cumulative success CSR(h)", "h (verifier calls − 1)", "CSR", &lines)));
+        out.push((
+            "success.svg".into(),
+            svg::grouped_bars("Success per domain", "success rate", &names, &bars),
+        ));
+        let lines: Vec<(String, Vec<f64>)> = self
+            .strategies
+            .iter()
+            .map(|x| (x.strategy.to_string(), x.csr.clone()))
+            .collect();
+        out.push((
+            "csr.svg".into(),
+            svg::line_chart(
+                "Cumulative success CSR(h)",
+                "h (verifier calls − 1)",
+                "CSR",
+                &lines,
+            ),
+        ));
         // The heatmap of the multi-role episode, else of the first strategy with diagnostics.
         if let Some(x) = self
             .strategies
             .iter()
             .find(|x| x.strategy == Strategy::MultiRole && x.dominant.iter().any(|m| !m.is_empty()))
-            .or_else(|| self.strategies.iter().find(|x| x.dominant.iter().any(|m| !m.is_empty())))
+            .or_else(|| {
+                self.strategies
+                    .iter()
+                    .find(|x| x.dominant.iter().any(|m| !m.is_empty()))
+            })
         {
             let rows = category_rows();
-            let counts: Vec<Vec<usize>> = rows.iter().map(|c| x.dominant.iter().map(|m| m.get(c).copied().unwrap_or(0)).collect()).collect();
+            let counts: Vec<Vec<usize>> = rows
+                .iter()
+                .map(|c| {
+                    x.dominant
+                        .iter()
+                        .map(|m| m.get(c).copied().unwrap_or(0))
+                        .collect()
+                })
+                .collect();
             let cols: Vec<String> = (0..=MAX_H).map(|h| h.to_string()).collect();
-            out.push(("diagnostics.svg".into(), svg::heatmap(&format!("Dominant diagnostic among unsolved ({})", x.strategy), "repair step h", &rows, &cols, &counts)));
+            out.push((
+                "diagnostics.svg".into(),
+                svg::heatmap(
+                    &format!("Dominant diagnostic among unsolved ({})", x.strategy),
+                    "repair step h",
+                    &rows,
+                    &cols,
+                    &counts,
+                ),
+            ));
         }
         if let Some(x) = self.strategies.iter().find(|x| x.judge.is_some()) {
             let j = x.judge.as_ref().expect("found");
-            let groups: Vec<(String, Vec<f64>)> = judge_groups(j).into_iter().map(|(g, v)| (g.to_string(), v)).collect();
+            let groups: Vec<(String, Vec<f64>)> = judge_groups(j)
+                .into_iter()
+                .map(|(g, v)| (g.to_string(), v))
+                .collect();
             let title = match j.auc {
                 Some(a) => format!("Judge scores s_J(x, y_0) by outcome (AUC {a:.3})"),
                 None => "Judge scores s_J(x, y_0) by outcome".into(),
@@ -485,7 +686,11 @@ impl Report {
     /// Writes `report.json`, `report.md` and the SVG plots into `dir`.
     pub fn write(&self, dir: &Path) -> std::io::Result<ReportPaths> {
         std::fs::create_dir_all(dir)?;
-        let mut paths = ReportPaths { json: dir.join("report.json"), markdown: dir.join("report.md"), plots: Vec::new() };
+        let mut paths = ReportPaths {
+            json: dir.join("report.json"),
+            markdown: dir.join("report.md"),
+            plots: Vec::new(),
+        };
         for (name, content) in self.plots() {
             let p = dir.join(name);
             std::fs::write(&p, content)?;
@@ -499,11 +704,19 @@ impl Report {
 }
 
 fn category_rows() -> Vec<String> {
-    Category::ALL.iter().map(|c| c.as_str().to_string()).chain(["none".to_string()]).collect()
+    Category::ALL
+        .iter()
+        .map(|c| c.as_str().to_string())
+        .chain(["none".to_string()])
+        .collect()
 }
 
 fn judge_groups(j: &JudgeReport) -> Vec<(&'static str, Vec<f64>)> {
-    let mut g = vec![("unsolved", j.unsolved.clone()), ("solved-unfaithful", j.solved_unfaithful.clone()), ("solved-faithful", j.solved_faithful.clone())];
+    let mut g = vec![
+        ("unsolved", j.unsolved.clone()),
+        ("solved-unfaithful", j.solved_unfaithful.clone()),
+        ("solved-faithful", j.solved_faithful.clone()),
+    ];
     if !j.solved_unchecked.is_empty() {
         g.push(("solved-unchecked", j.solved_unchecked.clone()));
     }

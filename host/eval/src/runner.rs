@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use onebrain_core::Task;
-use onebrain_roles::{load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, RolesError, Services, Strategy};
+use onebrain_roles::{
+    load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, RolesError, Services,
+    Strategy,
+};
 use onebrain_verifier::VerifierPool;
 
 use crate::config::{ConfigError, EvalConfig};
@@ -83,7 +86,11 @@ pub enum Progress<'a> {
 /// A one-line progress bar for [`Progress::Finished`].
 pub fn progress_line(done: usize, total: usize, r: &EpisodeRecord) -> String {
     let width = 24;
-    let filled = if total > 0 { done * width / total } else { width };
+    let filled = if total > 0 {
+        done * width / total
+    } else {
+        width
+    };
     format!(
         "[{}{}] {done}/{total} {:<11} {:<38} {} ({} calls, {:.0} s)",
         "#".repeat(filled),
@@ -97,12 +104,23 @@ pub fn progress_line(done: usize, total: usize, r: &EpisodeRecord) -> String {
 }
 
 /// Runs the evaluation `cfg` (read from a file in `base`): loads everything, runs, reports.
-pub fn run_eval(cfg: &EvalConfig, base: &Path, progress: &mut dyn FnMut(&Progress)) -> Result<EvalOutcome, EvalError> {
+pub fn run_eval(
+    cfg: &EvalConfig,
+    base: &Path,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<EvalOutcome, EvalError> {
     cfg.validate()?;
     let solve_cfg = cfg.solve_config(cfg.strategies[0]);
     let services = Services::load(&solve_cfg, base)?;
     let mut model: Option<Box<dyn LanguageModel>> = None;
-    run_eval_with(cfg, base, &services, &mut || Ok(Box::new(load_model(&solve_cfg)?) as Box<dyn LanguageModel>), &mut model, progress)
+    run_eval_with(
+        cfg,
+        base,
+        &services,
+        &mut || Ok(Box::new(load_model(&solve_cfg, base)?) as Box<dyn LanguageModel>),
+        &mut model,
+        progress,
+    )
 }
 
 /// The trace file of an evaluation.
@@ -137,7 +155,11 @@ pub fn run_eval_with(
         .filter(|(s, t)| !done_pairs.contains(&(t.id.clone(), *s)))
         .collect();
     let skipped = total - todo.len();
-    progress(&Progress::Planned { total, done: skipped, torn_tail: existing.torn_tail });
+    progress(&Progress::Planned {
+        total,
+        done: skipped,
+        torn_tail: existing.torn_tail,
+    });
 
     let mut ran = 0;
     if !todo.is_empty() {
@@ -169,7 +191,11 @@ pub fn run_eval_with(
                     writer.append(&rec)?;
                     done += 1;
                     ran += 1;
-                    (*cell.borrow_mut())(&Progress::Finished { done, total, record: &rec });
+                    (*cell.borrow_mut())(&Progress::Finished {
+                        done,
+                        total,
+                        record: &rec,
+                    });
                     Ok::<(), TraceError>(())
                 },
             )?;
@@ -177,20 +203,45 @@ pub fn run_eval_with(
     }
     let report_paths = write_report(&cfg.name, &trace, cfg.report.delta, cfg.report.checkpoints)?;
     let summary = summary_table(&report_paths)?;
-    Ok(EvalOutcome { trace_path: trace, report_paths, summary, ran, skipped })
+    Ok(EvalOutcome {
+        trace_path: trace,
+        report_paths,
+        summary,
+        ran,
+        skipped,
+    })
 }
 
 /// Recomputes the report from a trace and writes it next to the trace.
-pub fn write_report(name: &str, trace: &Path, delta: f64, checkpoints: usize) -> Result<ReportPaths, EvalError> {
+pub fn write_report(
+    name: &str,
+    trace: &Path,
+    delta: f64,
+    checkpoints: usize,
+) -> Result<ReportPaths, EvalError> {
     let contents = read_trace(trace)?;
     let report = Report::from_records(name, &contents.records, delta, checkpoints);
-    let dir = trace.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."));
-    report.write(&dir).map_err(|source| EvalError::Report { dir, source })
+    let dir = trace
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    report
+        .write(&dir)
+        .map_err(|source| EvalError::Report { dir, source })
 }
 
 /// The first table of the Markdown report.
 fn summary_table(paths: &ReportPaths) -> Result<String, EvalError> {
-    let dir = paths.markdown.parent().map(Path::to_path_buf).unwrap_or_default();
-    let md = std::fs::read_to_string(&paths.markdown).map_err(|source| EvalError::Report { dir, source })?;
-    Ok(md.split("\n## ").nth(1).map(|t| format!("## {}", t.trim_end())).unwrap_or(md))
+    let dir = paths
+        .markdown
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let md = std::fs::read_to_string(&paths.markdown)
+        .map_err(|source| EvalError::Report { dir, source })?;
+    Ok(md
+        .split("\n## ")
+        .nth(1)
+        .map(|t| format!("## {}", t.trim_end()))
+        .unwrap_or(md))
 }

@@ -120,9 +120,13 @@ fn spread(len: usize, n: usize, offset: usize) -> Vec<usize> {
 /// The PlanBench task `set/instance` (e.g. `blocksworld/2`) as a [`Task`] of domain plugin
 /// `domain`: for `onebrain solve --planbench`.
 pub fn planbench_task(data: &Path, id: &str, domain: &str) -> Result<Task, TaskError> {
-    let (set, instance) = id.split_once('/').ok_or_else(|| TaskError::NoSuchTask(id.into()))?;
+    let (set, instance) = id
+        .split_once('/')
+        .ok_or_else(|| TaskError::NoSuchTask(id.into()))?;
     let set = PlanBenchSet::from_name(set).ok_or_else(|| TaskError::UnknownSet(set.into()))?;
-    let instance: u32 = instance.parse().map_err(|_| TaskError::NoSuchTask(id.into()))?;
+    let instance: u32 = instance
+        .parse()
+        .map_err(|_| TaskError::NoSuchTask(id.into()))?;
     load_planbench(data, set)?
         .into_iter()
         .find(|t| t.instance_id == instance)
@@ -130,7 +134,10 @@ pub fn planbench_task(data: &Path, id: &str, domain: &str) -> Result<Task, TaskE
             id: format!("planbench/{}/{}", set.name(), t.instance_id),
             domain: domain.to_string(),
             text: t.nl_statement,
-            reference: Some(Spec { domain: t.domain_pddl, problem: t.problem_pddl }),
+            reference: Some(Spec {
+                domain: t.domain_pddl,
+                problem: t.problem_pddl,
+            }),
         })
         .ok_or_else(|| TaskError::NoSuchTask(id.into()))
 }
@@ -157,11 +164,16 @@ impl Benchmark {
     /// The benchmark's tasks. `data` is the shared data folder; `adapter` the domain plugin
     /// (its reference domain for Planetarium rows, its generator for generated tasks).
     pub fn tasks(&self, data: &Path, adapter: &dyn DomainAdapter) -> Result<Vec<Task>, TaskError> {
-        let missing = |key| TaskError::MissingKey { domain: self.domain.clone(), source_kind: format!("{:?}", self.source).to_lowercase(), key };
+        let missing = |key| TaskError::MissingKey {
+            domain: self.domain.clone(),
+            source_kind: format!("{:?}", self.source).to_lowercase(),
+            key,
+        };
         match self.source {
             SourceKind::Planbench => {
                 let set = self.set.as_ref().ok_or_else(|| missing("set"))?;
-                let s = PlanBenchSet::from_name(set).ok_or_else(|| TaskError::UnknownSet(set.clone()))?;
+                let s = PlanBenchSet::from_name(set)
+                    .ok_or_else(|| TaskError::UnknownSet(set.clone()))?;
                 let all = load_planbench(data, s)?;
                 Ok(spread(all.len(), self.sample, self.offset)
                     .into_iter()
@@ -171,7 +183,10 @@ impl Benchmark {
                             id: format!("planbench/{}/{}", s.name(), t.instance_id),
                             domain: self.domain.clone(),
                             text: t.nl_statement.clone(),
-                            reference: Some(Spec { domain: t.domain_pddl.clone(), problem: t.problem_pddl.clone() }),
+                            reference: Some(Spec {
+                                domain: t.domain_pddl.clone(),
+                                problem: t.problem_pddl.clone(),
+                            }),
                         }
                     })
                     .collect())
@@ -179,8 +194,13 @@ impl Benchmark {
             SourceKind::Planetarium => {
                 let max_objects = &self.max_objects;
                 let path = data.join(self.file.as_ref().ok_or_else(|| missing("file"))?);
-                let err = |message: String| TaskError::Planetarium { path: path.clone(), message };
-                let domain_pddl = adapter.domain_pddl().map_err(|e| err(format!("the {} plugin's domain: {e}", self.domain)))?;
+                let err = |message: String| TaskError::Planetarium {
+                    path: path.clone(),
+                    message,
+                };
+                let domain_pddl = adapter
+                    .domain_pddl()
+                    .map_err(|e| err(format!("the {} plugin's domain: {e}", self.domain)))?;
                 let f = std::fs::File::open(&path).map_err(|e| err(e.to_string()))?;
                 let reader: Box<dyn BufRead> = if path.extension().is_some_and(|e| e == "gz") {
                     Box::new(BufReader::new(flate2::read::GzDecoder::new(f)))
@@ -194,7 +214,8 @@ impl Benchmark {
                     if line.trim().is_empty() {
                         continue;
                     }
-                    let row: PlanetariumRow = serde_json::from_str(&line).map_err(|e| err(format!("line {}: {e}", i + 1)))?;
+                    let row: PlanetariumRow = serde_json::from_str(&line)
+                        .map_err(|e| err(format!("line {}: {e}", i + 1)))?;
                     if row.num_objects <= *max_objects {
                         rows.push(row);
                     }
@@ -208,7 +229,10 @@ impl Benchmark {
                             id: format!("planetarium/{}/{}", self.domain, r.id),
                             domain: self.domain.clone(),
                             text: r.natural_language.clone(),
-                            reference: Some(Spec { domain: domain_pddl.clone(), problem: r.problem_pddl.clone() }),
+                            reference: Some(Spec {
+                                domain: domain_pddl.clone(),
+                                problem: r.problem_pddl.clone(),
+                            }),
                         }
                     })
                     .collect())
@@ -216,18 +240,21 @@ impl Benchmark {
             SourceKind::Generated => {
                 let size = self.size.ok_or_else(|| missing("size"))?;
                 (0..self.sample as u64)
-                .map(|i| {
-                    let seed = self.first_seed + i;
-                    let mut t = adapter.generate(seed, size).map_err(|e| TaskError::Generate {
-                        domain: self.domain.clone(),
-                        seed,
-                        message: e.to_string(),
-                    })?;
-                    t.id = format!("generated/{}", t.id);
-                    t.domain = self.domain.clone();
-                    Ok(t)
-                })
-                .collect()
+                    .map(|i| {
+                        let seed = self.first_seed + i;
+                        let mut t =
+                            adapter
+                                .generate(seed, size)
+                                .map_err(|e| TaskError::Generate {
+                                    domain: self.domain.clone(),
+                                    seed,
+                                    message: e.to_string(),
+                                })?;
+                        t.id = format!("generated/{}", t.id);
+                        t.domain = self.domain.clone();
+                        Ok(t)
+                    })
+                    .collect()
             }
         }
     }
@@ -247,11 +274,28 @@ mod tests {
 
     #[test]
     fn benchmark_tables_parse() {
-        let b: Benchmark = toml::from_str("domain = \"blocksworld\"\nsource = \"planbench\"\nset = \"blocksworld\"\nsample = 5").unwrap();
-        assert_eq!((b.source, b.set.as_deref()), (SourceKind::Planbench, Some("blocksworld")));
-        let b: Benchmark = toml::from_str("domain = \"gripper\"\nsource = \"generated\"\nsize = 3\nsample = 2").unwrap();
-        assert_eq!((b.source, b.size, b.first_seed), (SourceKind::Generated, Some(3), 0));
-        assert!(toml::from_str::<Benchmark>("domain = \"g\"\nsource = \"planbench\"\nset = \"x\"\nsample = 1\nbogus = 2").is_err());
-        assert_eq!(plugin_for_set("mystery_blocksworld_3"), Some("mystery-blocksworld"));
+        let b: Benchmark = toml::from_str(
+            "domain = \"blocksworld\"\nsource = \"planbench\"\nset = \"blocksworld\"\nsample = 5",
+        )
+        .unwrap();
+        assert_eq!(
+            (b.source, b.set.as_deref()),
+            (SourceKind::Planbench, Some("blocksworld"))
+        );
+        let b: Benchmark =
+            toml::from_str("domain = \"gripper\"\nsource = \"generated\"\nsize = 3\nsample = 2")
+                .unwrap();
+        assert_eq!(
+            (b.source, b.size, b.first_seed),
+            (SourceKind::Generated, Some(3), 0)
+        );
+        assert!(toml::from_str::<Benchmark>(
+            "domain = \"g\"\nsource = \"planbench\"\nset = \"x\"\nsample = 1\nbogus = 2"
+        )
+        .is_err());
+        assert_eq!(
+            plugin_for_set("mystery_blocksworld_3"),
+            Some("mystery-blocksworld")
+        );
     }
 }

@@ -48,20 +48,29 @@ pub struct TraceContents {
 impl TraceContents {
     /// The (task, strategy) pairs already done.
     pub fn done(&self) -> HashSet<(String, Strategy)> {
-        self.records.iter().map(|r| (r.task_id.clone(), r.strategy)).collect()
+        self.records
+            .iter()
+            .map(|r| (r.task_id.clone(), r.strategy))
+            .collect()
     }
 }
 
 /// Reads a trace. A last line that does not parse (a torn write) is dropped, not an error;
 /// any other bad line is.
 pub fn read_trace(path: &Path) -> Result<TraceContents, TraceError> {
-    let io = |source| TraceError::Io { path: path.to_path_buf(), source };
+    let io = |source| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TraceContents::default()),
         Err(e) => return Err(io(e)),
     };
-    let lines: Vec<String> = BufReader::new(file).lines().collect::<Result<_, _>>().map_err(io)?;
+    let lines: Vec<String> = BufReader::new(file)
+        .lines()
+        .collect::<Result<_, _>>()
+        .map_err(io)?;
     let last = lines.iter().rposition(|l| !l.trim().is_empty());
     let mut out = TraceContents::default();
     for (i, line) in lines.iter().enumerate() {
@@ -71,7 +80,13 @@ pub fn read_trace(path: &Path) -> Result<TraceContents, TraceError> {
         match serde_json::from_str::<EpisodeRecord>(line) {
             Ok(r) => out.records.push(r),
             Err(_) if Some(i) == last => out.torn_tail = true,
-            Err(e) => return Err(TraceError::BadLine { path: path.to_path_buf(), line: i + 1, message: e.to_string() }),
+            Err(e) => {
+                return Err(TraceError::BadLine {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message: e.to_string(),
+                })
+            }
         }
     }
     Ok(out)
@@ -88,7 +103,10 @@ impl TraceWriter {
     /// Opens `path` for appending (creating it and its folder). A torn last line left by a
     /// killed run is cut off first, so the next record starts on a line of its own.
     pub fn open(path: &Path) -> Result<TraceWriter, TraceError> {
-        let io = |source| TraceError::Io { path: path.to_path_buf(), source };
+        let io = |source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
@@ -102,15 +120,25 @@ impl TraceWriter {
                 f.set_len(keep as u64).map_err(io)?;
             }
         }
-        let file = OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
-        Ok(TraceWriter { path: path.to_path_buf(), file })
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io)?;
+        Ok(TraceWriter {
+            path: path.to_path_buf(),
+            file,
+        })
     }
 
     /// Appends one record and flushes it to the OS.
     pub fn append(&mut self, record: &EpisodeRecord) -> Result<(), TraceError> {
         let mut line = serde_json::to_string(record).map_err(TraceError::Serialize)?;
         line.push('\n');
-        let io = |source| TraceError::Io { path: self.path.clone(), source };
+        let io = |source| TraceError::Io {
+            path: self.path.clone(),
+            source,
+        };
         self.file.write_all(line.as_bytes()).map_err(io)?;
         self.file.flush().map_err(io)
     }

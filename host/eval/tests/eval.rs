@@ -4,19 +4,32 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use onebrain_core::{BoxError, Category, Diagnostic, DomainAdapter, Drift, FaithfulnessReport, Outcome, Spec, Task, Verdict, Verifier};
+use onebrain_core::{
+    BoxError, Category, Diagnostic, DomainAdapter, Drift, FaithfulnessReport, Outcome, Spec, Task,
+    Verdict, Verifier,
+};
 use onebrain_eval::{read_trace, run_eval_with, EvalConfig, Progress, Report, TraceWriter};
 use onebrain_roles::{
-    EpisodeRecord, EpisodeTimings, Finalizer, Generation, LanguageModel, Mode, Role, SamplingConfig, Services, StepRecord, StepTimings,
-    StopReason, Strategy,
+    EpisodeRecord, EpisodeTimings, Finalizer, Generation, LanguageModel, Mode, Role,
+    SamplingConfig, Services, StepRecord, StepTimings, StopReason, Strategy,
 };
 
 fn verdict(category: Option<Category>) -> Verdict {
     Verdict {
         solved: category.is_none(),
-        outcome: if category.is_none() { Outcome::Solved } else { Outcome::Rejected },
-        plan: if category.is_none() { vec!["(a)".into()] } else { vec![] },
-        diagnostics: category.map(|c| vec![Diagnostic::error(c, "x")]).unwrap_or_default(),
+        outcome: if category.is_none() {
+            Outcome::Solved
+        } else {
+            Outcome::Rejected
+        },
+        plan: if category.is_none() {
+            vec!["(a)".into()]
+        } else {
+            vec![]
+        },
+        diagnostics: category
+            .map(|c| vec![Diagnostic::error(c, "x")])
+            .unwrap_or_default(),
         time_ms: 10,
         solver_time_ms: 4,
         solver_output: None,
@@ -24,7 +37,14 @@ fn verdict(category: Option<Category>) -> Verdict {
 }
 
 /// A record whose verified steps end as `steps` says (`None` = solved).
-fn record(task: &str, domain: &str, strategy: Strategy, steps: &[Option<Category>], judge: Option<f32>, faith: Option<FaithfulnessReport>) -> EpisodeRecord {
+fn record(
+    task: &str,
+    domain: &str,
+    strategy: Strategy,
+    steps: &[Option<Category>],
+    judge: Option<f32>,
+    faith: Option<FaithfulnessReport>,
+) -> EpisodeRecord {
     let steps: Vec<StepRecord> = steps
         .iter()
         .enumerate()
@@ -49,7 +69,9 @@ fn record(task: &str, domain: &str, strategy: Strategy, steps: &[Option<Category
             timings: StepTimings::default(),
         })
         .collect();
-    let solved_at = steps.iter().position(|s| s.verdict.as_ref().unwrap().solved);
+    let solved_at = steps
+        .iter()
+        .position(|s| s.verdict.as_ref().unwrap().solved);
     EpisodeRecord {
         task_id: task.into(),
         domain: domain.into(),
@@ -69,13 +91,26 @@ fn record(task: &str, domain: &str, strategy: Strategy, steps: &[Option<Category
         judge_score: judge,
         rewards: None,
         faithfulness: faith,
-        timings: EpisodeTimings { wall_ms: 1000.0, generation_ms: 800.0, verification_ms: 100.0, planner_ms: 40.0, judge_ms: 50.0, plugins_ms: 2.0 },
+        timings: EpisodeTimings {
+            wall_ms: 1000.0,
+            generation_ms: 800.0,
+            verification_ms: 100.0,
+            planner_ms: 40.0,
+            judge_ms: 50.0,
+            plugins_ms: 2.0,
+        },
         error: None,
     }
 }
 
 fn faithful() -> Option<FaithfulnessReport> {
-    Some(FaithfulnessReport { solvable: true, faithful: true, goal_preserved: true, schema_f1: 1.0, ..Default::default() })
+    Some(FaithfulnessReport {
+        solvable: true,
+        faithful: true,
+        goal_preserved: true,
+        schema_f1: 1.0,
+        ..Default::default()
+    })
 }
 
 #[test]
@@ -83,12 +118,52 @@ fn report_from_a_prepared_trace_matches_hand_computed_numbers() {
     use Category::*;
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("trace.jsonl");
-    let weakened = FaithfulnessReport { solvable: true, drift: Some(Drift::GoalWeakening), schema_f1: 1.0, ..Default::default() };
+    let weakened = FaithfulnessReport {
+        solvable: true,
+        drift: Some(Drift::GoalWeakening),
+        schema_f1: 1.0,
+        ..Default::default()
+    };
     let records = vec![
-        record("a/1", "A", Strategy::MultiRole, &[None], Some(0.9), faithful()),
-        record("a/2", "A", Strategy::MultiRole, &[Some(Syntax), Some(GoalConstraint), None], Some(0.3), Some(weakened)),
-        record("b/1", "B", Strategy::MultiRole, &[Some(Syntax), Some(Syntax), Some(ObjectType), Some(ObjectType), Some(Unreachable), Some(Unreachable)], Some(0.6), Some(FaithfulnessReport::default())),
-        record("b/2", "B", Strategy::MultiRole, &[Some(PreconditionEffect), None], Some(0.2), faithful()),
+        record(
+            "a/1",
+            "A",
+            Strategy::MultiRole,
+            &[None],
+            Some(0.9),
+            faithful(),
+        ),
+        record(
+            "a/2",
+            "A",
+            Strategy::MultiRole,
+            &[Some(Syntax), Some(GoalConstraint), None],
+            Some(0.3),
+            Some(weakened),
+        ),
+        record(
+            "b/1",
+            "B",
+            Strategy::MultiRole,
+            &[
+                Some(Syntax),
+                Some(Syntax),
+                Some(ObjectType),
+                Some(ObjectType),
+                Some(Unreachable),
+                Some(Unreachable),
+            ],
+            Some(0.6),
+            Some(FaithfulnessReport::default()),
+        ),
+        record(
+            "b/2",
+            "B",
+            Strategy::MultiRole,
+            &[Some(PreconditionEffect), None],
+            Some(0.2),
+            faithful(),
+        ),
         record("a/1", "A", Strategy::Direct, &[None], None, None),
     ];
     let mut w = TraceWriter::open(&trace).unwrap();
@@ -97,31 +172,71 @@ fn report_from_a_prepared_trace_matches_hand_computed_numbers() {
     }
     drop(w);
     // A killed writer's torn line is dropped on reading.
-    std::fs::OpenOptions::new().append(true).open(&trace).and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"task_id\": \"a/3\", \"dom")).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&trace)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"task_id\": \"a/3\", \"dom"))
+        .unwrap();
     let contents = read_trace(&trace).unwrap();
     assert!(contents.torn_tail);
     assert_eq!(contents.records, records);
 
     let report = Report::from_records("prepared", &contents.records, 0.05, 1);
     assert_eq!(report.domains, ["A", "B"]);
-    assert_eq!(report.strategies.iter().map(|s| s.strategy).collect::<Vec<_>>(), [Strategy::Direct, Strategy::MultiRole]);
+    assert_eq!(
+        report
+            .strategies
+            .iter()
+            .map(|s| s.strategy)
+            .collect::<Vec<_>>(),
+        [Strategy::Direct, Strategy::MultiRole]
+    );
     let mr = &report.strategies[1];
     assert_eq!(mr.n, 4);
-    assert_eq!((mr.success["A"].k, mr.success["A"].n, mr.success["B"].k), (2, 2, 1));
+    assert_eq!(
+        (mr.success["A"].k, mr.success["A"].n, mr.success["B"].k),
+        (2, 2, 1)
+    );
     assert!((mr.average_success - 0.75).abs() < 1e-12, "(1.0 + 0.5) / 2");
     assert_eq!(mr.csr, [0.25, 0.5, 0.75, 0.75, 0.75, 0.75]);
     assert_eq!(mr.delta, [0.25, 0.25, 0.25, 0.0, 0.0, 0.0]);
     let at = |h: usize, c: &str| mr.dominant[h].get(c).copied().unwrap_or(0);
     assert_eq!((at(0, "syntax"), at(0, "precondition-effect")), (2, 1));
     assert_eq!((at(1, "goal-constraint"), at(1, "syntax")), (1, 1));
-    assert_eq!((at(2, "object-type"), at(3, "object-type"), at(4, "unreachable"), at(5, "unreachable")), (1, 1, 1, 1));
-    assert_eq!(mr.dominant[2].values().sum::<usize>(), 1, "only b/1 is still unsolved at h = 2");
+    assert_eq!(
+        (
+            at(2, "object-type"),
+            at(3, "object-type"),
+            at(4, "unreachable"),
+            at(5, "unreachable")
+        ),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(
+        mr.dominant[2].values().sum::<usize>(),
+        1,
+        "only b/1 is still unsolved at h = 2"
+    );
     assert_eq!((mr.avg_solver_calls, mr.avg_repairs), (3.0, 2.0));
     let j = mr.judge.as_ref().unwrap();
-    assert_eq!((j.unsolved.clone(), j.solved_faithful.clone(), j.solved_unfaithful.len()), (vec![0.30000001192092896, 0.6000000238418579, 0.20000000298023224], vec![0.8999999761581421], 0));
+    assert_eq!(
+        (
+            j.unsolved.clone(),
+            j.solved_faithful.clone(),
+            j.solved_unfaithful.len()
+        ),
+        (
+            vec![0.30000001192092896, 0.6000000238418579, 0.20000000298023224],
+            vec![0.8999999761581421],
+            0
+        )
+    );
     assert_eq!(j.auc, Some(1.0));
     let f = mr.faithfulness.as_ref().unwrap();
-    assert_eq!((f.solvability, f.faithful_success, f.gap), (0.75, 0.5, 0.25));
+    assert_eq!(
+        (f.solvability, f.faithful_success, f.gap),
+        (0.75, 0.5, 0.25)
+    );
     assert!((f.drift.unwrap() - 1.0 / 3.0).abs() < 1e-12);
     assert_eq!(f.drift_categories.goal_weakening, 1);
     assert_eq!((mr.faithful["A"].k, mr.faithful["B"].k), (1, 1));
@@ -129,7 +244,14 @@ fn report_from_a_prepared_trace_matches_hand_computed_numbers() {
     assert_eq!(d.eps_hat, 0.25);
     // 0.25 + sqrt(ln(20) / 8) = 0.25 + 0.611940...
     assert!((d.bound - 0.861_940).abs() < 1e-5, "{}", d.bound);
-    assert_eq!((mr.timing.wall_ms, mr.timing.generation_ms, mr.timing.prefix_cache_share), (1000.0, 800.0, 0.25));
+    assert_eq!(
+        (
+            mr.timing.wall_ms,
+            mr.timing.generation_ms,
+            mr.timing.prefix_cache_share
+        ),
+        (1000.0, 800.0, 0.25)
+    );
     assert_eq!(mr.timing.tokens_generated, 30.0, "(10 + 30 + 60 + 20) / 4");
 
     let direct = &report.strategies[0];
@@ -138,13 +260,30 @@ fn report_from_a_prepared_trace_matches_hand_computed_numbers() {
 
     let paths = report.write(dir.path()).unwrap();
     let md = std::fs::read_to_string(&paths.markdown).unwrap();
-    assert!(md.contains("| multi-role | 100.0 (2/2) | 50.0 (1/2) | 75.0 | 3.00 | 3.00 |"), "{md}");
+    assert!(
+        md.contains("| multi-role | 100.0 (2/2) | 50.0 (1/2) | 75.0 | 3.00 | 3.00 |"),
+        "{md}"
+    );
     assert!(md.contains("| direct | 100.0 (1/1) | – | 100.0 |"), "{md}");
-    assert!(md.contains("| multi-role | 25.0 (+25.0) | 50.0 (+25.0) | 75.0 (+25.0) | 75.0 (+0.0)"), "{md}");
-    assert!(md.contains("| multi-role | 4 | 75.0 | 50.0 | 33.3 | 25.0 |"), "{md}");
-    let names: Vec<String> = paths.plots.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    assert_eq!(names, ["success.svg", "csr.svg", "diagnostics.svg", "judge.svg"]);
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&paths.json).unwrap()).unwrap();
+    assert!(
+        md.contains("| multi-role | 25.0 (+25.0) | 50.0 (+25.0) | 75.0 (+25.0) | 75.0 (+0.0)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| multi-role | 4 | 75.0 | 50.0 | 33.3 | 25.0 |"),
+        "{md}"
+    );
+    let names: Vec<String> = paths
+        .plots
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["success.svg", "csr.svg", "diagnostics.svg", "judge.svg"]
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&paths.json).unwrap()).unwrap();
     assert_eq!(json["strategies"][1]["csr"][2], 0.75);
 }
 
@@ -156,7 +295,8 @@ const DOMAIN: &str = "(define (domain bw) (:predicates (clear ?x) (ontable ?x) (
   (:action stack :parameters (?ob ?underob) :precondition (and (clear ?underob) (holding ?ob))
     :effect (and (handempty) (clear ?ob) (on ?ob ?underob) (not (clear ?underob)) (not (holding ?ob)))))";
 /// The answer after the problem-mode primer `(define (problem task) (:domain bw) (:objects `.
-const TAIL: &str = "a b) (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))";
+const TAIL: &str =
+    "a b) (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))";
 
 struct Toy;
 impl DomainAdapter for Toy {
@@ -174,7 +314,10 @@ impl DomainAdapter for Toy {
             id: format!("toy/seed-{seed}"),
             domain: "toy".into(),
             text: format!("Task {seed}: put a on b."),
-            reference: Some(Spec { domain: DOMAIN.into(), problem: format!("(define (problem p) (:domain bw) (:objects {TAIL}") }),
+            reference: Some(Spec {
+                domain: DOMAIN.into(),
+                problem: format!("(define (problem p) (:domain bw) (:objects {TAIL}"),
+            }),
         })
     }
     fn describe(&self, _: &str) -> Result<String, BoxError> {
@@ -185,20 +328,53 @@ impl DomainAdapter for Toy {
 struct Native;
 impl Verifier for Native {
     fn verify(&self, spec: &Spec) -> Verdict {
-        let errs: Vec<_> = onebrain_pddl::check_sources(&spec.domain, &spec.problem).into_iter().filter(|d| d.is_error()).collect();
+        let errs: Vec<_> = onebrain_pddl::check_sources(&spec.domain, &spec.problem)
+            .into_iter()
+            .filter(|d| d.is_error())
+            .collect();
         let solved = errs.is_empty();
-        let plan = if solved { vec!["(pick-up a)".into(), "(stack a b)".into()] } else { vec![] };
-        Verdict { solved, outcome: if solved { Outcome::Solved } else { Outcome::Rejected }, plan, diagnostics: errs, time_ms: 1, solver_time_ms: 1, solver_output: None }
+        let plan = if solved {
+            vec!["(pick-up a)".into(), "(stack a b)".into()]
+        } else {
+            vec![]
+        };
+        Verdict {
+            solved,
+            outcome: if solved {
+                Outcome::Solved
+            } else {
+                Outcome::Rejected
+            },
+            plan,
+            diagnostics: errs,
+            time_ms: 1,
+            solver_time_ms: 1,
+            solver_output: None,
+        }
     }
 }
 
 /// Writes the right problem for whichever task it is asked about; counts its calls.
 struct Echo(Arc<std::sync::atomic::AtomicUsize>);
 impl LanguageModel for Echo {
-    fn generate(&mut self, _: Role, prompt: &str, _: &SamplingConfig) -> Result<Generation, BoxError> {
+    fn generate(
+        &mut self,
+        _: Role,
+        prompt: &str,
+        _: &SamplingConfig,
+    ) -> Result<Generation, BoxError> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         assert!(prompt.contains("put a on b"));
-        Ok(Generation { text: TAIL.into(), tokens: vec![1, 2, 3], prompt_tokens: 9, cached_prompt_tokens: 0, prefill_tokens: 9, prefill_secs: 0.0, decode_secs: 0.0, stop_reason: StopReason::Eos })
+        Ok(Generation {
+            text: TAIL.into(),
+            tokens: vec![1, 2, 3],
+            prompt_tokens: 9,
+            cached_prompt_tokens: 0,
+            prefill_tokens: 9,
+            prefill_secs: 0.0,
+            decode_secs: 0.0,
+            stop_reason: StopReason::Eos,
+        })
     }
     fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
         Ok(0.7)
@@ -208,23 +384,45 @@ impl LanguageModel for Echo {
     }
 }
 
-fn run(cfg: &EvalConfig, base: &Path) -> (usize, Vec<(usize, usize, bool)>, onebrain_eval::EvalOutcome) {
+fn run(
+    cfg: &EvalConfig,
+    base: &Path,
+) -> (usize, Vec<(usize, usize, bool)>, onebrain_eval::EvalOutcome) {
     let services = Services {
         verifier: Arc::new(Native),
         domains: vec![Arc::new(Toy) as Arc<dyn DomainAdapter>],
-        finalizer: Finalizer { reward: None, checker: Some(Arc::new(onebrain_faithful::ReferenceChecker::default())) },
+        finalizer: Finalizer {
+            reward: None,
+            checker: Some(Arc::new(onebrain_faithful::ReferenceChecker::default())),
+        },
     };
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let c2 = calls.clone();
     let mut model = None;
     let mut planned = Vec::new();
-    let out = run_eval_with(cfg, base, &services, &mut || Ok(Box::new(Echo(c2.clone())) as Box<dyn LanguageModel>), &mut model, &mut |p| {
-        if let Progress::Planned { total, done, torn_tail } = p {
-            planned.push((*total, *done, *torn_tail));
-        }
-    })
+    let out = run_eval_with(
+        cfg,
+        base,
+        &services,
+        &mut || Ok(Box::new(Echo(c2.clone())) as Box<dyn LanguageModel>),
+        &mut model,
+        &mut |p| {
+            if let Progress::Planned {
+                total,
+                done,
+                torn_tail,
+            } = p
+            {
+                planned.push((*total, *done, *torn_tail));
+            }
+        },
+    )
     .unwrap();
-    (calls.load(std::sync::atomic::Ordering::SeqCst), planned, out)
+    (
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        planned,
+        out,
+    )
 }
 
 #[test]
@@ -239,21 +437,36 @@ fn a_killed_run_resumes_from_its_trace() {
     assert_eq!(planned, [(6, 0, false)]);
     let full = std::fs::read_to_string(&out.trace_path).unwrap();
     assert_eq!(full.lines().count(), 6);
-    assert!(out.summary.contains("| multi-role | 100.0 (3/3) |"), "{}", out.summary);
+    assert!(
+        out.summary.contains("| multi-role | 100.0 (3/3) |"),
+        "{}",
+        out.summary
+    );
     assert!(out.report_paths.markdown.is_file() && out.report_paths.plots.len() >= 3);
 
     // Kill it in the middle of the fourth line: three records and a torn tail remain.
     let lines: Vec<&str> = full.lines().collect();
-    let torn = format!("{}\n{}", lines[..3].join("\n"), &lines[3][..lines[3].len() / 2]);
+    let torn = format!(
+        "{}\n{}",
+        lines[..3].join("\n"),
+        &lines[3][..lines[3].len() / 2]
+    );
     std::fs::write(&out.trace_path, torn).unwrap();
     let (calls, planned, out2) = run(&cfg, dir.path());
     assert_eq!(planned, [(6, 3, true)]);
     assert_eq!((calls, out2.ran, out2.skipped), (3, 3, 3));
     let contents = read_trace(&out2.trace_path).unwrap();
-    assert!(!contents.torn_tail, "the torn line was cut before appending");
+    assert!(
+        !contents.torn_tail,
+        "the torn line was cut before appending"
+    );
     assert_eq!(contents.records.len(), 6);
     assert_eq!(contents.done().len(), 6, "every (task, strategy) pair once");
-    let faithful = contents.records.iter().filter(|r| r.faithfulness.as_ref().is_some_and(|f| f.faithful)).count();
+    let faithful = contents
+        .records
+        .iter()
+        .filter(|r| r.faithfulness.as_ref().is_some_and(|f| f.faithful))
+        .count();
     assert_eq!(faithful, 6, "the checker ran on every episode");
 
     // Nothing left: no model load, the report is rewritten from the trace.

@@ -28,7 +28,12 @@ pub struct SolverConfig {
 
 impl Default for SolverConfig {
     fn default() -> Self {
-        SolverConfig { timeout_s: 60.0, memory_mb: 4096, search: "lama-first".into(), workers: 1 }
+        SolverConfig {
+            timeout_s: 60.0,
+            memory_mb: 4096,
+            search: "lama-first".into(),
+            workers: 1,
+        }
     }
 }
 
@@ -36,9 +41,16 @@ impl SolverConfig {
     /// The verifier's limits.
     pub fn limits(&self) -> Result<SolverLimits, RolesError> {
         if !(self.timeout_s.is_finite() && self.timeout_s > 0.0) {
-            return Err(RolesError::Config(format!("solver timeout-s must be > 0, got {}", self.timeout_s)));
+            return Err(RolesError::Config(format!(
+                "solver timeout-s must be > 0, got {}",
+                self.timeout_s
+            )));
         }
-        Ok(SolverLimits { timeout: Duration::from_secs_f64(self.timeout_s), memory_mb: self.memory_mb, search: Search::parse(&self.search) })
+        Ok(SolverLimits {
+            timeout: Duration::from_secs_f64(self.timeout_s),
+            memory_mb: self.memory_mb,
+            search: Search::parse(&self.search),
+        })
     }
 }
 
@@ -69,27 +81,40 @@ pub struct SolveConfig {
     pub plugins: RuntimeConfig,
     /// Where faithfulness comes from.
     pub checker: CheckerChoice,
+    /// Trained role parameters to load over the fresh ones (a checkpoint folder written by
+    /// `onebrain train`, relative to the config file's folder); `None` runs the base model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<PathBuf>,
 }
 
 impl SolveConfig {
     /// Parses TOML text (unknown keys are errors) and validates it.
     pub fn from_toml(text: &str) -> Result<SolveConfig, RolesError> {
-        let cfg: SolveConfig = toml::from_str(text).map_err(|e| RolesError::Config(e.to_string()))?;
+        let cfg: SolveConfig =
+            toml::from_str(text).map_err(|e| RolesError::Config(e.to_string()))?;
         cfg.validate()?;
         Ok(cfg)
     }
 
     /// Reads a config file; relative paths in it are relative to its folder.
     pub fn from_file(path: &Path) -> Result<SolveConfig, RolesError> {
-        let text = std::fs::read_to_string(path).map_err(|e| RolesError::ConfigFile { path: path.to_path_buf(), message: e.to_string() })?;
-        SolveConfig::from_toml(&text).map_err(|e| RolesError::ConfigFile { path: path.to_path_buf(), message: e.to_string() })
+        let text = std::fs::read_to_string(path).map_err(|e| RolesError::ConfigFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        SolveConfig::from_toml(&text).map_err(|e| RolesError::ConfigFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
     }
 
     /// Checks the values that need no I/O.
     pub fn validate(&self) -> Result<(), RolesError> {
         self.episode.validate()?;
         self.solver.limits()?;
-        self.model.validate().map_err(|e| RolesError::Config(e.to_string()))
+        self.model
+            .validate()
+            .map_err(|e| RolesError::Config(e.to_string()))
     }
 }
 
@@ -115,11 +140,17 @@ mod tests {
             "checker = \"native\"\n[episode]\nstrategy = \"self-refine\"\nmode = \"problem\"\n[model]\npath = \"x.gguf\"\n[plugins]\ndomains = [\"blocksworld\"]\n[solver]\ntimeout-s = 5",
         )
         .unwrap();
-        assert_eq!((c.episode.strategy, c.episode.mode, c.checker), (Strategy::SelfRefine, Mode::Problem, CheckerChoice::Native));
+        assert_eq!(
+            (c.episode.strategy, c.episode.mode, c.checker),
+            (Strategy::SelfRefine, Mode::Problem, CheckerChoice::Native)
+        );
         assert_eq!(c.plugins.domains, ["blocksworld"]);
         assert!(SolveConfig::from_toml("[episode]\nbudgett = 3").is_err());
         assert!(SolveConfig::from_toml("[solver]\ntimeout-s = -1").is_err());
-        assert!(matches!(SolveConfig::from_file(Path::new("/nonexistent.toml")), Err(RolesError::ConfigFile { .. })));
+        assert!(matches!(
+            SolveConfig::from_file(Path::new("/nonexistent.toml")),
+            Err(RolesError::ConfigFile { .. })
+        ));
     }
 
     #[test]
@@ -129,8 +160,17 @@ mod tests {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with("solve") && name.ends_with(".toml") {
-                let c = SolveConfig::from_file(&entry.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
-                assert_eq!((c.episode.max_repairs, c.episode.budget, c.episode.lambda_judge), (5, 6, 0.3), "{name}");
+                let c =
+                    SolveConfig::from_file(&entry.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(
+                    (
+                        c.episode.max_repairs,
+                        c.episode.budget,
+                        c.episode.lambda_judge
+                    ),
+                    (5, 6, 0.3),
+                    "{name}"
+                );
                 n += 1;
             }
         }

@@ -27,7 +27,10 @@ pub struct Finalizer {
 
 impl std::fmt::Debug for Finalizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Finalizer").field("reward", &self.reward.is_some()).field("checker", &self.checker.is_some()).finish()
+        f.debug_struct("Finalizer")
+            .field("reward", &self.reward.is_some())
+            .field("checker", &self.checker.is_some())
+            .finish()
     }
 }
 
@@ -54,7 +57,9 @@ impl Finalizer {
                 Err(e) => errors.push(format!("reward plugin: {e}")),
             }
         }
-        if let (Some(checker), Some(reference), false) = (&self.checker, reference, rec.strategy.writes_plan()) {
+        if let (Some(checker), Some(reference), false) =
+            (&self.checker, reference, rec.strategy.writes_plan())
+        {
             match &rec.final_spec {
                 Some(spec) => {
                     let plan = rec.solved.then_some(rec.final_plan.as_slice());
@@ -85,14 +90,21 @@ impl Finalizer {
 /// Answers a model request; a model error becomes [`Response::Failed`].
 fn serve_model<M: LanguageModel + ?Sized>(model: &mut M, request: &Request) -> Option<Response> {
     match request {
-        Request::Generate { role, prompt, sampling } => Some(match model.generate(*role, prompt, sampling) {
+        Request::Generate {
+            role,
+            prompt,
+            sampling,
+        } => Some(match model.generate(*role, prompt, sampling) {
             Ok(g) => Response::Generated(g),
             Err(e) => Response::Failed(format!("model error ({role}): {e}")),
         }),
         Request::Judge { prompt } => {
             let start = Instant::now();
             Some(match model.judge(prompt) {
-                Ok(score) => Response::Judged { score, secs: start.elapsed().as_secs_f64() },
+                Ok(score) => Response::Judged {
+                    score,
+                    secs: start.elapsed().as_secs_f64(),
+                },
                 Err(e) => Response::Failed(format!("model error (judge): {e}")),
             })
         }
@@ -172,7 +184,11 @@ where
                     Some(mut episode) => {
                         let request = episode.start();
                         let free = slots.iter().position(Option::is_none);
-                        let slot = Some(Slot { episode, request, waiting: false });
+                        let slot = Some(Slot {
+                            episode,
+                            request,
+                            waiting: false,
+                        });
                         match free {
                             Some(i) => slots[i] = slot,
                             None => slots.push(slot),
@@ -183,7 +199,12 @@ where
             }
             // 2. Hand verifications to the pool; take verdicts that are ready.
             for (i, s) in slots.iter_mut().enumerate() {
-                if let Some(Slot { request: Request::Verify { spec }, waiting: waiting @ false, .. }) = s {
+                if let Some(Slot {
+                    request: Request::Verify { spec },
+                    waiting: waiting @ false,
+                    ..
+                }) = s
+                {
                     *waiting = true;
                     let pool = pool.clone();
                     let spec = spec.clone();
@@ -197,7 +218,13 @@ where
             // 3. Close finished episodes (and go back to open new ones before waiting).
             let mut closed = false;
             for s in slots.iter_mut() {
-                if matches!(s, Some(Slot { request: Request::Done, .. })) {
+                if matches!(
+                    s,
+                    Some(Slot {
+                        request: Request::Done,
+                        ..
+                    })
+                ) {
                     let mut slot = s.take().expect("matched");
                     for e in slot.episode.take_events() {
                         on_event(&e);
@@ -219,7 +246,15 @@ where
                 }
             }
             // 4. Give the model to the oldest episode that needs it.
-            let next = slots.iter().position(|s| matches!(s, Some(Slot { request: Request::Generate { .. } | Request::Judge { .. }, .. })));
+            let next = slots.iter().position(|s| {
+                matches!(
+                    s,
+                    Some(Slot {
+                        request: Request::Generate { .. } | Request::Judge { .. },
+                        ..
+                    })
+                )
+            });
             if let Some(i) = next {
                 let slot = slots[i].as_mut().expect("matched");
                 let response = serve_model(model, &slot.request).expect("a model request");

@@ -150,7 +150,17 @@ impl Episode {
             timings: EpisodeTimings::default(),
             error: None,
         };
-        Episode { cfg: cfg.clone(), input, ctx, record, phase: Phase::Done, events: Vec::new(), started: None, search: Search::default(), pending: None }
+        Episode {
+            cfg: cfg.clone(),
+            input,
+            ctx,
+            record,
+            phase: Phase::Done,
+            events: Vec::new(),
+            started: None,
+            search: Search::default(),
+            pending: None,
+        }
     }
 
     /// The task's identifier.
@@ -166,7 +176,10 @@ impl Episode {
     /// The first request.
     pub fn start(&mut self) -> Request {
         self.started = Some(Instant::now());
-        self.events.push(Event::Started { task_id: self.record.task_id.clone(), strategy: self.cfg.strategy });
+        self.events.push(Event::Started {
+            task_id: self.record.task_id.clone(),
+            strategy: self.cfg.strategy,
+        });
         let needs_domain = self.cfg.mode == Mode::Problem || self.cfg.strategy.writes_plan();
         if needs_domain && self.input.domain_pddl.is_none() {
             return self.fail("this mode needs the domain plugin's domain PDDL".into());
@@ -195,9 +208,13 @@ impl Episode {
         match (self.phase.clone(), response) {
             (Phase::Generating { index }, Response::Generated(g)) => self.on_generated(index, g),
             (Phase::Verifying { step }, Response::Verified(v)) => self.on_verified(step, v),
-            (Phase::Judging { step }, Response::Judged { score, secs }) => self.on_judged(step, score, secs),
+            (Phase::Judging { step }, Response::Judged { score, secs }) => {
+                self.on_judged(step, score, secs)
+            }
             (Phase::Proposing { node, j }, Response::Generated(g)) => self.on_proposal(node, j, g),
-            (Phase::Valuing { c }, Response::Judged { score, secs }) => self.on_value(c, score, secs),
+            (Phase::Valuing { c }, Response::Judged { score, secs }) => {
+                self.on_value(c, score, secs)
+            }
             (phase, r) => self.fail(format!("driver bug: {r:?} does not answer {phase:?}")),
         }
     }
@@ -223,23 +240,47 @@ impl Episode {
 
     fn generate(&mut self, index: u32) -> Request {
         let (role, prompt, max_tokens, resample) = match (self.cfg.strategy, index) {
-            (Strategy::MultiRole, 0) | (Strategy::SelfRefine, 0) => (Role::Actor, self.ctx.actor(), self.cfg.max_tokens, false),
+            (Strategy::MultiRole, 0) | (Strategy::SelfRefine, 0) => {
+                (Role::Actor, self.ctx.actor(), self.cfg.max_tokens, false)
+            }
             (Strategy::MultiRole, _) | (Strategy::SelfRefine, _) => {
-                let last = self.last_spec_step().expect("a repair follows a verified step");
+                let last = self
+                    .last_spec_step()
+                    .expect("a repair follows a verified step");
                 let candidate = self.ctx.candidate_text(last.spec.as_ref(), &last.output);
                 let verdict = last.verdict.as_ref().expect("verified");
                 if self.cfg.strategy == Strategy::MultiRole {
-                    (Role::Editor, self.ctx.editor(&candidate, verdict), self.cfg.max_tokens, false)
+                    (
+                        Role::Editor,
+                        self.ctx.editor(&candidate, verdict),
+                        self.cfg.max_tokens,
+                        false,
+                    )
                 } else {
                     // Self-Refine has no role conditioning: the Actor's parameters throughout.
-                    (Role::Actor, self.ctx.self_refine(&candidate, verdict), self.cfg.max_tokens, false)
+                    (
+                        Role::Actor,
+                        self.ctx.self_refine(&candidate, verdict),
+                        self.cfg.max_tokens,
+                        false,
+                    )
                 }
             }
             (Strategy::LlmPlusP, _) => {
                 let (text, problem) = self.input.example.as_ref().expect("checked at start");
-                (Role::Actor, self.ctx.llm_plus_p(text, problem), self.cfg.max_tokens, true)
+                (
+                    Role::Actor,
+                    self.ctx.llm_plus_p(text, problem),
+                    self.cfg.max_tokens,
+                    true,
+                )
             }
-            (Strategy::Direct, _) => (Role::Actor, self.ctx.direct(), self.cfg.plan_max_tokens, true),
+            (Strategy::Direct, _) => (
+                Role::Actor,
+                self.ctx.direct(),
+                self.cfg.plan_max_tokens,
+                true,
+            ),
             (Strategy::Tot, _) => unreachable!("ToT proposes through `propose`"),
         };
         let mut sampling = self.cfg.sampling(index, max_tokens, resample);
@@ -251,10 +292,20 @@ impl Episode {
         self.ask(Phase::Generating { index }, role, prompt, sampling)
     }
 
-    fn ask(&mut self, phase: Phase, role: Role, prompt: String, sampling: SamplingConfig) -> Request {
+    fn ask(
+        &mut self,
+        phase: Phase,
+        role: Role,
+        prompt: String,
+        sampling: SamplingConfig,
+    ) -> Request {
         self.phase = phase;
         self.pending = Some((role, prompt.clone(), sampling.clone()));
-        Request::Generate { role, prompt, sampling }
+        Request::Generate {
+            role,
+            prompt,
+            sampling,
+        }
     }
 
     fn last_spec_step(&self) -> Option<&StepRecord> {
@@ -272,7 +323,15 @@ impl Episode {
         }
     }
 
-    fn step_from(&self, index: u32, kind: &str, role: Role, prompt: String, g: &Generation, sampling: SamplingConfig) -> StepRecord {
+    fn step_from(
+        &self,
+        index: u32,
+        kind: &str,
+        role: Role,
+        prompt: String,
+        g: &Generation,
+        sampling: SamplingConfig,
+    ) -> StepRecord {
         StepRecord {
             index,
             role,
@@ -291,14 +350,23 @@ impl Episode {
             dominant: None,
             solver_call: false,
             judge_score: None,
-            timings: StepTimings { prefill_ms: g.prefill_secs * 1e3, decode_ms: g.decode_secs * 1e3, ..Default::default() },
+            timings: StepTimings {
+                prefill_ms: g.prefill_secs * 1e3,
+                decode_ms: g.decode_secs * 1e3,
+                ..Default::default()
+            },
         }
     }
 
     fn on_generated(&mut self, index: u32, g: Generation) -> Request {
         let (role, prompt, sampling) = self.pending.take().expect("a generation was asked for");
         let kind = self.kind(index);
-        if index > 0 && matches!(self.cfg.strategy, Strategy::MultiRole | Strategy::SelfRefine) {
+        if index > 0
+            && matches!(
+                self.cfg.strategy,
+                Strategy::MultiRole | Strategy::SelfRefine
+            )
+        {
             self.record.repairs += 1;
         }
         let mut step = self.step_from(index, kind, role, prompt, &g, sampling);
@@ -319,7 +387,12 @@ impl Episode {
         });
         if self.cfg.strategy == Strategy::Direct {
             let plan = parse_plan_lines(&text);
-            let reference = self.input.task.reference.as_ref().expect("checked at start");
+            let reference = self
+                .input
+                .task
+                .reference
+                .as_ref()
+                .expect("checked at start");
             let verdict = validate_plan(reference, &plan);
             step.solver_call = true;
             self.record.steps.push(step);
@@ -337,14 +410,19 @@ impl Episode {
             Some(v) => self.on_verified(at, v),
             None => {
                 self.phase = Phase::Verifying { step: at };
-                Request::Verify { spec: self.record.steps[at].spec.clone().expect("extracted") }
+                Request::Verify {
+                    spec: self.record.steps[at].spec.clone().expect("extracted"),
+                }
             }
         }
     }
 
     fn on_verified(&mut self, at: usize, verdict: Verdict) -> Request {
         // A no-PDDL output spends its budget unit without reaching the verifier.
-        let real_call = self.record.steps[at].extraction.as_ref().is_none_or(|e| e.failure.is_none());
+        let real_call = self.record.steps[at]
+            .extraction
+            .as_ref()
+            .is_none_or(|e| e.failure.is_none());
         let writes_plan = self.cfg.strategy.writes_plan();
         let rec = &mut self.record;
         rec.solver_calls += 1;
@@ -356,9 +434,17 @@ impl Episode {
         let step = &mut rec.steps[at];
         step.solver_call = real_call;
         step.timings.verify_ms = verdict.time_ms as f64;
-        step.dominant = if verdict.solved { None } else { verdict.dominant_category() };
+        step.dominant = if verdict.solved {
+            None
+        } else {
+            verdict.dominant_category()
+        };
         let index = step.index;
-        self.events.push(Event::Verified { task_id: rec.task_id.clone(), index, verdict: verdict.clone() });
+        self.events.push(Event::Verified {
+            task_id: rec.task_id.clone(),
+            index,
+            verdict: verdict.clone(),
+        });
         // Store the verdict without the planner's full log: it can run to 64 KiB per call.
         let mut stored = verdict;
         stored.solver_output = stored.solver_output.map(|mut o| {
@@ -376,7 +462,9 @@ impl Episode {
             let step = &self.record.steps[at];
             let candidate = self.ctx.candidate_text(step.spec.as_ref(), &step.output);
             self.phase = Phase::Judging { step: at };
-            return Request::Judge { prompt: self.ctx.judge(&candidate) };
+            return Request::Judge {
+                prompt: self.ctx.judge(&candidate),
+            };
         }
         self.after_verdict(at)
     }
@@ -388,7 +476,11 @@ impl Episode {
         let step = &mut rec.steps[at];
         step.judge_score = Some(score);
         step.timings.judge_ms += secs * 1e3;
-        self.events.push(Event::Judged { task_id: rec.task_id.clone(), index: rec.steps[at].index, score });
+        self.events.push(Event::Judged {
+            task_id: rec.task_id.clone(),
+            index: rec.steps[at].index,
+            score,
+        });
         self.after_verdict(at)
     }
 
@@ -437,7 +529,16 @@ impl Episode {
                 .iter()
                 .find(|s| s.verdict.as_ref().is_some_and(|v| v.solved))
                 .or_else(|| self.last_spec_step())
-                .map(|s| (s.verdict.as_ref().is_some_and(|v| v.solved), s.spec.clone(), s.verdict.as_ref().map(|v| v.plan.clone()).unwrap_or_default()));
+                .map(|s| {
+                    (
+                        s.verdict.as_ref().is_some_and(|v| v.solved),
+                        s.spec.clone(),
+                        s.verdict
+                            .as_ref()
+                            .map(|v| v.plan.clone())
+                            .unwrap_or_default(),
+                    )
+                });
             if let Some((solved, spec, plan)) = chosen {
                 self.record.solved = solved;
                 self.record.final_spec = spec;
@@ -450,8 +551,13 @@ impl Episode {
 
     fn propose(&mut self, node: usize, j: usize) -> Request {
         let prompt = self.ctx.tot_propose(&self.search.frontier[node]);
-        let sampling = self.cfg.sampling(self.search.generations, self.cfg.tot.max_tokens, true);
-        let sampling = SamplingConfig { stop: vec![")".into(), "\n".into()], ..sampling };
+        let sampling = self
+            .cfg
+            .sampling(self.search.generations, self.cfg.tot.max_tokens, true);
+        let sampling = SamplingConfig {
+            stop: vec![")".into(), "\n".into()],
+            ..sampling
+        };
         self.search.generations += 1;
         self.ask(Phase::Proposing { node, j }, Role::Actor, prompt, sampling)
     }
@@ -476,7 +582,10 @@ impl Episode {
         match parse_plan_lines(&text).into_iter().next() {
             // `(done)` (or nothing usable) marks the node complete.
             None => {
-                if !base.is_empty() && !self.search.complete.contains(&base) && !self.search.validated.contains(&base) {
+                if !base.is_empty()
+                    && !self.search.complete.contains(&base)
+                    && !self.search.validated.contains(&base)
+                {
                     self.search.complete.push(base);
                 }
             }
@@ -502,7 +611,9 @@ impl Episode {
         let c = self.search.values.len();
         if c < self.search.candidates.len() {
             self.phase = Phase::Valuing { c };
-            return Request::Judge { prompt: self.ctx.tot_value(&self.search.candidates[c]) };
+            return Request::Judge {
+                prompt: self.ctx.tot_value(&self.search.candidates[c]),
+            };
         }
         self.tot_next()
     }
@@ -521,7 +632,13 @@ impl Episode {
             return self.validate_node(node);
         }
         if !self.search.candidates.is_empty() {
-            let mut ranked: Vec<(f32, Vec<String>)> = self.search.values.iter().copied().zip(self.search.candidates.drain(..)).collect();
+            let mut ranked: Vec<(f32, Vec<String>)> = self
+                .search
+                .values
+                .iter()
+                .copied()
+                .zip(self.search.candidates.drain(..))
+                .collect();
             // Stable sort: ties keep proposal order, so greedy proposals come first.
             ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
             ranked.truncate(self.cfg.tot.breadth);
@@ -540,10 +657,20 @@ impl Episode {
 
     fn validate_node(&mut self, node: Vec<String>) -> Request {
         self.search.validated.push(node.clone());
-        let reference = self.input.task.reference.as_ref().expect("checked at start");
+        let reference = self
+            .input
+            .task
+            .reference
+            .as_ref()
+            .expect("checked at start");
         let verdict = validate_plan(reference, &node);
         let index = self.search.generations;
-        let mut step = self.record.steps.last().cloned().expect("a proposal came first");
+        let mut step = self
+            .record
+            .steps
+            .last()
+            .cloned()
+            .expect("a proposal came first");
         step.index = index;
         step.kind = "validate".into();
         step.output = node.join("\n");

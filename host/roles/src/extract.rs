@@ -102,7 +102,10 @@ pub fn extract_spec(output: &str, mode: Mode, given_domain: Option<&str>) -> Ext
     };
     let problem = pick(Kind::Problem);
     let domain = pick(Kind::Domain);
-    let mut ex = Extraction { forms_found: forms.len(), ..Default::default() };
+    let mut ex = Extraction {
+        forms_found: forms.len(),
+        ..Default::default()
+    };
     let domain_text = match mode {
         Mode::Problem => {
             ex.ignored_domain = domain.is_some();
@@ -120,7 +123,9 @@ pub fn extract_spec(output: &str, mode: Mode, given_domain: Option<&str>) -> Ext
         (Some(_), Some(_)) => None,
         (None, Some(_)) => Some("`(define (domain ...))` form"),
         (Some(_), None) => Some("`(define (problem ...))` form"),
-        (None, None) if mode == Mode::Full => Some("PDDL (no `(define (domain ...))` or `(define (problem ...))` form)"),
+        (None, None) if mode == Mode::Full => {
+            Some("PDDL (no `(define (domain ...))` or `(define (problem ...))` form)")
+        }
         (None, None) => Some("`(define (problem ...))` form"),
     };
     if let Some(what) = missing {
@@ -128,8 +133,12 @@ pub fn extract_spec(output: &str, mode: Mode, given_domain: Option<&str>) -> Ext
         return ex;
     }
     let problem = problem.expect("checked above");
-    ex.unterminated = !problem.complete || (mode == Mode::Full && domain.is_some_and(|d| !d.complete));
-    ex.spec = Some(Spec { domain: domain_text.expect("checked above"), problem: problem.text.clone() });
+    ex.unterminated =
+        !problem.complete || (mode == Mode::Full && domain.is_some_and(|d| !d.complete));
+    ex.spec = Some(Spec {
+        domain: domain_text.expect("checked above"),
+        problem: problem.text.clone(),
+    });
     ex
 }
 
@@ -153,7 +162,11 @@ fn find_forms(text: &str) -> Vec<Form> {
             }
         };
         let (end, complete) = form_end(bytes, start);
-        out.push(Form { kind, text: text[start..end].trim_end().to_string(), complete });
+        out.push(Form {
+            kind,
+            text: text[start..end].trim_end().to_string(),
+            complete,
+        });
         at = end.max(start + 1);
     }
     out
@@ -161,7 +174,10 @@ fn find_forms(text: &str) -> Vec<Form> {
 
 /// True when position `i` sits after a `;` on its line.
 fn in_comment(bytes: &[u8], i: usize) -> bool {
-    let line_start = bytes[..i].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    let line_start = bytes[..i]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
     bytes[line_start..i].contains(&b';')
 }
 
@@ -220,7 +236,8 @@ mod tests {
     use super::*;
 
     const DOMAIN: &str = "(define (domain d) (:predicates (p ?x)) (:action a :parameters (?x) :precondition (p ?x) :effect (not (p ?x))))";
-    const PROBLEM: &str = "(define (problem q) (:domain d) (:objects o) (:init (p o)) (:goal (not (p o))))";
+    const PROBLEM: &str =
+        "(define (problem q) (:domain d) (:objects o) (:init (p o)) (:goal (not (p o))))";
 
     #[test]
     fn fenced_blocks_with_prose() {
@@ -235,11 +252,18 @@ mod tests {
 
     #[test]
     fn bare_forms_case_and_whitespace() {
-        let out = format!("{}\n\n( DEFINE  ( PROBLEM q) (:domain d))", DOMAIN.replace("(define", "(define\n "));
+        let out = format!(
+            "{}\n\n( DEFINE  ( PROBLEM q) (:domain d))",
+            DOMAIN.replace("(define", "(define\n ")
+        );
         // `( DEFINE` with a space is not a define form; only the domain is found.
         let ex = extract_spec(&out, Mode::Full, None);
         assert_eq!((ex.forms_found, ex.spec.is_none()), (1, true));
-        let ex = extract_spec(&out.replace("( DEFINE  ( PROBLEM", "(DEFINE  ( PROBLEM"), Mode::Full, None);
+        let ex = extract_spec(
+            &out.replace("( DEFINE  ( PROBLEM", "(DEFINE  ( PROBLEM"),
+            Mode::Full,
+            None,
+        );
         let spec = ex.spec.unwrap();
         assert!(spec.domain.starts_with("(define\n  (domain d)"));
         assert_eq!(spec.problem, "(DEFINE  ( PROBLEM q) (:domain d))");
@@ -261,13 +285,21 @@ mod tests {
         assert!(ex.unterminated);
         assert_eq!(ex.spec.unwrap().problem, cut);
         // A closing fence ends an unbalanced form.
-        let ex = extract_spec(&format!("```pddl\n{cut}\n```\nThat is all."), Mode::Problem, Some(DOMAIN));
+        let ex = extract_spec(
+            &format!("```pddl\n{cut}\n```\nThat is all."),
+            Mode::Problem,
+            Some(DOMAIN),
+        );
         assert_eq!(ex.spec.unwrap().problem, cut);
     }
 
     #[test]
     fn problem_mode_uses_the_given_domain() {
-        let ex = extract_spec(&format!("{DOMAIN}\n{PROBLEM}"), Mode::Problem, Some("(define (domain given))"));
+        let ex = extract_spec(
+            &format!("{DOMAIN}\n{PROBLEM}"),
+            Mode::Problem,
+            Some("(define (domain given))"),
+        );
         assert!(ex.ignored_domain);
         assert_eq!(ex.spec.unwrap().domain, "(define (domain given))");
         let ex = extract_spec(PROBLEM, Mode::Problem, None);
@@ -284,7 +316,17 @@ mod tests {
 
     #[test]
     fn no_pddl_is_a_syntax_failure_not_a_crash() {
-        for out in ["", "I cannot help with that.", "(define", "(define (foo))", "((((", ")))", "```", "(define (domain", "é(define (problem ü"] {
+        for out in [
+            "",
+            "I cannot help with that.",
+            "(define",
+            "(define (foo))",
+            "((((",
+            ")))",
+            "```",
+            "(define (domain",
+            "é(define (problem ü",
+        ] {
             for mode in [Mode::Full, Mode::Problem] {
                 let ex = extract_spec(out, mode, Some(DOMAIN));
                 if let Some(v) = ex.failure_verdict() {
@@ -297,7 +339,10 @@ mod tests {
             }
         }
         let ex = extract_spec("Sure! Here is my answer.", Mode::Full, None);
-        assert!(ex.failure.unwrap().contains("no PDDL"), "full mode with no form at all");
+        assert!(
+            ex.failure.unwrap().contains("no PDDL"),
+            "full mode with no form at all"
+        );
         let ex = extract_spec(DOMAIN, Mode::Full, None);
         assert!(ex.failure.unwrap().contains("problem"));
     }

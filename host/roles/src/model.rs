@@ -9,7 +9,12 @@ use onebrain_model::{Brain, Generation, Role, SamplingConfig};
 /// One model playing the three roles.
 pub trait LanguageModel {
     /// Generates a continuation of `prompt` in `role`.
-    fn generate(&mut self, role: Role, prompt: &str, sampling: &SamplingConfig) -> Result<Generation, BoxError>;
+    fn generate(
+        &mut self,
+        role: Role,
+        prompt: &str,
+        sampling: &SamplingConfig,
+    ) -> Result<Generation, BoxError>;
     /// The Judge's score s_J ∈ (0, 1) of a Judge prompt.
     fn judge(&mut self, prompt: &str) -> Result<f32, BoxError>;
     /// A short name for reports (the model file).
@@ -17,7 +22,12 @@ pub trait LanguageModel {
 }
 
 impl LanguageModel for Brain {
-    fn generate(&mut self, role: Role, prompt: &str, sampling: &SamplingConfig) -> Result<Generation, BoxError> {
+    fn generate(
+        &mut self,
+        role: Role,
+        prompt: &str,
+        sampling: &SamplingConfig,
+    ) -> Result<Generation, BoxError> {
         Ok(Brain::generate(self, role, prompt, sampling)?)
     }
 
@@ -26,15 +36,20 @@ impl LanguageModel for Brain {
     }
 
     fn name(&self) -> String {
-        self.source()
-            .path()
-            .file_name()
-            .map_or_else(|| self.source().path().display().to_string(), |n| n.to_string_lossy().into_owned())
+        self.source().path().file_name().map_or_else(
+            || self.source().path().display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
     }
 }
 
 impl<M: LanguageModel + ?Sized> LanguageModel for &mut M {
-    fn generate(&mut self, role: Role, prompt: &str, sampling: &SamplingConfig) -> Result<Generation, BoxError> {
+    fn generate(
+        &mut self,
+        role: Role,
+        prompt: &str,
+        sampling: &SamplingConfig,
+    ) -> Result<Generation, BoxError> {
         (**self).generate(role, prompt, sampling)
     }
 

@@ -12,8 +12,10 @@ use std::time::Instant;
 use onebrain_core::{Category, Diagnostic, Outcome, Spec, Verdict};
 
 /// PlanBench's BlocksWorld colours, for objects `a`, `b`, … in order.
-const COLOURS: [&str; 12] =
-    ["red", "blue", "orange", "yellow", "white", "magenta", "black", "cyan", "green", "violet", "silver", "gold"];
+const COLOURS: [&str; 12] = [
+    "red", "blue", "orange", "yellow", "white", "magenta", "black", "cyan", "green", "violet",
+    "silver", "gold",
+];
 /// Filler words that name no object.
 const FILLER: [&str; 5] = ["the", "block", "object", "from", "on"];
 
@@ -24,11 +26,16 @@ pub fn parse_plan_lines(text: &str) -> Vec<String> {
     body.lines()
         .filter_map(|l| {
             let l = l.trim();
-            let l = l.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-' || c == '*' || c == ' ');
+            let l = l.trim_start_matches(|c: char| {
+                c.is_ascii_digit() || c == '.' || c == '-' || c == '*' || c == ' '
+            });
             let open = l.find('(')?;
             let close = open + l[open..].find(')')?;
             let inner = l[open + 1..close].trim().to_ascii_lowercase();
-            let words: Vec<&str> = inner.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()).collect();
+            let words: Vec<&str> = inner
+                .split(|c: char| c.is_whitespace() || c == ',')
+                .filter(|w| !w.is_empty())
+                .collect();
             match words.first() {
                 None | Some(&"done") => None,
                 Some(_) => Some(format!("({})", words.join(" "))),
@@ -52,7 +59,10 @@ fn map_object(word: &str, objects: &[String]) -> String {
     if objects.iter().any(|o| o == w) {
         return w.to_string();
     }
-    let stripped = w.trim_end_matches("_block").trim_start_matches("object_").trim_start_matches("the_");
+    let stripped = w
+        .trim_end_matches("_block")
+        .trim_start_matches("object_")
+        .trim_start_matches("the_");
     if objects.iter().any(|o| o == stripped) {
         return stripped.to_string();
     }
@@ -83,7 +93,10 @@ pub fn map_plan(plan: &[String], objects: &[String]) -> Vec<String> {
             let inner = step.trim_start_matches('(').trim_end_matches(')');
             let mut words = inner.split_whitespace();
             let action = words.next().unwrap_or_default().to_string();
-            let args: Vec<String> = words.filter(|w| !FILLER.contains(w)).map(|w| map_object(w, objects)).collect();
+            let args: Vec<String> = words
+                .filter(|w| !FILLER.contains(w))
+                .map(|w| map_object(w, objects))
+                .collect();
             if args.is_empty() {
                 format!("({action})")
             } else {
@@ -97,12 +110,18 @@ pub fn map_plan(plan: &[String], objects: &[String]) -> Vec<String> {
 pub fn validate_plan(reference: &Spec, plan: &[String]) -> Verdict {
     let start = Instant::now();
     let fail = |category, message: String| (false, vec![Diagnostic::error(category, message)]);
-    let (solved, diagnostics, steps) = match (onebrain_pddl::parse_domain(&reference.domain), onebrain_pddl::parse_problem(&reference.problem)) {
+    let (solved, diagnostics, steps) = match (
+        onebrain_pddl::parse_domain(&reference.domain),
+        onebrain_pddl::parse_problem(&reference.problem),
+    ) {
         (Ok(domain), Ok(problem)) => {
             let objects: Vec<String> = problem.objects.iter().map(|o| o.name.to_string()).collect();
             let mapped = map_plan(plan, &objects);
             let (solved, diags) = if mapped.is_empty() {
-                fail(Category::Syntax, "the answer holds no plan step `(action args)`".into())
+                fail(
+                    Category::Syntax,
+                    "the answer holds no plan step `(action args)`".into(),
+                )
             } else {
                 match onebrain_pddl::parse_plan(&mapped.join("\n")) {
                     Err(e) => fail(Category::Syntax, format!("the plan does not parse: {e}")),
@@ -111,10 +130,17 @@ pub fn validate_plan(reference: &Spec, plan: &[String]) -> Verdict {
                         if r.valid {
                             (true, Vec::new())
                         } else {
-                            let category = if r.failed_step.is_some() { Category::PreconditionEffect } else { Category::GoalConstraint };
+                            let category = if r.failed_step.is_some() {
+                                Category::PreconditionEffect
+                            } else {
+                                Category::GoalConstraint
+                            };
                             let mut msg = r.reason.clone();
                             if !r.unsatisfied.is_empty() {
-                                msg.push_str(&format!(" (unsatisfied: {})", r.unsatisfied.join(" ")));
+                                msg.push_str(&format!(
+                                    " (unsatisfied: {})",
+                                    r.unsatisfied.join(" ")
+                                ));
                             }
                             fail(category, msg)
                         }
@@ -124,13 +150,20 @@ pub fn validate_plan(reference: &Spec, plan: &[String]) -> Verdict {
             (solved, diags, mapped)
         }
         (Err(e), _) | (_, Err(e)) => {
-            let (s, d) = fail(Category::SolverError, format!("the reference task does not parse: {e}"));
+            let (s, d) = fail(
+                Category::SolverError,
+                format!("the reference task does not parse: {e}"),
+            );
             (s, d, plan.to_vec())
         }
     };
     Verdict {
         solved,
-        outcome: if solved { Outcome::Solved } else { Outcome::Rejected },
+        outcome: if solved {
+            Outcome::Solved
+        } else {
+            Outcome::Rejected
+        },
         plan: steps,
         diagnostics,
         time_ms: start.elapsed().as_millis() as u64,
@@ -154,25 +187,52 @@ mod tests {
     #[test]
     fn plan_lines_from_prose_and_fences() {
         let text = "First I pick up red.\n```plan\n1. (pick-up red)\n2. (stack red, blue)\n(done)\n```\nThat's it (really).";
-        assert_eq!(parse_plan_lines(text), ["(pick-up red)", "(stack red blue)"]);
-        assert_eq!(parse_plan_lines("(PICK-UP A)\nno plan here\n()"), ["(pick-up a)"]);
+        assert_eq!(
+            parse_plan_lines(text),
+            ["(pick-up red)", "(stack red blue)"]
+        );
+        assert_eq!(
+            parse_plan_lines("(PICK-UP A)\nno plan here\n()"),
+            ["(pick-up a)"]
+        );
         assert!(parse_plan_lines("").is_empty());
     }
 
     #[test]
     fn task_names_map_to_reference_objects() {
         let bw: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
-        assert_eq!(map_plan(&["(stack the red block blue_block)".into()], &bw), ["(stack a b)"]);
+        assert_eq!(
+            map_plan(&["(stack the red block blue_block)".into()], &bw),
+            ["(stack a b)"]
+        );
         let lg: Vec<String> = ["p0", "a1", "l1-0", "c0"].map(String::from).to_vec();
-        assert_eq!(map_plan(&["(load-airplane package_0 airplane_1 location_1_0)".into()], &lg), ["(load-airplane p0 a1 l1-0)"]);
-        assert_eq!(map_plan(&["(feast object_a b)".into()], &bw), ["(feast a b)"]);
-        assert_eq!(map_plan(&["(move ball1 room9)".into()], &bw), ["(move ball1 room9)"]);
+        assert_eq!(
+            map_plan(
+                &["(load-airplane package_0 airplane_1 location_1_0)".into()],
+                &lg
+            ),
+            ["(load-airplane p0 a1 l1-0)"]
+        );
+        assert_eq!(
+            map_plan(&["(feast object_a b)".into()], &bw),
+            ["(feast a b)"]
+        );
+        assert_eq!(
+            map_plan(&["(move ball1 room9)".into()], &bw),
+            ["(move ball1 room9)"]
+        );
     }
 
     #[test]
     fn validation_verdicts() {
-        let reference = Spec { domain: BW_DOMAIN.into(), problem: BW_PROBLEM.into() };
-        let v = validate_plan(&reference, &["(pick-up red)".into(), "(stack red blue)".into()]);
+        let reference = Spec {
+            domain: BW_DOMAIN.into(),
+            problem: BW_PROBLEM.into(),
+        };
+        let v = validate_plan(
+            &reference,
+            &["(pick-up red)".into(), "(stack red blue)".into()],
+        );
         assert!(v.solved, "{v:?}");
         assert_eq!(v.plan, ["(pick-up a)", "(stack a b)"]);
         let v = validate_plan(&reference, &["(stack red blue)".into()]);
@@ -181,7 +241,13 @@ mod tests {
         assert_eq!(v.dominant_category(), Some(Category::GoalConstraint));
         let v = validate_plan(&reference, &[]);
         assert_eq!(v.dominant_category(), Some(Category::Syntax));
-        let broken = Spec { domain: "(define".into(), problem: BW_PROBLEM.into() };
-        assert_eq!(validate_plan(&broken, &["(pick-up a)".into()]).dominant_category(), Some(Category::SolverError));
+        let broken = Spec {
+            domain: "(define".into(),
+            problem: BW_PROBLEM.into(),
+        };
+        assert_eq!(
+            validate_plan(&broken, &["(pick-up a)".into()]).dominant_category(),
+            Some(Category::SolverError)
+        );
     }
 }

@@ -55,7 +55,9 @@ impl TaskContext {
     pub fn primer(&self) -> String {
         match (self.mode, self.domain_pddl.as_deref().and_then(domain_name)) {
             (Mode::Full, _) => "```pddl\n(define (domain ".into(),
-            (Mode::Problem, Some(name)) => format!("```pddl\n(define (problem task)\n  (:domain {name})\n  (:objects "),
+            (Mode::Problem, Some(name)) => {
+                format!("```pddl\n(define (problem task)\n  (:domain {name})\n  (:objects ")
+            }
             (Mode::Problem, None) => "```pddl\n(define (problem ".into(),
         }
     }
@@ -181,7 +183,11 @@ impl TaskContext {
 
     fn candidate_blocks(&self, spec: &Spec) -> String {
         match self.mode {
-            Mode::Full => format!("```pddl\n{}\n```\n```pddl\n{}\n```\n", spec.domain.trim(), spec.problem.trim()),
+            Mode::Full => format!(
+                "```pddl\n{}\n```\n```pddl\n{}\n```\n",
+                spec.domain.trim(),
+                spec.problem.trim()
+            ),
             Mode::Problem => format!("```pddl\n{}\n```\n", spec.problem.trim()),
         }
     }
@@ -229,10 +235,21 @@ pub fn format_diagnostics(verdict: &Verdict) -> String {
 
 /// What Self-Refine feeds back: the messages as plain text, and the planner's own output.
 pub fn raw_feedback(verdict: &Verdict) -> String {
-    let mut s: String = verdict.diagnostics.iter().map(|d| format!("{}\n", d.message.trim())).collect();
+    let mut s: String = verdict
+        .diagnostics
+        .iter()
+        .map(|d| format!("{}\n", d.message.trim()))
+        .collect();
     if let Some(out) = &verdict.solver_output {
         let raw = format!("{}{}", out.stdout, out.stderr);
-        let tail: String = raw.chars().rev().take(MAX_RAW_CHARS).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: String = raw
+            .chars()
+            .rev()
+            .take(MAX_RAW_CHARS)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         s.push_str(&tail);
     }
     if s.trim().is_empty() {
@@ -293,8 +310,17 @@ mod tests {
     fn roles_share_the_task_prefix() {
         for mode in [Mode::Full, Mode::Problem] {
             let c = ctx(mode);
-            let spec = Spec { domain: "(define (domain bw))".into(), problem: "(define (problem p))".into() };
-            let prompts = [c.actor(), c.judge(&c.candidate_text(Some(&spec), "")), c.editor("(define (problem p))", &verdict()), c.self_refine("x", &verdict()), c.direct()];
+            let spec = Spec {
+                domain: "(define (domain bw))".into(),
+                problem: "(define (problem p))".into(),
+            };
+            let prompts = [
+                c.actor(),
+                c.judge(&c.candidate_text(Some(&spec), "")),
+                c.editor("(define (problem p))", &verdict()),
+                c.self_refine("x", &verdict()),
+                c.direct(),
+            ];
             let head = onebrain_model::chat_prompt(SYSTEM, &c.head());
             let head = &head[..head.find("<|im_end|>\n<|im_start|>assistant").unwrap()];
             for p in &prompts {
@@ -308,23 +334,38 @@ mod tests {
     fn diagnostics_are_listed_errors_first_with_positions() {
         let text = format_diagnostics(&verdict());
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines[0], "outcome: rejected by the checks (the planner was not called)");
-        assert_eq!(lines[1], "- [syntax] problem line 3, column 7: unexpected `)`");
+        assert_eq!(
+            lines[0],
+            "outcome: rejected by the checks (the planner was not called)"
+        );
+        assert_eq!(
+            lines[1],
+            "- [syntax] problem line 3, column 7: unexpected `)`"
+        );
         assert_eq!(lines[2], "- [unreachable] : unused");
         assert!(raw_feedback(&verdict()).starts_with("unused\nunexpected"));
     }
 
     #[test]
     fn problem_primer_opens_the_skeleton() {
-        assert_eq!(ctx(Mode::Problem).primer(), "```pddl\n(define (problem task)\n  (:domain bw)\n  (:objects ");
+        assert_eq!(
+            ctx(Mode::Problem).primer(),
+            "```pddl\n(define (problem task)\n  (:domain bw)\n  (:objects "
+        );
         assert_eq!(ctx(Mode::Full).primer(), "```pddl\n(define (domain ");
         assert!(ctx(Mode::Problem).actor().ends_with("(:objects "));
-        assert_eq!(domain_name("(define\n (DOMAIN blocksworld-4ops)\n"), Some("blocksworld-4ops"));
+        assert_eq!(
+            domain_name("(define\n (DOMAIN blocksworld-4ops)\n"),
+            Some("blocksworld-4ops")
+        );
         assert_eq!(domain_name("(define (problem p)"), None);
     }
 
     #[test]
     fn hashes_are_stable_hex() {
-        assert_eq!(prompt_hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(
+            prompt_hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

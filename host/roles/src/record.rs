@@ -143,7 +143,9 @@ pub struct EpisodeRecord {
 impl EpisodeRecord {
     /// The dominant diagnostic of the step `h`'s verdict, if that step exists and was unsolved.
     pub fn dominant_at(&self, h: u32) -> Option<Category> {
-        self.verified_steps().nth(h as usize).and_then(|s| s.dominant)
+        self.verified_steps()
+            .nth(h as usize)
+            .and_then(|s| s.dominant)
     }
 
     /// The steps that carry a verdict, in order (ToT's proposals have none).

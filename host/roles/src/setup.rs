@@ -32,7 +32,10 @@ pub struct Services {
 
 impl std::fmt::Debug for Services {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Services").field("domains", &self.domains.len()).field("finalizer", &self.finalizer).finish()
+        f.debug_struct("Services")
+            .field("domains", &self.domains.len())
+            .field("finalizer", &self.finalizer)
+            .finish()
     }
 }
 
@@ -40,7 +43,8 @@ impl Services {
     /// Loads the verifier and the plugins `cfg` names; `base` is the config file's folder.
     pub fn load(cfg: &SolveConfig, base: &Path) -> Result<Services, RolesError> {
         let plugins = cfg.plugins.load(base).map_err(RolesError::Plugins)?;
-        let mut verifier = PlanningVerifier::discover(cfg.solver.limits()?).map_err(RolesError::Verifier)?;
+        let mut verifier =
+            PlanningVerifier::discover(cfg.solver.limits()?).map_err(RolesError::Verifier)?;
         if let Some(p) = plugins.diagnostic_parser.clone() {
             verifier = verifier.with_diagnostic_parser(p);
         }
@@ -51,18 +55,32 @@ impl Services {
         };
         Ok(Services {
             verifier: Arc::new(verifier),
-            domains: plugins.domains.iter().map(|d| Arc::clone(d) as Arc<dyn DomainAdapter>).collect(),
-            finalizer: Finalizer { reward: plugins.reward.clone().map(|r| r as Arc<dyn Reward>), checker },
+            domains: plugins
+                .domains
+                .iter()
+                .map(|d| Arc::clone(d) as Arc<dyn DomainAdapter>)
+                .collect(),
+            finalizer: Finalizer {
+                reward: plugins.reward.clone().map(|r| r as Arc<dyn Reward>),
+                checker,
+            },
         })
     }
 
     /// The domain adapter named `name`.
     pub fn domain(&self, name: &str) -> Result<&Arc<dyn DomainAdapter>, RolesError> {
-        self.domains.iter().find(|d| d.name() == name).ok_or_else(|| RolesError::UnknownDomain(name.to_string()))
+        self.domains
+            .iter()
+            .find(|d| d.name() == name)
+            .ok_or_else(|| RolesError::UnknownDomain(name.to_string()))
     }
 
     /// What an episode on `task` needs from its domain plugin.
-    pub fn episode_input(&self, task: Task, strategy: Strategy) -> Result<EpisodeInput, RolesError> {
+    pub fn episode_input(
+        &self,
+        task: Task,
+        strategy: Strategy,
+    ) -> Result<EpisodeInput, RolesError> {
         let adapter = self.domain(&task.domain)?;
         episode_input(adapter.as_ref(), task, strategy)
     }
@@ -70,8 +88,15 @@ impl Services {
 
 /// What an episode on `task` needs from `adapter`: the description, the domain PDDL, and for
 /// LLM+P its in-context example.
-pub fn episode_input(adapter: &dyn DomainAdapter, task: Task, strategy: Strategy) -> Result<EpisodeInput, RolesError> {
-    let err = |e: onebrain_core::BoxError| RolesError::Domain { domain: adapter.name(), message: e.to_string() };
+pub fn episode_input(
+    adapter: &dyn DomainAdapter,
+    task: Task,
+    strategy: Strategy,
+) -> Result<EpisodeInput, RolesError> {
+    let err = |e: onebrain_core::BoxError| RolesError::Domain {
+        domain: adapter.name(),
+        message: e.to_string(),
+    };
     let description = adapter.description().map_err(err)?;
     let domain_pddl = Some(adapter.domain_pddl().map_err(err)?);
     let example = if strategy == Strategy::LlmPlusP {
@@ -81,10 +106,22 @@ pub fn episode_input(adapter: &dyn DomainAdapter, task: Task, strategy: Strategy
     } else {
         None
     };
-    Ok(EpisodeInput { task, description, domain_pddl, example })
+    Ok(EpisodeInput {
+        task,
+        description,
+        domain_pddl,
+        example,
+    })
 }
 
-/// Loads the model `cfg` names.
-pub fn load_model(cfg: &SolveConfig) -> Result<Brain, RolesError> {
-    Brain::load(&cfg.model).map_err(RolesError::Model)
+/// Loads the model `cfg` names, with the trained role parameters of `cfg.checkpoint` (a
+/// relative checkpoint path is resolved against `base`, the config file's folder).
+pub fn load_model(cfg: &SolveConfig, base: &Path) -> Result<Brain, RolesError> {
+    let mut brain = Brain::load(&cfg.model).map_err(RolesError::Model)?;
+    if let Some(dir) = &cfg.checkpoint {
+        brain
+            .load_trainable(&base.join(dir))
+            .map_err(RolesError::Model)?;
+    }
+    Ok(brain)
 }

@@ -47,11 +47,14 @@ pub struct SolveOptions {
 
 /// Loads the model, the verifier and the plugins, runs one episode, and returns its record.
 /// `on_event` sees every step as it happens ([`render_event`] prints one).
-pub fn solve(opts: &SolveOptions, on_event: &mut impl FnMut(&Event)) -> Result<EpisodeRecord, RolesError> {
+pub fn solve(
+    opts: &SolveOptions,
+    on_event: &mut impl FnMut(&Event),
+) -> Result<EpisodeRecord, RolesError> {
     opts.config.validate()?;
     let services = Services::load(&opts.config, &opts.base)?;
     let task = build_task(opts, &services)?;
-    let mut model = load_model(&opts.config)?;
+    let mut model = load_model(&opts.config, &opts.base)?;
     solve_with(&opts.config, &services, &mut model, task, on_event)
 }
 
@@ -65,22 +68,48 @@ pub fn solve_with<M: LanguageModel + ?Sized>(
 ) -> Result<EpisodeRecord, RolesError> {
     let input = services.episode_input(task, cfg.episode.strategy)?;
     let episode = Episode::new(input, &cfg.episode, &model.name());
-    Ok(run_episode(episode, &cfg.episode, model, services.verifier.as_ref(), &services.finalizer, on_event))
+    Ok(run_episode(
+        episode,
+        &cfg.episode,
+        model,
+        services.verifier.as_ref(),
+        &services.finalizer,
+        on_event,
+    ))
 }
 
 fn build_task(opts: &SolveOptions, services: &Services) -> Result<Task, RolesError> {
-    let text_task = |text: String| Task { id: format!("{}/input", opts.domain), domain: opts.domain.clone(), text, reference: None };
+    let text_task = |text: String| Task {
+        id: format!("{}/input", opts.domain),
+        domain: opts.domain.clone(),
+        text,
+        reference: None,
+    };
     match &opts.task {
         TaskInput::Text(t) => Ok(text_task(t.clone())),
         TaskInput::File(p) => {
-            let text = std::fs::read_to_string(p).map_err(|source| RolesError::TaskFile { path: p.clone(), source })?;
+            let text = std::fs::read_to_string(p).map_err(|source| RolesError::TaskFile {
+                path: p.clone(),
+                source,
+            })?;
             let mut t = text_task(text);
-            t.id = format!("{}/{}", opts.domain, p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+            t.id = format!(
+                "{}/{}",
+                opts.domain,
+                p.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            );
             Ok(t)
         }
         TaskInput::Generated { seed, size } => {
             let adapter = services.domain(&opts.domain)?;
-            adapter.generate(*seed, *size).map_err(|e| RolesError::Domain { domain: opts.domain.clone(), message: e.to_string() })
+            adapter
+                .generate(*seed, *size)
+                .map_err(|e| RolesError::Domain {
+                    domain: opts.domain.clone(),
+                    message: e.to_string(),
+                })
         }
         TaskInput::Task(t) => {
             let mut t = t.clone();
@@ -99,25 +128,54 @@ pub fn render_event(e: &Event) -> String {
         Event::Started { task_id, strategy } => {
             let _ = write!(s, "== {task_id} ({strategy})");
         }
-        Event::Generated { index, role, kind, text, tokens, secs, .. } => {
-            let _ = writeln!(s, "-- step {index}: {role} ({kind}), {tokens} tokens in {secs:.1} s");
+        Event::Generated {
+            index,
+            role,
+            kind,
+            text,
+            tokens,
+            secs,
+            ..
+        } => {
+            let _ = writeln!(
+                s,
+                "-- step {index}: {role} ({kind}), {tokens} tokens in {secs:.1} s"
+            );
             for line in text.trim().lines().take(60) {
                 let _ = writeln!(s, "   | {line}");
             }
             s.pop();
         }
         Event::Verified { index, verdict, .. } => {
-            let planner = if verdict.solver_time_ms > 0 { format!(", planner {} ms", verdict.solver_time_ms) } else { String::new() };
-            if verdict.solved {
-                let _ = write!(s, "   verifier (step {index}): solved, {} steps ({} ms{planner})", verdict.plan.len(), verdict.time_ms);
+            let planner = if verdict.solver_time_ms > 0 {
+                format!(", planner {} ms", verdict.solver_time_ms)
             } else {
-                let _ = write!(s, "   verifier (step {index}): not solved, {:?} ({} ms{planner})", verdict.outcome, verdict.time_ms);
+                String::new()
+            };
+            if verdict.solved {
+                let _ = write!(
+                    s,
+                    "   verifier (step {index}): solved, {} steps ({} ms{planner})",
+                    verdict.plan.len(),
+                    verdict.time_ms
+                );
+            } else {
+                let _ = write!(
+                    s,
+                    "   verifier (step {index}): not solved, {:?} ({} ms{planner})",
+                    verdict.outcome, verdict.time_ms
+                );
                 for d in verdict.diagnostics.iter().filter(|d| d.is_error()).take(3) {
                     let at = match (d.line, d.column) {
                         (Some(l), Some(c)) => format!(" at {l}:{c}"),
                         _ => String::new(),
                     };
-                    let _ = write!(s, "\n     [{}]{at} {}", d.category, d.message.lines().next().unwrap_or_default());
+                    let _ = write!(
+                        s,
+                        "\n     [{}]{at} {}",
+                        d.category,
+                        d.message.lines().next().unwrap_or_default()
+                    );
                 }
             }
         }
@@ -135,11 +193,21 @@ pub fn render_event(e: &Event) -> String {
                 rec.timings.wall_ms / 1e3
             );
             if let Some(r) = &rec.rewards {
-                let _ = write!(s, "\n   rewards: actor {:.2}, editor {:.2}, judge {:.2}", r.actor, r.editor, r.judge);
+                let _ = write!(
+                    s,
+                    "\n   rewards: actor {:.2}, editor {:.2}, judge {:.2}",
+                    r.actor, r.editor, r.judge
+                );
             }
             if let Some(f) = &rec.faithfulness {
-                let drift = f.drift.map_or("none".to_string(), |d| d.as_str().to_string());
-                let _ = write!(s, "\n   faithful: {} (drift: {drift}, schema F1 {:.2})", f.faithful, f.schema_f1);
+                let drift = f
+                    .drift
+                    .map_or("none".to_string(), |d| d.as_str().to_string());
+                let _ = write!(
+                    s,
+                    "\n   faithful: {} (drift: {drift}, schema F1 {:.2})",
+                    f.faithful, f.schema_f1
+                );
             }
             if let Some(err) = &rec.error {
                 let _ = write!(s, "\n   note: {err}");

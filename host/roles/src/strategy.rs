@@ -7,7 +7,9 @@ use crate::error::RolesError;
 use crate::extract::Mode;
 
 /// How a task is turned into a spec or a plan. All run at the same budget of K verifier calls.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub enum Strategy {
     /// Actor → verifier → Judge → Editor, at most H_max repairs (Algorithm 1).
     #[default]
@@ -30,7 +32,13 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy, in the paper's table order.
-    pub const ALL: [Strategy; 5] = [Strategy::Direct, Strategy::Tot, Strategy::LlmPlusP, Strategy::SelfRefine, Strategy::MultiRole];
+    pub const ALL: [Strategy; 5] = [
+        Strategy::Direct,
+        Strategy::Tot,
+        Strategy::LlmPlusP,
+        Strategy::SelfRefine,
+        Strategy::MultiRole,
+    ];
 
     /// The name used in configs, traces and reports.
     pub fn as_str(self) -> &'static str {
@@ -83,7 +91,12 @@ pub struct TotConfig {
 impl Default for TotConfig {
     fn default() -> Self {
         // Small on purpose: every proposal and every value is a model call.
-        TotConfig { breadth: 2, proposals: 2, max_depth: 12, max_tokens: 24 }
+        TotConfig {
+            breadth: 2,
+            proposals: 2,
+            max_depth: 12,
+            max_tokens: 24,
+        }
     }
 }
 
@@ -166,7 +179,10 @@ impl EpisodeConfig {
             return bad("tot breadth, proposals and max-depth must be at least 1".into());
         }
         if !(0.0..=1.0).contains(&self.judge_threshold) {
-            return bad(format!("judge-threshold must be in [0, 1], got {}", self.judge_threshold));
+            return bad(format!(
+                "judge-threshold must be in [0, 1], got {}",
+                self.judge_threshold
+            ));
         }
         Ok(())
     }
@@ -177,7 +193,10 @@ impl EpisodeConfig {
     pub fn sampling(&self, i: u32, max_tokens: usize, resample: bool) -> SamplingConfig {
         let seed = self.seed.wrapping_add(i as u64);
         if self.greedy && !(resample && i > 0) {
-            SamplingConfig { seed, ..SamplingConfig::greedy(max_tokens) }
+            SamplingConfig {
+                seed,
+                ..SamplingConfig::greedy(max_tokens)
+            }
         } else {
             SamplingConfig::nucleus(self.temperature, self.top_p, max_tokens, seed)
         }
@@ -206,16 +225,36 @@ mod tests {
     fn defaults_are_the_papers() {
         let c = EpisodeConfig::default();
         assert_eq!((c.max_repairs, c.budget, c.repairs_allowed()), (5, 6, 5));
-        assert_eq!((c.lambda_judge, c.repair_cost, c.judge_threshold, c.temperature), (0.3, 0.1, 0.5, 0.7));
+        assert_eq!(
+            (
+                c.lambda_judge,
+                c.repair_cost,
+                c.judge_threshold,
+                c.temperature
+            ),
+            (0.3, 0.1, 0.5, 0.7)
+        );
         assert!(c.greedy);
         assert_eq!(c.sampling(3, 10, false).temperature, 0.0);
         assert_eq!(c.sampling(0, 10, true).temperature, 0.0);
         let s = c.sampling(2, 10, true);
         assert_eq!((s.temperature, s.seed), (0.7, 2));
         assert!(c.validate().is_ok());
-        let parsed: EpisodeConfig = toml::from_str("strategy = \"llm+p\"\nmode = \"problem\"\n[tot]\nbreadth = 3").unwrap();
-        assert_eq!((parsed.strategy, parsed.mode, parsed.tot.breadth, parsed.tot.proposals), (Strategy::LlmPlusP, Mode::Problem, 3, 2));
-        assert!(toml::from_str::<EpisodeConfig>("max_repairs = 3").is_err(), "unknown keys are errors");
+        let parsed: EpisodeConfig =
+            toml::from_str("strategy = \"llm+p\"\nmode = \"problem\"\n[tot]\nbreadth = 3").unwrap();
+        assert_eq!(
+            (
+                parsed.strategy,
+                parsed.mode,
+                parsed.tot.breadth,
+                parsed.tot.proposals
+            ),
+            (Strategy::LlmPlusP, Mode::Problem, 3, 2)
+        );
+        assert!(
+            toml::from_str::<EpisodeConfig>("max_repairs = 3").is_err(),
+            "unknown keys are errors"
+        );
         assert!(EpisodeConfig { budget: 0, ..c }.validate().is_err());
     }
 }

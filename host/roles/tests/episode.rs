@@ -6,10 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use onebrain_core::{BoxError, Category, EpisodeSummary, Outcome, Reward, Rewards, Spec, Task, Verdict, Verifier};
+use onebrain_core::{
+    BoxError, Category, EpisodeSummary, Outcome, Reward, Rewards, Spec, Task, Verdict, Verifier,
+};
 use onebrain_roles::{
-    run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeInput, Event, Finalizer, Generation, LanguageModel, Mode, Role,
-    SamplingConfig, StopReason, Strategy,
+    run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeInput, Event, Finalizer, Generation,
+    LanguageModel, Mode, Role, SamplingConfig, StopReason, Strategy,
 };
 use onebrain_verifier::VerifierPool;
 
@@ -40,15 +42,25 @@ struct Scripted {
 
 impl Scripted {
     fn new(outputs: &[&str]) -> Scripted {
-        Scripted { outputs: outputs.iter().map(|s| s.to_string()).collect(), ..Default::default() }
+        Scripted {
+            outputs: outputs.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }
     }
 }
 
 impl LanguageModel for Scripted {
-    fn generate(&mut self, role: Role, prompt: &str, s: &SamplingConfig) -> Result<Generation, BoxError> {
+    fn generate(
+        &mut self,
+        role: Role,
+        prompt: &str,
+        s: &SamplingConfig,
+    ) -> Result<Generation, BoxError> {
         self.calls.push((role, prompt.to_string(), s.clone()));
         if let Some(log) = &self.log {
-            log.lock().unwrap().push(("generate-start".into(), Instant::now()));
+            log.lock()
+                .unwrap()
+                .push(("generate-start".into(), Instant::now()));
         }
         std::thread::sleep(Duration::from_millis(self.delay_ms));
         let text = self.outputs.pop_front().ok_or("script exhausted")?;
@@ -87,18 +99,33 @@ impl Verifier for NativeVerifier {
     fn verify(&self, spec: &Spec) -> Verdict {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if let Some(log) = &self.log {
-            log.lock().unwrap().push(("verify-start".into(), Instant::now()));
+            log.lock()
+                .unwrap()
+                .push(("verify-start".into(), Instant::now()));
         }
         std::thread::sleep(Duration::from_millis(self.delay_ms));
-        let diagnostics: Vec<_> = onebrain_pddl::check_sources(&spec.domain, &spec.problem).into_iter().filter(|d| d.is_error()).collect();
+        let diagnostics: Vec<_> = onebrain_pddl::check_sources(&spec.domain, &spec.problem)
+            .into_iter()
+            .filter(|d| d.is_error())
+            .collect();
         let solved = diagnostics.is_empty();
         if let Some(log) = &self.log {
-            log.lock().unwrap().push(("verify-end".into(), Instant::now()));
+            log.lock()
+                .unwrap()
+                .push(("verify-end".into(), Instant::now()));
         }
         Verdict {
             solved,
-            outcome: if solved { Outcome::Solved } else { Outcome::Rejected },
-            plan: if solved { vec!["(pick-up a)".into(), "(stack a b)".into()] } else { vec![] },
+            outcome: if solved {
+                Outcome::Solved
+            } else {
+                Outcome::Rejected
+            },
+            plan: if solved {
+                vec!["(pick-up a)".into(), "(stack a b)".into()]
+            } else {
+                vec![]
+            },
             diagnostics,
             time_ms: 3,
             solver_time_ms: if solved { 2 } else { 0 },
@@ -118,8 +145,16 @@ impl Reward for PaperRewards {
             (false, false) => 0.5,
             (false, true) => -0.5,
         };
-        let editor = if ep.repairs > 0 { b(ep.solved_final) - ep.repair_cost * ep.repairs as f32 } else { 0.0 };
-        Ok(Rewards { actor: b(ep.b0) + ep.lambda_judge * ep.judge_score, editor, judge })
+        let editor = if ep.repairs > 0 {
+            b(ep.solved_final) - ep.repair_cost * ep.repairs as f32
+        } else {
+            0.0
+        };
+        Ok(Rewards {
+            actor: b(ep.b0) + ep.lambda_judge * ep.judge_score,
+            editor,
+            judge,
+        })
     }
 }
 
@@ -136,17 +171,36 @@ fn input(id: &str) -> EpisodeInput {
         },
         description: "Blocks on a table; pick up and stack.".into(),
         domain_pddl: Some(DOMAIN.into()),
-        example: Some(("Block a is on the table.".into(), "(define (problem ex) (:domain bw))".into())),
+        example: Some((
+            "Block a is on the table.".into(),
+            "(define (problem ex) (:domain bw))".into(),
+        )),
     }
 }
 
 fn problem_mode(strategy: Strategy) -> EpisodeConfig {
-    EpisodeConfig { strategy, mode: Mode::Problem, ..Default::default() }
+    EpisodeConfig {
+        strategy,
+        mode: Mode::Problem,
+        ..Default::default()
+    }
 }
 
-fn run(cfg: &EpisodeConfig, model: &mut Scripted, verifier: &NativeVerifier, finalizer: &Finalizer) -> (onebrain_roles::EpisodeRecord, Vec<Event>) {
+fn run(
+    cfg: &EpisodeConfig,
+    model: &mut Scripted,
+    verifier: &NativeVerifier,
+    finalizer: &Finalizer,
+) -> (onebrain_roles::EpisodeRecord, Vec<Event>) {
     let mut events = Vec::new();
-    let rec = run_episode(Episode::new(input("t/1"), cfg, "scripted"), cfg, model, verifier, finalizer, &mut |e| events.push(e.clone()));
+    let rec = run_episode(
+        Episode::new(input("t/1"), cfg, "scripted"),
+        cfg,
+        model,
+        verifier,
+        finalizer,
+        &mut |e| events.push(e.clone()),
+    );
     (rec, events)
 }
 
@@ -156,37 +210,72 @@ fn a_broken_spec_then_its_repair() {
     let mut model = Scripted::new(&[BROKEN_TAIL, GOOD_TAIL]);
     model.judge_scores = VecDeque::from([0.8]);
     let verifier = NativeVerifier::default();
-    let finalizer = Finalizer { reward: Some(Arc::new(PaperRewards)), checker: None };
+    let finalizer = Finalizer {
+        reward: Some(Arc::new(PaperRewards)),
+        checker: None,
+    };
     let (rec, events) = run(&cfg, &mut model, &verifier, &finalizer);
 
     // Actor, then one Editor repair; the Judge scored y_0 once.
-    assert_eq!(model.calls.iter().map(|c| c.0).collect::<Vec<_>>(), [Role::Actor, Role::Editor]);
+    assert_eq!(
+        model.calls.iter().map(|c| c.0).collect::<Vec<_>>(),
+        [Role::Actor, Role::Editor]
+    );
     assert_eq!(model.judged.len(), 1);
-    assert!(model.judged[0].contains("(:objects a)"), "the Judge saw y_0");
+    assert!(
+        model.judged[0].contains("(:objects a)"),
+        "the Judge saw y_0"
+    );
     // The Editor saw y_0 and the verifier's diagnostic.
     let editor_prompt = &model.calls[1].1;
-    assert!(editor_prompt.contains("(:objects a)") && editor_prompt.contains("## Verifier diagnostics"));
-    assert!(editor_prompt.contains("[object-type]") || editor_prompt.contains("[goal-constraint]") || editor_prompt.contains("[syntax]"), "{editor_prompt}");
+    assert!(
+        editor_prompt.contains("(:objects a)") && editor_prompt.contains("## Verifier diagnostics")
+    );
+    assert!(
+        editor_prompt.contains("[object-type]")
+            || editor_prompt.contains("[goal-constraint]")
+            || editor_prompt.contains("[syntax]"),
+        "{editor_prompt}"
+    );
     // Roles share the task prefix.
     let head_end = model.calls[0].1.find("## Instruction").unwrap();
     assert!(editor_prompt.starts_with(&model.calls[0].1[..head_end]));
     assert!(model.judged[0].starts_with(&model.calls[0].1[..head_end]));
     // Greedy at evaluation; in problem mode the closing fence stops generation.
-    assert!(model.calls.iter().all(|c| c.2.temperature == 0.0 && c.2.stop == ["```"]));
+    assert!(model
+        .calls
+        .iter()
+        .all(|c| c.2.temperature == 0.0 && c.2.stop == ["```"]));
 
     assert!(!rec.b0 && rec.solved);
-    assert_eq!((rec.solver_calls, rec.planner_calls, rec.repairs, rec.first_success), (2, 1, 1, Some(1)));
+    assert_eq!(
+        (
+            rec.solver_calls,
+            rec.planner_calls,
+            rec.repairs,
+            rec.first_success
+        ),
+        (2, 1, 1, Some(1))
+    );
     assert_eq!(verifier.calls.load(Ordering::SeqCst), 2);
     assert_eq!(rec.steps.len(), 2);
     assert_eq!(rec.steps[0].judge_score, Some(0.8));
     assert_eq!(rec.judge_score, Some(0.8));
     assert!(rec.steps[0].dominant.is_some());
-    assert!(rec.final_spec.as_ref().unwrap().problem.contains("(:objects a b)"));
+    assert!(rec
+        .final_spec
+        .as_ref()
+        .unwrap()
+        .problem
+        .contains("(:objects a b)"));
     assert_eq!(rec.final_spec.as_ref().unwrap().domain, DOMAIN);
     assert_eq!(rec.final_plan, ["(pick-up a)", "(stack a b)"]);
     // R_A = b_0 + 0.3·s_J = 0.24; R_E = b_T − 0.1·T = 0.9; Judge: s_J > τ and b_0 = 0 → −1.
     let r = rec.rewards.unwrap();
-    assert!((r.actor - 0.24).abs() < 1e-6 && (r.editor - 0.9).abs() < 1e-6 && r.judge == -1.0, "{r:?}");
+    assert!(
+        (r.actor - 0.24).abs() < 1e-6 && (r.editor - 0.9).abs() < 1e-6 && r.judge == -1.0,
+        "{r:?}"
+    );
     // Every step is recorded for training: prompt hash, token ids, seed.
     for (i, s) in rec.steps.iter().enumerate() {
         assert_eq!(s.index as usize, i);
@@ -209,28 +298,52 @@ fn a_broken_spec_then_its_repair() {
     let json = serde_json::to_string(&rec).unwrap();
     let back: onebrain_roles::EpisodeRecord = serde_json::from_str(&json).unwrap();
     // (Floats may move by an ulp through JSON; the structure must not change.)
-    assert_eq!((back.steps.len(), &back.final_spec, back.rewards, &back.steps[0].verdict), (2, &rec.final_spec, rec.rewards, &rec.steps[0].verdict));
+    assert_eq!(
+        (
+            back.steps.len(),
+            &back.final_spec,
+            back.rewards,
+            &back.steps[0].verdict
+        ),
+        (2, &rec.final_spec, rec.rewards, &rec.steps[0].verdict)
+    );
 }
 
 #[test]
 fn never_repaired_spends_exactly_the_budget_and_returns_the_last_edit() {
     let cfg = problem_mode(Strategy::MultiRole);
-    let outputs: Vec<String> = (0..6).map(|i| BROKEN_TAIL.replace("a)", &format!("a{i})"))).collect();
+    let outputs: Vec<String> = (0..6)
+        .map(|i| BROKEN_TAIL.replace("a)", &format!("a{i})")))
+        .collect();
     let mut model = Scripted::new(&outputs.iter().map(String::as_str).collect::<Vec<_>>());
     let verifier = NativeVerifier::default();
     let (rec, _) = run(&cfg, &mut model, &verifier, &Finalizer::default());
     assert_eq!(model.calls.len(), 6, "Actor + H_max = 5 repairs");
-    assert_eq!((rec.solver_calls, rec.repairs, rec.solved, rec.first_success), (6, 5, false, None));
+    assert_eq!(
+        (rec.solver_calls, rec.repairs, rec.solved, rec.first_success),
+        (6, 5, false, None)
+    );
     assert_eq!(verifier.calls.load(Ordering::SeqCst), 6);
-    assert!(rec.final_spec.unwrap().problem.contains("(:objects a5)"), "the last edit is returned");
+    assert!(
+        rec.final_spec.unwrap().problem.contains("(:objects a5)"),
+        "the last edit is returned"
+    );
     assert!(model.outputs.is_empty());
 }
 
 #[test]
 fn a_smaller_budget_caps_the_repairs() {
-    let cfg = EpisodeConfig { budget: 3, ..problem_mode(Strategy::MultiRole) };
+    let cfg = EpisodeConfig {
+        budget: 3,
+        ..problem_mode(Strategy::MultiRole)
+    };
     let mut model = Scripted::new(&[BROKEN_TAIL, BROKEN_TAIL, BROKEN_TAIL, GOOD_TAIL]);
-    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    let (rec, _) = run(
+        &cfg,
+        &mut model,
+        &NativeVerifier::default(),
+        &Finalizer::default(),
+    );
     assert_eq!((rec.solver_calls, rec.repairs, rec.solved), (3, 2, false));
 }
 
@@ -249,12 +362,21 @@ fn output_without_pddl_is_a_syntax_failure_that_spends_a_budget_unit() {
     assert!(rec.steps[0].extraction.as_ref().unwrap().unterminated);
 
     // Full mode with prose only: no define form at all, so no verifier call for it.
-    let cfg = EpisodeConfig { mode: Mode::Full, ..problem_mode(Strategy::MultiRole) };
-    let repaired = format!("{}\n```\n```pddl\n{PROBLEM}\n```", DOMAIN.strip_prefix("(define (domain ").unwrap());
+    let cfg = EpisodeConfig {
+        mode: Mode::Full,
+        ..problem_mode(Strategy::MultiRole)
+    };
+    let repaired = format!(
+        "{}\n```\n```pddl\n{PROBLEM}\n```",
+        DOMAIN.strip_prefix("(define (domain ").unwrap()
+    );
     let mut model = Scripted::new(&["x)) I give up\n```\nNothing here.", &repaired]);
     let verifier = NativeVerifier::default();
     let (rec, _) = run(&cfg, &mut model, &verifier, &Finalizer::default());
-    assert_eq!(rec.steps[0].extraction.as_ref().unwrap().failure.as_deref(), Some("the output holds no `(define (problem ...))` form"));
+    assert_eq!(
+        rec.steps[0].extraction.as_ref().unwrap().failure.as_deref(),
+        Some("the output holds no `(define (problem ...))` form")
+    );
     assert!(!rec.steps[0].solver_call);
     assert_eq!((rec.solver_calls, rec.planner_calls), (2, 1));
     assert_eq!(verifier.calls.load(Ordering::SeqCst), 1);
@@ -265,36 +387,90 @@ fn output_without_pddl_is_a_syntax_failure_that_spends_a_budget_unit() {
 fn self_refine_uses_raw_feedback_no_roles_no_judge() {
     let cfg = problem_mode(Strategy::SelfRefine);
     let mut model = Scripted::new(&[BROKEN_TAIL, GOOD_TAIL]);
-    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer { reward: Some(Arc::new(PaperRewards)), checker: None });
+    let (rec, _) = run(
+        &cfg,
+        &mut model,
+        &NativeVerifier::default(),
+        &Finalizer {
+            reward: Some(Arc::new(PaperRewards)),
+            checker: None,
+        },
+    );
     assert!(model.judged.is_empty());
-    assert_eq!(model.calls.iter().map(|c| c.0).collect::<Vec<_>>(), [Role::Actor, Role::Actor]);
-    assert!(model.calls[1].1.contains("## Feedback") && !model.calls[1].1.contains("[object-type]"));
-    assert_eq!((rec.solved, rec.repairs, rec.solver_calls, rec.judge_score), (true, 1, 2, None));
+    assert_eq!(
+        model.calls.iter().map(|c| c.0).collect::<Vec<_>>(),
+        [Role::Actor, Role::Actor]
+    );
+    assert!(
+        model.calls[1].1.contains("## Feedback") && !model.calls[1].1.contains("[object-type]")
+    );
+    assert_eq!(
+        (rec.solved, rec.repairs, rec.solver_calls, rec.judge_score),
+        (true, 1, 2, None)
+    );
     assert_eq!(rec.steps[1].kind, "self-refine");
-    assert!(rec.rewards.is_none(), "rewards are for the multi-role episode");
+    assert!(
+        rec.rewards.is_none(),
+        "rewards are for the multi-role episode"
+    );
 }
 
 #[test]
 fn llm_plus_p_samples_after_the_first_draw_and_stops_at_success() {
     let cfg = problem_mode(Strategy::LlmPlusP);
     let mut model = Scripted::new(&[BROKEN_TAIL, BROKEN_TAIL, GOOD_TAIL, GOOD_TAIL]);
-    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    let (rec, _) = run(
+        &cfg,
+        &mut model,
+        &NativeVerifier::default(),
+        &Finalizer::default(),
+    );
     assert_eq!(model.calls.len(), 3);
-    assert!(model.calls[0].1.contains("## Example") && model.calls[0].1.contains("(define (problem ex)"));
+    assert!(
+        model.calls[0].1.contains("## Example")
+            && model.calls[0].1.contains("(define (problem ex)")
+    );
     let temps: Vec<f32> = model.calls.iter().map(|c| c.2.temperature).collect();
     assert_eq!(temps, [0.0, 0.7, 0.7]);
-    assert_eq!(model.calls.iter().map(|c| c.2.seed).collect::<Vec<_>>(), [0, 1, 2]);
-    assert_eq!((rec.solved, rec.solver_calls, rec.repairs, rec.first_success, rec.b0), (true, 3, 0, Some(2), false));
+    assert_eq!(
+        model.calls.iter().map(|c| c.2.seed).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    assert_eq!(
+        (
+            rec.solved,
+            rec.solver_calls,
+            rec.repairs,
+            rec.first_success,
+            rec.b0
+        ),
+        (true, 3, 0, Some(2), false)
+    );
 }
 
 #[test]
 fn direct_plans_are_validated_against_the_reference() {
     let cfg = problem_mode(Strategy::Direct);
-    let mut model = Scripted::new(&["I stack a on b.\n```plan\n(stack a b)\n```", "First pick up a.\n```plan\n(pick-up a)\n(stack a b)\n```"]);
+    let mut model = Scripted::new(&[
+        "I stack a on b.\n```plan\n(stack a b)\n```",
+        "First pick up a.\n```plan\n(pick-up a)\n(stack a b)\n```",
+    ]);
     let verifier = NativeVerifier::default();
     let (rec, _) = run(&cfg, &mut model, &verifier, &Finalizer::default());
-    assert_eq!(verifier.calls.load(Ordering::SeqCst), 0, "plans are validated natively, not planned");
-    assert_eq!((rec.solved, rec.solver_calls, rec.planner_calls, rec.first_success), (true, 2, 2, Some(1)));
+    assert_eq!(
+        verifier.calls.load(Ordering::SeqCst),
+        0,
+        "plans are validated natively, not planned"
+    );
+    assert_eq!(
+        (
+            rec.solved,
+            rec.solver_calls,
+            rec.planner_calls,
+            rec.first_success
+        ),
+        (true, 2, 2, Some(1))
+    );
     assert_eq!(rec.steps[0].dominant, Some(Category::PreconditionEffect));
     assert_eq!(rec.final_plan, ["(pick-up a)", "(stack a b)"]);
     assert!(rec.final_spec.is_none());
@@ -302,25 +478,58 @@ fn direct_plans_are_validated_against_the_reference() {
 
 #[test]
 fn tot_searches_breadth_first_and_validates_completed_plans() {
-    let cfg = EpisodeConfig { tot: onebrain_roles::TotConfig { breadth: 1, proposals: 2, max_depth: 4, max_tokens: 8 }, ..problem_mode(Strategy::Tot) };
+    let cfg = EpisodeConfig {
+        tot: onebrain_roles::TotConfig {
+            breadth: 1,
+            proposals: 2,
+            max_depth: 4,
+            max_tokens: 8,
+        },
+        ..problem_mode(Strategy::Tot)
+    };
     // Depth 0: proposals "pick-up a" and "stack a b"; the Judge prefers the first.
     // Depth 1: "stack a b" twice (deduplicated). Depth 2: "done" twice → validate.
-    let mut model = Scripted::new(&["pick-up a)", "stack a b)", "stack a b)", "stack a b)", "done)", "done)"]);
+    let mut model = Scripted::new(&[
+        "pick-up a)",
+        "stack a b)",
+        "stack a b)",
+        "stack a b)",
+        "done)",
+        "done)",
+    ]);
     model.judge_scores = VecDeque::from([0.9, 0.1, 0.7]);
-    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    let (rec, _) = run(
+        &cfg,
+        &mut model,
+        &NativeVerifier::default(),
+        &Finalizer::default(),
+    );
     assert_eq!(model.calls.len(), 6);
-    assert_eq!(model.judged.len(), 3, "two candidates at depth 0, one at depth 1");
+    assert_eq!(
+        model.judged.len(),
+        3,
+        "two candidates at depth 0, one at depth 1"
+    );
     assert!(model.calls[2].1.contains("## Plan so far\n(pick-up a)"));
     assert!(rec.solved, "{:?}", rec.steps.last());
     assert_eq!((rec.solver_calls, rec.final_plan.len()), (1, 2));
-    assert!(rec.steps.iter().filter(|s| s.kind == "propose").all(|s| s.verdict.is_none()));
+    assert!(rec
+        .steps
+        .iter()
+        .filter(|s| s.kind == "propose")
+        .all(|s| s.verdict.is_none()));
 }
 
 #[test]
 fn a_model_error_ends_the_episode_with_a_note() {
     let cfg = problem_mode(Strategy::MultiRole);
     let mut model = Scripted::new(&[BROKEN_TAIL]);
-    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    let (rec, _) = run(
+        &cfg,
+        &mut model,
+        &NativeVerifier::default(),
+        &Finalizer::default(),
+    );
     assert!(rec.error.as_deref().unwrap().contains("script exhausted"));
     assert_eq!((rec.solver_calls, rec.solved, rec.repairs), (1, false, 0));
     assert!(rec.final_spec.is_some());
@@ -334,34 +543,73 @@ fn pipelined_runs_match_sequential_ones_and_overlap_verification() {
     let mut seq_model = Scripted::new(&script);
     let seq_verifier = NativeVerifier::default();
     let seq: Vec<_> = (0..3)
-        .map(|i| run_episode(Episode::new(input(&format!("t/{i}")), &cfg, "scripted"), &cfg, &mut seq_model, &seq_verifier, &Finalizer::default(), &mut |_| {}))
+        .map(|i| {
+            run_episode(
+                Episode::new(input(&format!("t/{i}")), &cfg, "scripted"),
+                &cfg,
+                &mut seq_model,
+                &seq_verifier,
+                &Finalizer::default(),
+                &mut |_| {},
+            )
+        })
         .collect();
 
     let log = Arc::new(Mutex::new(Vec::new()));
-    let verifier = Arc::new(NativeVerifier { delay_ms: 150, log: Some(log.clone()), ..Default::default() });
+    let verifier = Arc::new(NativeVerifier {
+        delay_ms: 150,
+        log: Some(log.clone()),
+        ..Default::default()
+    });
     let pool = VerifierPool::new(verifier.clone(), 2);
     // One episode in flight: same script order as the sequential run.
     let mut model = Scripted::new(&script);
     let mut out = Vec::new();
     let eps = (0..3).map(|i| Episode::new(input(&format!("t/{i}")), &cfg, "scripted"));
-    run_pipelined(eps, &cfg, &mut model, &pool, &Finalizer::default(), 1, &mut |_| {}, &mut |r| {
-        out.push(r);
-        Ok::<(), ()>(())
-    })
+    run_pipelined(
+        eps,
+        &cfg,
+        &mut model,
+        &pool,
+        &Finalizer::default(),
+        1,
+        &mut |_| {},
+        &mut |r| {
+            out.push(r);
+            Ok::<(), ()>(())
+        },
+    )
     .unwrap();
-    let summary = |rs: &[onebrain_roles::EpisodeRecord]| rs.iter().map(|r| (r.task_id.clone(), r.solved, r.solver_calls, r.repairs)).collect::<Vec<_>>();
+    let summary = |rs: &[onebrain_roles::EpisodeRecord]| {
+        rs.iter()
+            .map(|r| (r.task_id.clone(), r.solved, r.solver_calls, r.repairs))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(summary(&out), summary(&seq));
 
     // Two in flight, every task solved at once: the model starts task 2 while task 1 verifies.
     log.lock().unwrap().clear();
-    let mut model = Scripted { delay_ms: 100, log: Some(log.clone()), ..Scripted::new(&[GOOD_TAIL; 4]) };
+    let mut model = Scripted {
+        delay_ms: 100,
+        log: Some(log.clone()),
+        ..Scripted::new(&[GOOD_TAIL; 4])
+    };
     let mut out = Vec::new();
     let eps = (0..4).map(|i| Episode::new(input(&format!("t/{i}")), &cfg, "scripted"));
     let start = Instant::now();
-    run_pipelined(eps, &cfg, &mut model, &pool, &Finalizer::default(), 2, &mut |_| {}, &mut |r| {
-        out.push(r);
-        Ok::<(), ()>(())
-    })
+    run_pipelined(
+        eps,
+        &cfg,
+        &mut model,
+        &pool,
+        &Finalizer::default(),
+        2,
+        &mut |_| {},
+        &mut |r| {
+            out.push(r);
+            Ok::<(), ()>(())
+        },
+    )
     .unwrap();
     let wall = start.elapsed();
     assert_eq!(out.len(), 4);
@@ -369,10 +617,19 @@ fn pipelined_runs_match_sequential_ones_and_overlap_verification() {
     let log = log.lock().unwrap();
     // Some generation started while a verification was in flight (more started than ended).
     let before = |kind: &str, t: &Instant| log.iter().filter(|(k, u)| k == kind && u < t).count();
-    let overlapped = log.iter().filter(|(k, _)| k == "generate-start").any(|(_, t)| before("verify-start", t) > before("verify-end", t));
+    let overlapped = log
+        .iter()
+        .filter(|(k, _)| k == "generate-start")
+        .any(|(_, t)| before("verify-start", t) > before("verify-end", t));
     let t0 = log.iter().map(|(_, t)| *t).min().unwrap();
-    let timeline: Vec<String> = log.iter().map(|(k, t)| format!("{k}@{}", (*t - t0).as_millis())).collect();
-    assert!(overlapped, "a generation started while a verification ran: {timeline:?}");
+    let timeline: Vec<String> = log
+        .iter()
+        .map(|(k, t)| format!("{k}@{}", (*t - t0).as_millis()))
+        .collect();
+    assert!(
+        overlapped,
+        "a generation started while a verification ran: {timeline:?}"
+    );
     // Sequentially: 4 × (100 ms model + 150 ms verifier) = 1 s; overlapped it is less.
     assert!(wall < Duration::from_millis(1000), "{wall:?}");
 }

@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use onebrain_model::{ModelConfig, TEST_MODEL_FILE};
-use onebrain_roles::{solve_with, CheckerChoice, EpisodeConfig, Event, Mode, Services, SolveConfig, Strategy};
+use onebrain_roles::{
+    solve_with, CheckerChoice, EpisodeConfig, Event, Mode, Services, SolveConfig, Strategy,
+};
 use onebrain_runtime::RuntimeConfig;
 
 fn root() -> &'static Path {
@@ -14,13 +16,20 @@ fn root() -> &'static Path {
 
 fn ready() -> Option<&'static str> {
     let r = root();
-    if !r.join(".cache/models").join(TEST_MODEL_FILE).is_file() && std::env::var_os("ONEBRAIN_MODEL_DIR").is_none() {
+    if !r.join(".cache/models").join(TEST_MODEL_FILE).is_file()
+        && std::env::var_os("ONEBRAIN_MODEL_DIR").is_none()
+    {
         return Some("the test model is absent (scripts/setup.sh --models test)");
     }
     if !r.join(".venv").is_dir() && std::env::var_os("ONEBRAIN_FAST_DOWNWARD").is_none() {
         return Some("Fast Downward is absent (scripts/setup.sh)");
     }
-    if !["blocksworld", "gripper", "paper-rewards"].iter().all(|p| r.join("plugins").join(p).join(format!("{p}.wasm")).is_file()) {
+    if !["blocksworld", "gripper", "paper-rewards"].iter().all(|p| {
+        r.join("plugins")
+            .join(p)
+            .join(format!("{p}.wasm"))
+            .is_file()
+    }) {
         return Some("the bundled plugins are not built (scripts/build-plugins.sh)");
     }
     None
@@ -35,7 +44,14 @@ fn smollm_episodes_complete_record_every_step_and_respect_the_budget() {
     let cfg = SolveConfig {
         model: ModelConfig::test_model(),
         // Two repairs at most, short outputs: the test stays well under two minutes on 2 cores.
-        episode: EpisodeConfig { strategy: Strategy::MultiRole, mode: Mode::Problem, max_repairs: 2, budget: 3, max_tokens: 32, ..Default::default() },
+        episode: EpisodeConfig {
+            strategy: Strategy::MultiRole,
+            mode: Mode::Problem,
+            max_repairs: 2,
+            budget: 3,
+            max_tokens: 32,
+            ..Default::default()
+        },
         plugins: RuntimeConfig {
             plugin_dirs: vec!["plugins".into()],
             reward: Some("paper-rewards".into()),
@@ -46,35 +62,67 @@ fn smollm_episodes_complete_record_every_step_and_respect_the_budget() {
         ..Default::default()
     };
     let services = Services::load(&cfg, root()).expect("services");
-    let mut model = onebrain_roles::load_model(&cfg).expect("model");
+    let mut model = onebrain_roles::load_model(&cfg, root()).expect("model");
     for (domain, seed) in [("blocksworld", 3), ("gripper", 5)] {
         let task = services.domain(domain).unwrap().generate(seed, 3).unwrap();
         let mut events = Vec::new();
-        let rec = solve_with(&cfg, &services, &mut model, task, &mut |e: &Event| events.push(e.clone())).unwrap();
+        let rec = solve_with(&cfg, &services, &mut model, task, &mut |e: &Event| {
+            events.push(e.clone())
+        })
+        .unwrap();
         assert!(rec.error.is_none(), "{:?}", rec.error);
-        assert!(rec.solver_calls >= 1 && rec.solver_calls <= 3, "budget K = 3: {}", rec.solver_calls);
-        assert_eq!(rec.steps.len() as u32, rec.solver_calls, "one generation per verifier call");
+        assert!(
+            rec.solver_calls >= 1 && rec.solver_calls <= 3,
+            "budget K = 3: {}",
+            rec.solver_calls
+        );
+        assert_eq!(
+            rec.steps.len() as u32,
+            rec.solver_calls,
+            "one generation per verifier call"
+        );
         assert_eq!(rec.repairs, rec.solver_calls - 1);
         // It stops at the first success or spends the budget.
         assert!(rec.solved || rec.solver_calls == 3);
-        assert_eq!(rec.solved, rec.steps.last().unwrap().verdict.as_ref().unwrap().solved);
+        assert_eq!(
+            rec.solved,
+            rec.steps.last().unwrap().verdict.as_ref().unwrap().solved
+        );
         let s_j = rec.judge_score.expect("the Judge scored y_0");
         assert!(s_j > 0.0 && s_j < 1.0);
         assert!(rec.rewards.is_some(), "the reward plugin ran");
-        assert!(rec.faithfulness.is_some(), "the checker ran (the task has a reference)");
+        assert!(
+            rec.faithfulness.is_some(),
+            "the checker ran (the task has a reference)"
+        );
         for (i, s) in rec.steps.iter().enumerate() {
-            assert_eq!(s.role, if i == 0 { onebrain_roles::Role::Actor } else { onebrain_roles::Role::Editor });
+            assert_eq!(
+                s.role,
+                if i == 0 {
+                    onebrain_roles::Role::Actor
+                } else {
+                    onebrain_roles::Role::Editor
+                }
+            );
             assert!(!s.output_tokens.is_empty() && s.output_tokens.len() <= 32);
             assert!(s.prompt_tokens > 100 && s.verdict.is_some());
             assert_eq!(s.prompt_sha256.len(), 64);
             if i >= 2 || (i == 0 && domain == "gripper") {
                 // The model caches prefixes per role: a second repair reuses the first repair's
                 // task prefix, and the second task's Actor the system prompt of the first.
-                assert!(s.cached_prompt_tokens > 0, "prefix cache unused at step {i} of {domain}");
+                assert!(
+                    s.cached_prompt_tokens > 0,
+                    "prefix cache unused at step {i} of {domain}"
+                );
             }
         }
         assert!(matches!(events.last(), Some(Event::Finished(_))));
-        eprintln!("{domain}: {} calls, solved {}, {:?}", rec.solver_calls, rec.solved, rec.timings);
-        assert!(rec.timings.generation_ms > 0.0 && rec.timings.wall_ms >= rec.timings.generation_ms);
+        eprintln!(
+            "{domain}: {} calls, solved {}, {:?}",
+            rec.solver_calls, rec.solved, rec.timings
+        );
+        assert!(
+            rec.timings.generation_ms > 0.0 && rec.timings.wall_ms >= rec.timings.generation_ms
+        );
     }
 }

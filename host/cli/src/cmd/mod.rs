@@ -2,9 +2,11 @@
 
 mod bench;
 mod check;
+mod eval;
 mod faithful;
 mod generate;
 mod plugins;
+mod solve;
 mod validate;
 
 use std::path::Path;
@@ -22,6 +24,8 @@ pub fn run(flags: Flags) -> anyhow::Result<()> {
         Command::Generate(args) => generate::run(args),
         Command::Plugins(args) => plugins::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Solve(args) => solve::run(args),
+        Command::Eval(args) => eval::run(args),
     }
 }
 

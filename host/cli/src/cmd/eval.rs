@@ -1,0 +1,61 @@
+use std::io::Write;
+
+use onebrain_eval::{progress_line, run_eval, trace_path, write_report, EvalConfig, Progress};
+use onebrain_roles::{config_base, render_event};
+
+use crate::flags::EvalArgs;
+
+pub fn run(args: EvalArgs) -> anyhow::Result<()> {
+    let mut cfg = EvalConfig::from_file(&args.config)?;
+    let base = config_base(&args.config);
+    if let Some(dir) = &args.checkpoint {
+        cfg.checkpoint = Some(if dir.is_absolute() {
+            dir.clone()
+        } else {
+            std::env::current_dir()?.join(dir)
+        });
+    }
+    if args.report_only {
+        let paths = write_report(
+            &cfg.name,
+            &trace_path(&cfg, &base),
+            cfg.report.delta,
+            cfg.report.checkpoints,
+        )?;
+        println!("report: {}", paths.markdown.display());
+        return Ok(());
+    }
+    let verbose = args.verbose;
+    let outcome = run_eval(&cfg, &base, &mut |p| match p {
+        Progress::Planned {
+            total,
+            done,
+            torn_tail,
+        } => {
+            let torn = if *torn_tail {
+                " (the trace's torn last line, from a killed run, was dropped)"
+            } else {
+                ""
+            };
+            eprintln!("{total} episodes, {done} already in the trace{torn}");
+        }
+        Progress::Event(e) if verbose => eprintln!("{}", render_event(e)),
+        Progress::Event(_) => {}
+        Progress::Finished {
+            done,
+            total,
+            record,
+        } => {
+            eprintln!("{}", progress_line(*done, *total, record));
+            let _ = std::io::stderr().flush();
+        }
+    })?;
+    println!("{}\n", outcome.summary);
+    println!(
+        "ran {} episode(s), {} found in the trace",
+        outcome.ran, outcome.skipped
+    );
+    println!("trace:  {}", outcome.trace_path.display());
+    println!("report: {}", outcome.report_paths.markdown.display());
+    Ok(())
+}

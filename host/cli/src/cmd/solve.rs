@@ -1,0 +1,67 @@
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use onebrain_eval::planbench_task;
+use onebrain_roles::{
+    config_base, render_event, solve, Mode, SolveConfig, SolveOptions, Strategy, TaskInput,
+};
+
+use crate::cmd::print_json;
+use crate::flags::SolveArgs;
+
+pub fn run(args: SolveArgs) -> anyhow::Result<()> {
+    let mut config = SolveConfig::from_file(&args.config)?;
+    if let Some(s) = &args.strategy {
+        config.episode.strategy = s.parse::<Strategy>()?;
+    }
+    if let Some(m) = &args.mode {
+        config.episode.mode = m.parse::<Mode>().map_err(anyhow::Error::msg)?;
+    }
+    if let Some(dir) = &args.checkpoint {
+        config.checkpoint = Some(absolute(dir)?);
+    }
+    let task = if let Some(text) = args.text {
+        TaskInput::Text(text)
+    } else if let Some(file) = args.file {
+        TaskInput::File(file)
+    } else if let Some(seed) = args.seed {
+        TaskInput::Generated {
+            seed,
+            size: args.size,
+        }
+    } else {
+        let id = args
+            .planbench
+            .as_deref()
+            .expect("clap requires one task source");
+        TaskInput::Task(
+            planbench_task(&args.data, id, &args.domain)
+                .with_context(|| format!("cannot load PlanBench task {id}"))?,
+        )
+    };
+    let opts = SolveOptions {
+        config,
+        base: config_base(&args.config),
+        domain: args.domain,
+        task,
+    };
+    let json = args.json;
+    let record = solve(&opts, &mut |event| {
+        if !json {
+            println!("{}", render_event(event));
+        }
+    })?;
+    if json {
+        print_json(&record)?;
+    }
+    Ok(())
+}
+
+/// A path given on the command line, made independent of the config file's folder.
+fn absolute(path: &Path) -> anyhow::Result<PathBuf> {
+    Ok(if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()?.join(path)
+    })
+}

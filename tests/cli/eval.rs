@@ -1,0 +1,139 @@
+use std::path::Path;
+
+use crate::harness::{model_ready, repo, TestCommand};
+
+/// An eval config in `dir`: two strategies on one generated BlocksWorld task, SmolLM2.
+fn write_config(dir: &Path) -> std::path::PathBuf {
+    let plugins = repo().join("plugins");
+    let cache = repo().join(".cache/components");
+    let text = format!(
+        r#"name = "cli test"
+out-dir = "run"
+strategies = ["multi-role", "llm+p"]
+in-flight = 2
+checker = "native"
+
+[[benchmarks]]
+domain = "blocksworld"
+source = "generated"
+first-seed = 7
+size = 3
+sample = 1
+
+[model]
+path = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+[episode]
+mode = "problem"
+budget = 2
+max-repairs = 1
+max-tokens = 40
+
+[solver]
+timeout-s = 20
+
+[plugins]
+plugin-dirs = [{plugins:?}]
+cache-dir = {cache:?}
+reward = "paper-rewards"
+domains = ["blocksworld"]
+"#
+    );
+    let path = dir.join("eval.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs, writes the report with its plots next to the trace, and resumes without redoing work.
+#[test]
+fn eval_runs_reports_and_resumes_from_the_trace() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path());
+    let out = TestCommand::new(&["eval", "--config"]).arg(&cfg).stdout();
+    assert!(
+        out.contains("ran 2 episode(s), 0 found in the trace"),
+        "{out}"
+    );
+    assert!(
+        out.contains("multi-role") && out.contains("llm+p"),
+        "the success table: {out}"
+    );
+    let run = dir.path().join("run");
+    let trace = std::fs::read_to_string(run.join("trace.jsonl")).unwrap();
+    assert_eq!(trace.lines().count(), 2);
+    for line in trace.lines() {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(rec["solver_calls"].as_u64().unwrap() <= 2, "budget K = 2");
+        assert_eq!(rec["task_id"], "generated/blocksworld/seed-7-size-3");
+    }
+    let files: Vec<String> = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(files.iter().any(|f| f.ends_with(".md")), "{files:?}");
+    assert!(
+        files
+            .iter()
+            .any(|f| f.ends_with(".json") && !f.ends_with(".jsonl")),
+        "{files:?}"
+    );
+    assert!(
+        files.iter().filter(|f| f.ends_with(".svg")).count() >= 2,
+        "{files:?}"
+    );
+
+    // A second run finds both episodes in the trace and only rewrites the report.
+    let again = TestCommand::new(&["eval", "--config"]).arg(&cfg).stdout();
+    assert!(
+        again.contains("ran 0 episode(s), 2 found in the trace"),
+        "{again}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(run.join("trace.jsonl")).unwrap(),
+        trace
+    );
+
+    // A killed run leaves a torn last line: it is dropped and that episode runs again.
+    let torn = format!(
+        "{}\n{{\"task_id\": \"blocksw",
+        trace.lines().next().unwrap()
+    );
+    std::fs::write(run.join("trace.jsonl"), torn).unwrap();
+    let (stdout, stderr) = TestCommand::new(&["eval", "--config"])
+        .arg(&cfg)
+        .output_text();
+    assert!(stderr.contains("torn last line"), "{stderr}");
+    assert!(
+        stdout.contains("ran 1 episode(s), 1 found in the trace"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn eval_report_only_needs_no_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path());
+    std::fs::create_dir_all(dir.path().join("run")).unwrap();
+    std::fs::write(dir.path().join("run/trace.jsonl"), "").unwrap();
+    let out = TestCommand::new(&["eval", "--report-only", "--config"])
+        .arg(&cfg)
+        .stdout();
+    assert!(out.contains("report: "), "{out}");
+}
+
+#[test]
+fn eval_config_errors_name_the_file() {
+    let err = TestCommand::new(&["eval", "--config", "no/such.toml"]).fails_with(1);
+    assert!(err.contains("no/such.toml"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("e.toml");
+    std::fs::write(&cfg, "out-dir = \"x\"\nbenchmarks = []\n").unwrap();
+    let err = TestCommand::new(&["eval", "--config"])
+        .arg(&cfg)
+        .fails_with(1);
+    assert!(err.contains("benchmarks"), "{err}");
+}
