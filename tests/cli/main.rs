@@ -5,4 +5,5 @@ mod harness;
 mod check;
 mod eval;
 mod solve;
+mod train;
 mod validate;

@@ -32,6 +32,29 @@ pub enum Command {
     Solve(SolveArgs),
     /// Evaluate strategies on benchmarks from a config; resumable; writes the report.
     Eval(EvalArgs),
+    /// Train Actor and Editor with PPO and the Judge with its calibrated loss, from solver
+    /// feedback alone; checkpoints as it goes, `--resume` continues exactly.
+    Train(TrainArgs),
+}
+
+/// `onebrain train`.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// The training config (`configs/train-*.toml`).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Continue the run in the config's out-dir from its newest checkpoint.
+    #[arg(long)]
+    pub resume: bool,
+    /// Override the config's total number of updates.
+    #[arg(long)]
+    pub updates: Option<u64>,
+    /// Override the config's out-dir (relative to the current folder).
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+    /// Print a line per episode, not only per update.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// `onebrain solve`.

@@ -48,6 +48,7 @@ pub use config::{ConfigError, EvalConfig, ReportConfig};
 pub use report::{
     JudgeReport, Rate, Report, ReportPaths, StrategyReport, Summary, TimingReport, MAX_H,
 };
+pub use svg::line_chart;
 pub use runner::{
     progress_line, run_eval, run_eval_with, trace_path, write_report, EvalError, EvalOutcome,
     Progress,

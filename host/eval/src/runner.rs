@@ -174,7 +174,7 @@ pub fn run_eval_with(
             let ep_cfg = cfg.solve_config(strategy).episode;
             let mut episodes = Vec::new();
             for (_, t) in todo.iter().filter(|(s, _)| *s == strategy) {
-                let input = services.episode_input((*t).clone(), strategy)?;
+                let input = services.episode_input((*t).clone())?;
                 episodes.push(Episode::new(input, &ep_cfg, &model.name()));
             }
             // Both callbacks report progress; the cell lets them share it.

@@ -66,6 +66,7 @@ fn record(
             dominant: *c,
             solver_call: true,
             judge_score: None,
+            judge_prompt: None,
             timings: StepTimings::default(),
         })
         .collect();

@@ -106,6 +106,9 @@ pub struct BatchLogprobs {
     /// `(b, max_len, hidden)` final hidden states at the positions that predict each
     /// continuation token (the state a value head reads).
     pub hidden: Tensor,
+    /// `(b, max_len)` entropy of the policy at each continuation position (zero where
+    /// `mask` is zero), for PPO's entropy bonus.
+    pub entropy: Tensor,
 }
 
 #[derive(Debug, Clone)]
@@ -677,16 +680,23 @@ impl Brain {
     /// The parameters one role's loss trains: its soft tokens and adapters (and the
     /// Judge head for the Judge), plus its backbone copy when the backbone is trained.
     pub fn role_vars(&self, role: Role) -> Vec<Var> {
+        self.role_named_vars(role).into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// [`Brain::role_vars`] with their names (the keys of [`Brain::save`]), sorted by name.
+    /// The shared backbone, when trained, is listed under every role.
+    pub fn role_named_vars(&self, role: Role) -> Vec<(String, Var)> {
         let data = self.varmap.data().lock().expect("varmap lock");
-        let mut names: Vec<&String> = data
-            .keys()
-            .filter(|k| {
+        let mut named: Vec<(String, Var)> = data
+            .iter()
+            .filter(|(k, _)| {
                 k.starts_with(&format!("{role}."))
                     || (self.cfg.train_backbone && !self.cfg.separate_models && k.starts_with("backbone."))
             })
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        names.sort();
-        names.into_iter().map(|k| data[k].clone()).collect()
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        named
     }
 
     fn dense_for(&self, role: Role) -> Result<&Backbone> {
@@ -761,7 +771,8 @@ impl Brain {
         let c_max = items.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
         if c_max == 0 {
             let z = Tensor::zeros((b, 0), DType::F32, &Device::Cpu)?;
-            return Ok(BatchLogprobs { logprobs: z.clone(), mask: z, hidden: Tensor::zeros((b, 0, h), DType::F32, &Device::Cpu)? });
+            let hidden = Tensor::zeros((b, 0, h), DType::F32, &Device::Cpu)?;
+            return Ok(BatchLogprobs { logprobs: z.clone(), mask: z.clone(), hidden, entropy: z });
         }
         let mut idx = Vec::with_capacity(b * c_max);
         let mut targets = Vec::with_capacity(b * c_max);
@@ -787,7 +798,8 @@ impl Brain {
         let targets = Tensor::from_vec(targets, (b * c_max, 1), &Device::Cpu)?;
         let mask = Tensor::from_vec(mask, (b, c_max), &Device::Cpu)?;
         let lp = logp.gather(&targets, 1)?.reshape((b, c_max))?.mul(&mask)?;
-        Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.reshape((b, c_max, h))? })
+        let entropy = logp.exp()?.mul(&logp)?.sum(D::Minus1)?.neg()?.reshape((b, c_max))?.mul(&mask)?;
+        Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.reshape((b, c_max, h))?, entropy })
     }
 
     /// The Judge's logit w·h + b (before the sigmoid) for one prompt, with gradients.

@@ -85,6 +85,23 @@ fn save_tensors(path: &Path, tensors: &HashMap<String, Tensor>) -> Result<()> {
         .map_err(|e| Error::Safetensors { path: path.into(), reason: e.to_string() })
 }
 
+/// The file in a training run's `checkpoints/` folder that names its newest checkpoint.
+pub const LATEST_FILE: &str = "LATEST";
+
+/// The checkpoint folder `path` stands for: itself when it holds a checkpoint, else the one
+/// named by `LATEST` in it or in its `checkpoints/` folder (a training run's layout).
+pub fn resolve_checkpoint(path: &Path) -> PathBuf {
+    if path.join(META_FILE).is_file() {
+        return path.to_path_buf();
+    }
+    for folder in [path.to_path_buf(), path.join("checkpoints")] {
+        if let Ok(name) = std::fs::read_to_string(folder.join(LATEST_FILE)) {
+            return folder.join(name.trim());
+        }
+    }
+    path.to_path_buf()
+}
+
 fn mismatch(path: &Path, reason: impl Into<String>) -> Error {
     Error::CheckpointMismatch { path: path.to_path_buf(), reason: reason.into() }
 }
@@ -135,8 +152,10 @@ impl Brain {
     }
 
     /// Restores parameters written by [`Brain::save`]; the checkpoint must match this
-    /// model, rank, role-token count and mode exactly.
+    /// model, rank, role-token count and mode exactly. `dir` may also be a training run's
+    /// folder or its `checkpoints/` folder: the checkpoint their `LATEST` file names is used.
     pub fn load_trainable(&mut self, dir: &Path) -> Result<()> {
+        let dir = &resolve_checkpoint(dir);
         let meta_path = dir.join(META_FILE);
         let meta: Meta = read_json(&meta_path)?;
         let mine = self.meta();

@@ -44,6 +44,7 @@ mod test_util;
 
 pub use bench::{bench_inference, bench_training, peak_rss_mib, reset_peak_rss, InferenceBench, TrainBench};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, StopReason};
+pub use checkpoint::{resolve_checkpoint, LATEST_FILE};
 pub use config::{ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
 pub use error::{Error, Result};
 pub use paths::{resolve_model, ModelSource, MODEL_DIR_ENV};

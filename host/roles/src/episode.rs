@@ -27,7 +27,8 @@ pub struct EpisodeInput {
     pub description: String,
     /// The domain plugin's PDDL: given to the model in `problem` mode.
     pub domain_pddl: Option<String>,
-    /// LLM+P's in-context example: a task text and its problem PDDL.
+    /// A worked example of the domain (a task text and its problem PDDL): LLM+P's
+    /// in-context example, and every prompt's with `in-context-example`.
     pub example: Option<(String, String)>,
 }
 
@@ -127,6 +128,11 @@ impl Episode {
             domain_pddl: input.domain_pddl.clone(),
             task: input.task.text.clone(),
             mode: cfg.mode,
+            // LLM+P places its example itself, after the task.
+            example: input
+                .example
+                .clone()
+                .filter(|_| cfg.in_context_example && cfg.strategy != Strategy::LlmPlusP),
         };
         let record = EpisodeRecord {
             task_id: input.task.id.clone(),
@@ -350,6 +356,7 @@ impl Episode {
             dominant: None,
             solver_call: false,
             judge_score: None,
+            judge_prompt: None,
             timings: StepTimings {
                 prefill_ms: g.prefill_secs * 1e3,
                 decode_ms: g.decode_secs * 1e3,
@@ -461,10 +468,10 @@ impl Episode {
         if self.cfg.strategy == Strategy::MultiRole && self.cfg.judge && attempt == 1 {
             let step = &self.record.steps[at];
             let candidate = self.ctx.candidate_text(step.spec.as_ref(), &step.output);
+            let prompt = self.ctx.judge(&candidate);
+            self.record.steps[at].judge_prompt = Some(prompt.clone());
             self.phase = Phase::Judging { step: at };
-            return Request::Judge {
-                prompt: self.ctx.judge(&candidate),
-            };
+            return Request::Judge { prompt };
         }
         self.after_verdict(at)
     }

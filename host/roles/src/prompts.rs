@@ -32,6 +32,9 @@ pub struct TaskContext {
     pub task: String,
     /// Full or problem mode.
     pub mode: Mode,
+    /// A worked example (task text, problem PDDL) shown before the task, when the config
+    /// asks for one (`in-context-example`).
+    pub example: Option<(String, String)>,
 }
 
 /// The formats every prompt ends in: a ChatML turn, as `onebrain_model::chat_prompt` builds.
@@ -71,6 +74,13 @@ impl TaskContext {
         if let (Mode::Problem, Some(d)) = (self.mode, &self.domain_pddl) {
             s.push_str("\n## Domain PDDL\n```pddl\n");
             s.push_str(d.trim());
+            s.push_str("\n```\n");
+        }
+        if let Some((text, problem)) = &self.example {
+            s.push_str("\n## Example\nTask: ");
+            s.push_str(text.trim());
+            s.push_str("\nProblem PDDL:\n```pddl\n");
+            s.push_str(problem.trim());
             s.push_str("\n```\n");
         }
         s.push_str("\n## Task\n");
@@ -287,6 +297,7 @@ mod tests {
             domain_pddl: Some("(define (domain bw))".into()),
             task: "Put a on b.".into(),
             mode,
+            example: None,
         }
     }
 
@@ -367,5 +378,32 @@ mod tests {
             prompt_hash("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn in_context_example_sits_between_the_domain_and_the_task_of_every_role() {
+        let with = TaskContext {
+            example: Some(("Put b on a.".into(), "(define (problem ex))".into())),
+            ..ctx(Mode::Problem)
+        };
+        for prompt in [
+            with.actor(),
+            with.editor("(x)", &verdict()),
+            with.judge("(x)"),
+        ] {
+            let (domain, example, task) = (
+                prompt.find("## Domain PDDL").unwrap(),
+                prompt.find("## Example").unwrap(),
+                prompt.find("## Task").unwrap(),
+            );
+            assert!(domain < example && example < task, "{prompt}");
+            assert!(
+                prompt.contains(
+                    "Task: Put b on a.\nProblem PDDL:\n```pddl\n(define (problem ex))\n```"
+                ),
+                "{prompt}"
+            );
+        }
+        assert!(!ctx(Mode::Problem).actor().contains("## Example"));
     }
 }

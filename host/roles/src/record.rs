@@ -55,6 +55,9 @@ pub struct StepRecord {
     /// The Judge's score of this step's candidate, when it was scored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_score: Option<f32>,
+    /// The Judge's prompt (x, y) for that score: what training's Judge loss reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_prompt: Option<String>,
     /// Where the step's time went.
     pub timings: StepTimings,
 }

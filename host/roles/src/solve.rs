@@ -66,7 +66,7 @@ pub fn solve_with<M: LanguageModel + ?Sized>(
     task: Task,
     on_event: &mut impl FnMut(&Event),
 ) -> Result<EpisodeRecord, RolesError> {
-    let input = services.episode_input(task, cfg.episode.strategy)?;
+    let input = services.episode_input(task)?;
     let episode = Episode::new(input, &cfg.episode, &model.name());
     Ok(run_episode(
         episode,

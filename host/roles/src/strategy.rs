@@ -133,6 +133,11 @@ pub struct EpisodeConfig {
     pub repair_cost: f32,
     /// τ: the Judge's threshold.
     pub judge_threshold: f32,
+    /// Show a worked example of the domain (from the domain plugin) in every prompt, before
+    /// the task. Off in the paper's setting; a weak untrained model that never writes a
+    /// solvable spec gives PPO no reward signal, and the example is how a small training run
+    /// starts from nonzero success. LLM+P always has its example.
+    pub in_context_example: bool,
     /// Tree-of-Thought sizes.
     pub tot: TotConfig,
 }
@@ -154,6 +159,7 @@ impl Default for EpisodeConfig {
             lambda_judge: 0.3,
             repair_cost: 0.1,
             judge_threshold: 0.5,
+            in_context_example: false,
             tot: TotConfig::default(),
         }
     }

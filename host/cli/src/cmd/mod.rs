@@ -7,6 +7,7 @@ mod faithful;
 mod generate;
 mod plugins;
 mod solve;
+mod train;
 mod validate;
 
 use std::path::Path;
@@ -26,6 +27,7 @@ pub fn run(flags: Flags) -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Solve(args) => solve::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::Train(args) => train::run(args),
     }
 }
 

@@ -1,0 +1,56 @@
+use std::io::Write;
+
+use onebrain_roles::config_base;
+use onebrain_train::{TrainConfig, TrainEvent, Trainer};
+
+use crate::flags::TrainArgs;
+
+pub fn run(args: TrainArgs) -> anyhow::Result<()> {
+    let mut cfg = TrainConfig::from_file(&args.config)?;
+    let base = config_base(&args.config);
+    if let Some(n) = args.updates {
+        cfg.updates = n;
+    }
+    if let Some(dir) = &args.out_dir {
+        cfg.out_dir = std::env::current_dir()?.join(dir);
+    }
+    let mut trainer = Trainer::open(cfg, &base, args.resume)?;
+    let verbose = args.verbose;
+    trainer.run(None, &mut |e| {
+        match e {
+            TrainEvent::Started { done, total, trainable, run_dir } => eprintln!(
+                "training {} ({trainable} trainable parameters): {done} of {total} updates done",
+                run_dir.display()
+            ),
+            TrainEvent::Episode { update, done, total, record } => {
+                if verbose {
+                    eprintln!(
+                        "  update {} episode {done}/{total}: {} b0={} bT={} repairs={}{}",
+                        update + 1,
+                        record.task_id,
+                        u8::from(record.b0),
+                        u8::from(record.solved),
+                        record.repairs,
+                        record.error.as_deref().map(|e| format!(" error: {e}")).unwrap_or_default()
+                    );
+                } else {
+                    eprint!("\r  update {} rollouts {done}/{total}", update + 1);
+                }
+            }
+            TrainEvent::Updated(row) => {
+                if !verbose {
+                    eprint!("\r");
+                }
+                eprintln!("{}", row.line());
+            }
+            TrainEvent::Checkpoint(dir) => eprintln!("  checkpoint {}", dir.display()),
+        }
+        let _ = std::io::stderr().flush();
+    })?;
+    let dir = trainer.run_dir();
+    println!("run:         {}", dir.display());
+    println!("metrics:     {}", dir.join("metrics.jsonl").display());
+    println!("curves:      {}", dir.join("curves.svg").display());
+    println!("checkpoints: {}", dir.join("checkpoints").display());
+    Ok(())
+}

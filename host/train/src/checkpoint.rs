@@ -1,0 +1,225 @@
+//! Checkpoints that survive a kill at any moment.
+//!
+//! `checkpoints/update-000012/` holds the model's trainable parameters (`Brain::save`:
+//! `trainable.safetensors`, `brain.json`, so `onebrain solve` and `eval` load the folder as
+//! it is), the optimizer's moments and value heads (`trainer.safetensors`) and the counters
+//! (`state.json`). It is written under a `.partial` name, synced, then renamed into place;
+//! `checkpoints/LATEST` names the newest complete one and is itself replaced by a rename. A
+//! kill during a write leaves a `.partial` folder, which the next start removes, and the
+//! previous checkpoint still named by `LATEST`.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::error::TrainError;
+use crate::learner::Learner;
+
+const LATEST: &str = onebrain_model::LATEST_FILE;
+const TRAINER_FILE: &str = "trainer.safetensors";
+const STATE_FILE: &str = "state.json";
+const PARTIAL: &str = ".partial";
+
+/// The counters a checkpoint records besides the tensors: enough to continue exactly.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainState {
+    /// Format of this file.
+    pub format: u32,
+    /// Updates completed (the next update's number).
+    pub updates: u64,
+    /// Optimizer steps taken.
+    pub optimizer_steps: u64,
+    /// Tasks of the stream consumed (the next task's position).
+    pub tasks_consumed: u64,
+    /// Episodes recorded up to the end of `updates`.
+    pub episodes: u64,
+    /// sha256 of the run's config (every key but `updates`): a resumed run must match it.
+    pub config_sha256: String,
+}
+
+/// The folder of checkpoint `updates` inside `checkpoints`.
+pub fn checkpoint_dir(checkpoints: &Path, updates: u64) -> PathBuf {
+    checkpoints.join(format!("update-{updates:06}"))
+}
+
+fn sync_dir(dir: &Path) {
+    // Directory fsync makes the rename durable; not every filesystem allows it, and the
+    // rename's atomicity does not depend on it.
+    if let Ok(f) = File::open(dir) {
+        let _ = f.sync_all();
+    }
+}
+
+fn sync_file(path: &Path) -> Result<(), TrainError> {
+    File::open(path).and_then(|f| f.sync_all()).map_err(|e| TrainError::io(path, e))
+}
+
+/// Writes checkpoint `state.updates` of `learner` into `checkpoints` and points `LATEST` at
+/// it, then removes all but the newest `keep`.
+pub fn save(checkpoints: &Path, learner: &Learner, state: &TrainState, keep: usize) -> Result<PathBuf, TrainError> {
+    save_with(checkpoints, learner, state, keep, &mut |_| Ok(()))
+}
+
+/// [`save`] with a hook called after each file (tests inject a crash there).
+pub(crate) fn save_with(
+    checkpoints: &Path,
+    learner: &Learner,
+    state: &TrainState,
+    keep: usize,
+    after_file: &mut dyn FnMut(&str) -> Result<(), TrainError>,
+) -> Result<PathBuf, TrainError> {
+    fs::create_dir_all(checkpoints).map_err(|e| TrainError::io(checkpoints, e))?;
+    let dir = checkpoint_dir(checkpoints, state.updates);
+    let tmp = dir.with_extension(&PARTIAL[1..]);
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
+    }
+    fs::create_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
+
+    learner.brain_ref().save(&tmp)?;
+    for f in ["trainable.safetensors", "brain.json"] {
+        sync_file(&tmp.join(f))?;
+    }
+    after_file("model")?;
+    let (tensors, _) = learner.state();
+    let trainer = tmp.join(TRAINER_FILE);
+    candle_core::safetensors::save(&tensors, &trainer)
+        .map_err(|e| TrainError::Checkpoint { path: trainer.clone(), reason: e.to_string() })?;
+    sync_file(&trainer)?;
+    after_file("trainer")?;
+    let state_path = tmp.join(STATE_FILE);
+    let json = serde_json::to_string_pretty(state).expect("state serialises");
+    fs::write(&state_path, json).map_err(|e| TrainError::io(&state_path, e))?;
+    sync_file(&state_path)?;
+    after_file("state")?;
+
+    if dir.exists() {
+        fs::remove_dir_all(&dir).map_err(|e| TrainError::io(&dir, e))?;
+    }
+    fs::rename(&tmp, &dir).map_err(|e| TrainError::io(&dir, e))?;
+    sync_dir(checkpoints);
+    let latest_tmp = checkpoints.join(format!("{LATEST}{PARTIAL}"));
+    let name = dir.file_name().expect("named").to_string_lossy().into_owned();
+    {
+        let mut f = File::create(&latest_tmp).map_err(|e| TrainError::io(&latest_tmp, e))?;
+        writeln!(f, "{name}").and_then(|_| f.sync_all()).map_err(|e| TrainError::io(&latest_tmp, e))?;
+    }
+    fs::rename(&latest_tmp, checkpoints.join(LATEST)).map_err(|e| TrainError::io(checkpoints.join(LATEST), e))?;
+    sync_dir(checkpoints);
+    prune(checkpoints, keep, &name)?;
+    Ok(dir)
+}
+
+/// Removes all but the newest `keep` complete checkpoints (never `current`).
+fn prune(checkpoints: &Path, keep: usize, current: &str) -> Result<(), TrainError> {
+    let mut names: Vec<String> = fs::read_dir(checkpoints)
+        .map_err(|e| TrainError::io(checkpoints, e))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("update-") && !n.ends_with(PARTIAL))
+        .collect();
+    names.sort();
+    let excess = names.len().saturating_sub(keep.max(1));
+    for n in names.into_iter().take(excess).filter(|n| n != current) {
+        let p = checkpoints.join(&n);
+        fs::remove_dir_all(&p).map_err(|e| TrainError::io(&p, e))?;
+    }
+    Ok(())
+}
+
+/// The newest complete checkpoint in `checkpoints`, if any: its folder and counters. Leftover
+/// `.partial` folders of an interrupted write are removed.
+pub fn latest(checkpoints: &Path) -> Result<Option<(PathBuf, TrainState)>, TrainError> {
+    if !checkpoints.is_dir() {
+        return Ok(None);
+    }
+    for entry in fs::read_dir(checkpoints).map_err(|e| TrainError::io(checkpoints, e))?.flatten() {
+        let n = entry.file_name().to_string_lossy().into_owned();
+        if n.ends_with(PARTIAL) {
+            let p = entry.path();
+            let _ = if p.is_dir() { fs::remove_dir_all(&p) } else { fs::remove_file(&p) };
+        }
+    }
+    let pointer = checkpoints.join(LATEST);
+    let name = match fs::read_to_string(&pointer) {
+        Ok(s) => s.trim().to_string(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(TrainError::io(&pointer, e)),
+    };
+    let dir = checkpoints.join(&name);
+    let state_path = dir.join(STATE_FILE);
+    let text = fs::read_to_string(&state_path).map_err(|e| TrainError::io(&state_path, e))?;
+    let state: TrainState = serde_json::from_str(&text)
+        .map_err(|e| TrainError::Checkpoint { path: dir.clone(), reason: format!("state.json: {e}") })?;
+    Ok(Some((dir, state)))
+}
+
+/// Loads checkpoint `dir` into `learner` (model parameters, optimizer, value heads).
+pub fn restore(dir: &Path, state: &TrainState, learner: &mut Learner) -> Result<(), TrainError> {
+    learner.brain().load_trainable(dir)?;
+    let path = dir.join(TRAINER_FILE);
+    let tensors: HashMap<String, Tensor> = candle_core::safetensors::load(&path, &Device::Cpu)
+        .map_err(|e| TrainError::Checkpoint { path: path.clone(), reason: e.to_string() })?;
+    learner
+        .load_state(&tensors, state.optimizer_steps, state.updates)
+        .map_err(|reason| TrainError::Checkpoint { path, reason })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Ablation, PpoArgs};
+    use onebrain_model::{Brain, ModelConfig};
+
+    fn state(updates: u64) -> TrainState {
+        TrainState {
+            format: 1,
+            updates,
+            optimizer_steps: updates,
+            tasks_consumed: 8 * updates,
+            episodes: 32 * updates,
+            config_sha256: "c".into(),
+        }
+    }
+
+    #[test]
+    fn a_kill_during_a_checkpoint_write_leaves_the_previous_one_loadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpts = dir.path().join("checkpoints");
+        let brain = Brain::load(&ModelConfig::test_model()).expect("SmolLM2 test model (run scripts/setup.sh)");
+        let mut learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
+        save(&ckpts, &learner, &state(1), 2).unwrap();
+        // The next write dies after each of its files in turn, as a kill would.
+        for stage in ["model", "trainer", "state"] {
+            let err = save_with(&ckpts, &learner, &state(2), 2, &mut |s| {
+                if s == stage {
+                    Err(TrainError::Config(format!("killed after {s}")))
+                } else {
+                    Ok(())
+                }
+            });
+            assert!(err.is_err());
+            assert!(checkpoint_dir(&ckpts, 2).with_extension("partial").exists());
+            let (found, st) = latest(&ckpts).unwrap().expect("the previous checkpoint");
+            assert_eq!((found.clone(), st.updates), (checkpoint_dir(&ckpts, 1), 1), "killed after {stage}");
+            assert!(!checkpoint_dir(&ckpts, 2).with_extension("partial").exists(), "leftovers are removed");
+            restore(&found, &st, &mut learner).unwrap();
+        }
+        // A torn LATEST replacement (its temp file) is ignored too.
+        std::fs::write(ckpts.join("LATEST.partial"), "update-0000").unwrap();
+        assert_eq!(latest(&ckpts).unwrap().unwrap().1.updates, 1);
+        // Later checkpoints replace it, and only the newest `keep` stay.
+        for u in 2..=4 {
+            save(&ckpts, &learner, &state(u), 2).unwrap();
+        }
+        assert_eq!(latest(&ckpts).unwrap().unwrap().1.updates, 4);
+        assert!(!checkpoint_dir(&ckpts, 2).exists() && checkpoint_dir(&ckpts, 3).exists());
+        // `checkpoint = <run folder>` in solve/eval configs finds the newest.
+        assert_eq!(onebrain_model::resolve_checkpoint(dir.path()), checkpoint_dir(&ckpts, 4));
+    }
+}

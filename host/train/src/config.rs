@@ -1,0 +1,291 @@
+//! What the user wrote for `onebrain train` (`configs/train-*.toml`): parsed and validated,
+//! no I/O beyond reading the file. [`crate::Trainer::open`] turns it into the loaded model,
+//! verifier, plugins and run folder.
+
+use std::path::{Path, PathBuf};
+
+use onebrain_eval::Benchmark;
+use onebrain_model::{ModelConfig, Role};
+use onebrain_roles::{CheckerChoice, EpisodeConfig, SolveConfig, SolverConfig, Strategy};
+use onebrain_runtime::RuntimeConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::error::TrainError;
+use crate::ppo::PpoArgs;
+
+/// Which roles learn, and how the episode runs for them: the paper's ablations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ablation {
+    /// Actor, Judge and Editor on one shared backbone (the paper's method).
+    #[default]
+    Full,
+    /// The Actor alone: no Judge score, no repairs.
+    ActorOnly,
+    /// Actor and Judge: the Judge scores y_0 (its score enters R_A), no repairs.
+    ActorJudge,
+    /// Actor and Editor: repairs, no Judge.
+    ActorEditor,
+    /// Editor and Judge learn; the Actor writes y_0 but is not trained.
+    EditorJudge,
+    /// All three roles, each with its own copy of every trainable parameter.
+    SeparateModels,
+}
+
+impl Ablation {
+    /// True when `role`'s parameters are trained.
+    pub fn trains(self, role: Role) -> bool {
+        match self {
+            Ablation::Full | Ablation::SeparateModels => true,
+            Ablation::ActorOnly => role == Role::Actor,
+            Ablation::ActorJudge => role != Role::Editor,
+            Ablation::ActorEditor => role != Role::Judge,
+            Ablation::EditorJudge => role != Role::Actor,
+        }
+    }
+
+    /// True when the Editor repairs during rollouts.
+    pub fn repairs(self) -> bool {
+        !matches!(self, Ablation::ActorOnly | Ablation::ActorJudge)
+    }
+
+    /// True when the Judge scores y_0 during rollouts.
+    pub fn judges(self) -> bool {
+        !matches!(self, Ablation::ActorOnly | Ablation::ActorEditor)
+    }
+
+    /// The name used in configs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ablation::Full => "full",
+            Ablation::ActorOnly => "actor-only",
+            Ablation::ActorJudge => "actor-judge",
+            Ablation::ActorEditor => "actor-editor",
+            Ablation::EditorJudge => "editor-judge",
+            Ablation::SeparateModels => "separate-models",
+        }
+    }
+}
+
+/// Where training tasks come from, in a fixed order, so a position in the stream names one
+/// task forever (that is what a checkpoint records).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TaskStream {
+    /// Domain plugins that generate tasks, in turn.
+    pub domains: Vec<String>,
+    /// Objects per generated task, cycled.
+    pub sizes: Vec<u32>,
+    /// The seed of the first generated task; task i uses `first-seed + i`. Keep held-out
+    /// evaluation seeds outside [first-seed, first-seed + tasks used).
+    pub first_seed: u64,
+    /// Benchmark rows instead of generated tasks (e.g. Planetarium train rows), cycled.
+    pub benchmarks: Vec<Benchmark>,
+}
+
+impl Default for TaskStream {
+    fn default() -> Self {
+        TaskStream { domains: vec!["blocksworld".into()], sizes: vec![3, 4], first_seed: 1, benchmarks: Vec::new() }
+    }
+}
+
+/// A training run (`onebrain train --config`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TrainConfig {
+    /// The run's name (logs, plots).
+    pub name: String,
+    /// The run folder: checkpoints, episodes, metrics, curves (relative to the config file).
+    pub out_dir: PathBuf,
+    /// The shared data folder, for benchmark task streams (relative to the config file).
+    pub data: PathBuf,
+    /// Seed of everything random in the run (sampling seeds, minibatch order).
+    pub seed: u64,
+    /// Updates to run in all (a resumed run counts the ones already done).
+    pub updates: u64,
+    /// Write a checkpoint every this many updates (and after the last).
+    pub checkpoint_every: u64,
+    /// Checkpoints kept on disk (the newest ones).
+    pub keep_checkpoints: usize,
+    /// Episodes open at once during rollouts (the verifier checks one while the model writes
+    /// another).
+    pub in_flight: usize,
+    /// Which roles learn.
+    pub ablation: Ablation,
+    /// The training tasks.
+    pub tasks: TaskStream,
+    /// PPO and the Judge loss.
+    pub ppo: PpoArgs,
+    /// The model.
+    pub model: ModelConfig,
+    /// The episode (rollouts sample with `temperature`; `greedy` is ignored).
+    pub episode: EpisodeConfig,
+    /// The planner's limits.
+    pub solver: SolverConfig,
+    /// The plugins: the domain adapters and the reward plugin (required).
+    pub plugins: RuntimeConfig,
+    /// Start from these trained role parameters instead of fresh ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init_checkpoint: Option<PathBuf>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            name: "train".into(),
+            out_dir: PathBuf::from("../runs/train"),
+            data: PathBuf::from("../../shared/data"),
+            seed: 0,
+            updates: 100,
+            checkpoint_every: 1,
+            keep_checkpoints: 2,
+            in_flight: 2,
+            ablation: Ablation::Full,
+            tasks: TaskStream::default(),
+            ppo: PpoArgs::default(),
+            model: ModelConfig::default(),
+            episode: EpisodeConfig::default(),
+            solver: SolverConfig::default(),
+            plugins: RuntimeConfig::default(),
+            init_checkpoint: None,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Parses TOML text (unknown keys are errors) and validates it.
+    pub fn from_toml(text: &str) -> Result<TrainConfig, TrainError> {
+        let cfg: TrainConfig = toml::from_str(text).map_err(|e| TrainError::Config(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads a config file; relative paths in it are relative to its folder.
+    pub fn from_file(path: &Path) -> Result<TrainConfig, TrainError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TrainError::ConfigFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        TrainConfig::from_toml(&text)
+            .map_err(|e| TrainError::ConfigFile { path: path.to_path_buf(), message: e.to_string() })
+    }
+
+    /// Checks the values that need no I/O.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        self.ppo.validate()?;
+        if self.updates == 0 || self.checkpoint_every == 0 || self.keep_checkpoints == 0 {
+            return Err(TrainError::Config("updates, checkpoint-every and keep-checkpoints must be at least 1".into()));
+        }
+        if self.tasks.benchmarks.is_empty() && (self.tasks.domains.is_empty() || self.tasks.sizes.is_empty()) {
+            return Err(TrainError::Config("[tasks] needs domains and sizes, or benchmarks".into()));
+        }
+        if self.episode.strategy != Strategy::MultiRole {
+            return Err(TrainError::Config(format!(
+                "training runs the multi-role episode; strategy `{}` is for evaluation",
+                self.episode.strategy
+            )));
+        }
+        if self.plugins.reward.is_none() {
+            return Err(TrainError::Config("[plugins] reward is required: rewards come from the reward plugin".into()));
+        }
+        if self.model.separate_models != (self.ablation == Ablation::SeparateModels) {
+            return Err(TrainError::Config(
+                "model.separate_models must be true exactly when ablation = \"separate-models\"".into(),
+            ));
+        }
+        self.solve_config().validate().map_err(TrainError::Setup)
+    }
+
+    /// The episode rollouts run: sampled (never greedy), with the ablation's roles.
+    pub fn rollout_episode(&self) -> EpisodeConfig {
+        let mut ep = self.episode.clone();
+        ep.greedy = false;
+        if !self.ablation.repairs() {
+            ep.max_repairs = 0;
+        }
+        ep.judge = self.ablation.judges();
+        ep
+    }
+
+    /// The solve config of the rollouts (what `Services` and the model are built from).
+    pub fn solve_config(&self) -> SolveConfig {
+        SolveConfig {
+            model: self.model.clone(),
+            episode: self.rollout_episode(),
+            solver: self.solver.clone(),
+            plugins: self.plugins.clone(),
+            // Faithfulness is evaluation only, never a training signal.
+            checker: CheckerChoice::None,
+            checkpoint: self.init_checkpoint.clone(),
+        }
+    }
+
+    /// Distinct tasks per update (each sampled `group-size` times).
+    pub fn tasks_per_update(&self) -> usize {
+        self.ppo.batch_size / self.ppo.group_size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ablations_select_roles_and_episode_shape() {
+        use Ablation::*;
+        let table = [
+            (Full, [true, true, true], true, true),
+            (ActorOnly, [true, false, false], false, false),
+            (ActorJudge, [true, true, false], false, true),
+            (ActorEditor, [true, false, true], true, false),
+            (EditorJudge, [false, true, true], true, true),
+            (SeparateModels, [true, true, true], true, true),
+        ];
+        for (a, roles, repairs, judges) in table {
+            let got: Vec<bool> = Role::ALL.iter().map(|r| a.trains(*r)).collect();
+            assert_eq!(got, roles, "{}", a.as_str());
+            assert_eq!((a.repairs(), a.judges()), (repairs, judges), "{}", a.as_str());
+            let parsed: Ablation = toml::from_str::<toml::Value>(&format!("a = \"{}\"", a.as_str()))
+                .unwrap()["a"]
+                .clone()
+                .try_into()
+                .unwrap();
+            assert_eq!(parsed, a);
+        }
+    }
+
+    #[test]
+    fn config_checks() {
+        let ok = "[plugins]\nreward = \"paper-rewards\"\n";
+        let c = TrainConfig::from_toml(ok).unwrap();
+        assert_eq!(c.ppo, PpoArgs::default());
+        assert_eq!(c.tasks_per_update(), 8);
+        let ep = TrainConfig { ablation: Ablation::ActorOnly, ..c.clone() }.rollout_episode();
+        assert_eq!((ep.greedy, ep.max_repairs, ep.judge), (false, 0, false));
+        assert!(TrainConfig::from_toml("").is_err(), "a reward plugin is required");
+        assert!(TrainConfig::from_toml(&format!("{ok}[ppo]\nclip = 0.1")).is_err(), "unknown key");
+        assert!(TrainConfig::from_toml(&format!("{ok}[episode]\nstrategy = \"llm+p\"")).is_err());
+        assert!(TrainConfig::from_toml(&format!("ablation = \"separate-models\"\n{ok}")).is_err());
+        assert!(TrainConfig::from_toml(&format!(
+            "ablation = \"separate-models\"\n{ok}[model]\nseparate_models = true"
+        ))
+        .is_ok());
+    }
+
+    #[test]
+    fn shipped_train_configs_parse_with_the_papers_values() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("train") && name.ends_with(".toml") {
+                let c = TrainConfig::from_file(&entry.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let p = &c.ppo;
+                assert_eq!((p.clip_coef, p.gamma, p.lambda_editor, p.lambda_judge), (0.2, 0.9, 0.5, 0.3), "{name}");
+                assert_eq!(c.episode.temperature, 0.7, "{name}");
+                n += 1;
+            }
+        }
+        assert!(n >= 2, "configs/train-*.toml");
+    }
+}

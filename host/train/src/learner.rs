@@ -1,0 +1,468 @@
+//! The update: what one batch of samples does to the parameters.
+//!
+//! [`Learner`] owns the model's trainable parameters (through the [`Brain`]), the value
+//! heads and the optimizer. [`Learner::update`] is CleanRL's inner loop: score the batch
+//! under the old policy (when needed), compute advantages, then for each epoch and
+//! minibatch sum the gradients of L = L_A + λ_E·L_E + λ_J·L_J over micro-batches, clip,
+//! and take one AdamW step.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use candle_core::{DType, Device, Tensor, Var};
+use onebrain_model::{Brain, Role};
+use rand::{rngs::StdRng, seq::SliceRandom, SeedableRng};
+
+use crate::adamw::{clip_grad_norm, AdamW, AdamWParams};
+use crate::batch::{Batch, PolicySample};
+use crate::config::Ablation;
+use crate::error::TrainError;
+use crate::ppo::{
+    clipped_surrogate_sum, entropy_sum, explained_variance, joint_loss, judge_loss_sum,
+    value_loss_sum, Advantage, PpoArgs,
+};
+
+/// A linear value head V(s) = w·h + b on a role's hidden state at the prompt's end.
+#[derive(Debug, Clone)]
+pub struct ValueHead {
+    w: Var,
+    b: Var,
+}
+
+impl ValueHead {
+    fn new(hidden: usize) -> candle_core::Result<ValueHead> {
+        // Zero: the first advantages are the plain returns, and nothing random is needed.
+        Ok(ValueHead {
+            w: Var::zeros(hidden, DType::F32, &Device::Cpu)?,
+            b: Var::zeros(1, DType::F32, &Device::Cpu)?,
+        })
+    }
+
+    /// `(b,)` values of hidden states `(b, hidden)` (detached from the policy: the critic
+    /// learns its own two parameters and leaves the roles' representation alone).
+    fn forward(&self, h: &Tensor) -> candle_core::Result<Tensor> {
+        h.detach().matmul(&self.w.as_tensor().unsqueeze(1)?)?.squeeze(1)?.broadcast_add(self.b.as_tensor())
+    }
+}
+
+/// What one update measured (the metrics' `losses/` keys).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UpdateStats {
+    /// Mean clipped surrogate of the Actor's tokens (last epoch).
+    pub policy_actor: Option<f32>,
+    /// Mean clipped surrogate of the Editor's tokens (last epoch).
+    pub policy_editor: Option<f32>,
+    /// Mean ½(V − G)² (last epoch).
+    pub value: Option<f32>,
+    /// Mean Judge loss (last epoch).
+    pub judge: Option<f32>,
+    /// The joint loss L_A + λ_E·L_E + λ_J·L_J (last minibatch run, before its step).
+    pub total: f32,
+    /// The joint loss of the first minibatch of the first epoch, before its step: against
+    /// `total`, how much the update lowered the loss on its own batch.
+    pub total_first: Option<f32>,
+    /// Mean token entropy (last epoch).
+    pub entropy: Option<f32>,
+    /// CleanRL's approximate KL(old ‖ new) per token (last epoch).
+    pub approx_kl: f32,
+    /// Share of tokens whose ratio was clipped (last epoch).
+    pub clipfrac: f32,
+    /// Mean KL to the initial policy per token (with a KL penalty).
+    pub kl_ref: Option<f32>,
+    /// Explained variance of the value head.
+    pub explained_variance: Option<f32>,
+    /// Gradient norm before clipping, at the last optimizer step.
+    pub grad_norm: f32,
+    /// Epochs run (fewer than asked when `target-kl` stopped them).
+    pub epochs: usize,
+    /// Optimizer steps taken.
+    pub steps: usize,
+    /// Tokens through forward + backward (prompts included), all epochs.
+    pub tokens: usize,
+    /// Seconds of the scoring pass.
+    pub score_secs: f64,
+    /// Seconds of the whole update.
+    pub secs: f64,
+}
+
+/// The learning half: parameters, value heads, optimizer.
+pub struct Learner {
+    brain: Brain,
+    reference: Option<Brain>,
+    values: HashMap<Role, ValueHead>,
+    opt: AdamW,
+    args: PpoArgs,
+    ablation: Ablation,
+    seed: u64,
+    updates: u64,
+}
+
+impl std::fmt::Debug for Learner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Learner").field("updates", &self.updates).field("ablation", &self.ablation).finish()
+    }
+}
+
+impl Learner {
+    /// A learner over `brain`'s parameters for the roles `ablation` trains. `reference` is a
+    /// frozen copy of the initial model, needed only when `args.kl_coef > 0`.
+    pub fn new(
+        brain: Brain,
+        reference: Option<Brain>,
+        args: PpoArgs,
+        ablation: Ablation,
+        seed: u64,
+    ) -> Result<Learner, TrainError> {
+        if args.kl_coef > 0.0 && reference.is_none() {
+            return Err(TrainError::Config("kl-coef > 0 needs the reference model".into()));
+        }
+        brain.prepare_training()?;
+        let mut named: Vec<(String, Var)> = Vec::new();
+        for role in Role::ALL.into_iter().filter(|r| ablation.trains(*r)) {
+            for (name, var) in brain.role_named_vars(role) {
+                if !named.iter().any(|(n, _)| *n == name) {
+                    named.push((name, var));
+                }
+            }
+        }
+        let mut values = HashMap::new();
+        if args.advantage == Advantage::ValueHead {
+            for role in [Role::Actor, Role::Editor].into_iter().filter(|r| ablation.trains(*r)) {
+                let head = ValueHead::new(brain.arch().hidden_size)?;
+                named.push((format!("value.{role}.weight"), head.w.clone()));
+                named.push((format!("value.{role}.bias"), head.b.clone()));
+                values.insert(role, head);
+            }
+        }
+        let opt = AdamW::new(
+            named,
+            AdamWParams { lr: args.learning_rate, weight_decay: args.weight_decay, ..Default::default() },
+        )?;
+        Ok(Learner { brain, reference, values, opt, args, ablation, seed, updates: 0 })
+    }
+
+    /// The model (generation between updates uses it).
+    pub fn brain(&mut self) -> &mut Brain {
+        &mut self.brain
+    }
+
+    /// The model, read-only.
+    pub fn brain_ref(&self) -> &Brain {
+        &self.brain
+    }
+
+    /// Updates done so far.
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    /// The optimizer's state and the value heads, as named tensors (for checkpoints), and
+    /// the optimizer's step count.
+    pub fn state(&self) -> (HashMap<String, Tensor>, u64) {
+        let (mut tensors, steps) = self.opt.state();
+        for (name, var) in self.opt.vars().iter().filter(|(n, _)| n.starts_with("value.")) {
+            tensors.insert(name.clone(), var.as_detached_tensor());
+        }
+        (tensors, steps)
+    }
+
+    /// Restores [`Learner::state`] and the update count (the model's own parameters are
+    /// restored by `Brain::load_trainable`).
+    pub fn load_state(&mut self, tensors: &HashMap<String, Tensor>, steps: u64, updates: u64) -> Result<(), String> {
+        for (name, var) in self.opt.vars().iter().filter(|(n, _)| n.starts_with("value.")) {
+            let t = tensors.get(name).ok_or_else(|| format!("missing `{name}`"))?;
+            var.set(t).map_err(|e| e.to_string())?;
+        }
+        self.opt.load_state(tensors, steps)?;
+        self.updates = updates;
+        Ok(())
+    }
+
+    /// Trainable parameter count (what the optimizer steps).
+    pub fn trainable_params(&self) -> usize {
+        self.opt.vars().iter().map(|(_, v)| v.elem_count()).sum()
+    }
+
+    /// Runs one PPO update on `batch` (advantages are filled in here).
+    pub fn update(&mut self, batch: &mut Batch) -> Result<UpdateStats, TrainError> {
+        let start = Instant::now();
+        let args = self.args.clone();
+        let mut stats = UpdateStats::default();
+
+        // 1. The old policy's log-probabilities and values, when the update needs them first.
+        let score_from_first_pass = !args.needs_scoring_pass();
+        if !score_from_first_pass {
+            let t = Instant::now();
+            stats.tokens += self.score(batch)?;
+            stats.score_secs = t.elapsed().as_secs_f64();
+        }
+        // 2. Advantages and returns.
+        batch.assign_advantages(&args);
+        if args.advantage == Advantage::ValueHead {
+            let v: Vec<f32> = batch.policy.iter().map(|s| s.value).collect();
+            let g: Vec<f32> = batch.policy.iter().map(|s| s.ret).collect();
+            stats.explained_variance = explained_variance(&v, &g);
+        }
+        // 3. Epochs of minibatch steps.
+        let mut rng = StdRng::seed_from_u64(self.seed ^ self.updates.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        for epoch in 0..args.update_epochs {
+            let mut p_order: Vec<usize> = (0..batch.policy.len()).collect();
+            let mut j_order: Vec<usize> = (0..batch.judge.len()).collect();
+            p_order.shuffle(&mut rng);
+            j_order.shuffle(&mut rng);
+            let mut epoch_kl = (0.0f32, 0.0f32);
+            for mb in 0..args.num_minibatches {
+                let p_mb = chunk(&p_order, args.num_minibatches, mb);
+                let j_mb = chunk(&j_order, args.num_minibatches, mb);
+                if p_mb.is_empty() && j_mb.is_empty() {
+                    continue;
+                }
+                let out = self.minibatch(batch, &p_mb, &j_mb, score_from_first_pass)?;
+                stats.tokens += out.tokens;
+                epoch_kl.0 += out.approx_kl_sum;
+                epoch_kl.1 += out.policy_tokens;
+                stats.grad_norm = out.grad_norm;
+                stats.steps += 1;
+                // The figures of the last minibatch run are the ones reported.
+                let tokens = out.policy_tokens.max(1.0);
+                let seqs = out.value_seqs.max(1) as f32;
+                stats.policy_actor = out.mean(Role::Actor);
+                stats.policy_editor = out.mean(Role::Editor);
+                stats.value = (out.value_seqs > 0).then(|| out.value_sum / seqs);
+                stats.judge = out.judge;
+                stats.entropy = (out.policy_tokens > 0.0).then(|| out.entropy_sum / tokens);
+                stats.kl_ref = (args.kl_coef > 0.0).then(|| out.kl_sum / tokens);
+                stats.clipfrac = out.clipped / tokens;
+                let total = joint_loss(
+                    stats.policy_actor.unwrap_or(0.0),
+                    stats.policy_editor.unwrap_or(0.0),
+                    stats.judge.unwrap_or(0.0),
+                    &args,
+                );
+                stats.total_first.get_or_insert(total);
+                stats.total = joint_loss(
+                    stats.policy_actor.unwrap_or(0.0),
+                    stats.policy_editor.unwrap_or(0.0),
+                    stats.judge.unwrap_or(0.0),
+                    &args,
+                );
+            }
+            stats.epochs = epoch + 1;
+            stats.approx_kl = epoch_kl.0 / epoch_kl.1.max(1.0);
+            if args.target_kl.is_some_and(|t| stats.approx_kl > t) {
+                break;
+            }
+        }
+        self.updates += 1;
+        // Generation must not reuse prompt caches computed under the old parameters; the
+        // fingerprint check would catch it, dropping them frees the memory now.
+        self.brain.clear_prefix_cache();
+        stats.secs = start.elapsed().as_secs_f64();
+        Ok(stats)
+    }
+
+    /// The scoring pass: log π_old, V and log π_ref of every policy sample, no gradients
+    /// kept. Returns the tokens it ran.
+    fn score(&mut self, batch: &mut Batch) -> Result<usize, TrainError> {
+        let mut tokens = 0;
+        for role in [Role::Actor, Role::Editor] {
+            let idx: Vec<usize> = (0..batch.policy.len()).filter(|&i| batch.policy[i].role == role).collect();
+            for chunk in idx.chunks(self.args.micro_batch) {
+                let items = items(&batch.policy, chunk);
+                tokens += items.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>();
+                let lp = self.brain.batch_logprobs(role, &items)?;
+                let old = rows(&lp.logprobs, chunk.iter().map(|&i| batch.policy[i].output.len()))?;
+                let values = match self.values.get(&role) {
+                    Some(head) => head.forward(&lp.hidden.narrow(1, 0, 1)?.squeeze(1)?)?.to_vec1::<f32>()?,
+                    None => vec![0.0; chunk.len()],
+                };
+                let refs = match &self.reference {
+                    Some(r) if self.args.kl_coef > 0.0 => {
+                        let lp = r.batch_logprobs(role, &items)?;
+                        Some(rows(&lp.logprobs, chunk.iter().map(|&i| batch.policy[i].output.len()))?)
+                    }
+                    _ => None,
+                };
+                for (k, &i) in chunk.iter().enumerate() {
+                    let s = &mut batch.policy[i];
+                    s.old_logp = Some(old[k].clone());
+                    s.value = values[k];
+                    s.ref_logp = refs.as_ref().map(|r| r[k].clone());
+                }
+            }
+        }
+        Ok(tokens)
+    }
+
+    /// One optimizer step over the samples `p_mb` and Judge examples `j_mb`.
+    fn minibatch(
+        &mut self,
+        batch: &mut Batch,
+        p_mb: &[usize],
+        j_mb: &[usize],
+        score_from_first_pass: bool,
+    ) -> Result<MinibatchOut, TrainError> {
+        let args = self.args.clone();
+        let mut grads: Vec<Option<Tensor>> = vec![None; self.opt.vars().len()];
+        let mut out = MinibatchOut::default();
+
+        // ALGO LOGIC: the Actor's and the Editor's PPO terms, each a mean over its tokens.
+        for role in [Role::Actor, Role::Editor] {
+            let idx: Vec<usize> = p_mb.iter().copied().filter(|&i| batch.policy[i].role == role).collect();
+            if idx.is_empty() {
+                continue;
+            }
+            let coef = if role == Role::Actor { 1.0 } else { args.lambda_editor };
+            let n_tok: usize = idx.iter().map(|&i| batch.policy[i].output.len()).sum();
+            let n_seq = idx.len();
+            let (mut pg, mut v, mut ent, mut kl) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
+            for chunk in idx.chunks(args.micro_batch) {
+                let items = items(&batch.policy, chunk);
+                out.tokens += items.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>();
+                let lp = self.brain.batch_logprobs(role, &items)?;
+                let lens: Vec<usize> = chunk.iter().map(|&i| batch.policy[i].output.len()).collect();
+                if score_from_first_pass {
+                    // The policy has not moved since the rollout: these are the old values.
+                    let old = rows(&lp.logprobs.detach(), lens.iter().copied())?;
+                    for (k, &i) in chunk.iter().enumerate() {
+                        batch.policy[i].old_logp = Some(old[k].clone());
+                    }
+                }
+                let old = padded(chunk.iter().map(|&i| batch.policy[i].old_logp.as_deref().expect("scored")), &lp.mask)?;
+                let adv: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].advantage).collect();
+                let adv = Tensor::new(adv.as_slice(), &Device::Cpu)?;
+                let (pg_sum, st) = clipped_surrogate_sum(&lp.logprobs, &old, &adv, &lp.mask, args.clip_coef)?;
+                let ent_sum = entropy_sum(&lp.entropy, &lp.mask)?;
+                let mut loss = ((pg_sum / n_tok as f64)? - (&ent_sum * (f64::from(args.ent_coef) / n_tok as f64))?)?;
+                if let Some(head) = self.values.get(&role) {
+                    let values = head.forward(&lp.hidden.narrow(1, 0, 1)?.squeeze(1)?)?;
+                    let ret: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].ret).collect();
+                    let v_sum = value_loss_sum(&values, &Tensor::new(ret.as_slice(), &Device::Cpu)?)?;
+                    v += v_sum.to_scalar::<f32>()?;
+                    loss = (loss + (v_sum * (f64::from(args.vf_coef) / n_seq as f64))?)?;
+                }
+                if args.kl_coef > 0.0 {
+                    // k3 = e^{ref − new} − (ref − new) − 1 ≥ 0 per token (Schulman's estimator).
+                    let r = padded(chunk.iter().map(|&i| batch.policy[i].ref_logp.as_deref().expect("scored")), &lp.mask)?;
+                    let d = (r - &lp.logprobs)?;
+                    let k3 = ((d.exp()? - &d)?.affine(1.0, -1.0)?.mul(&lp.mask))?.sum_all()?;
+                    kl += k3.to_scalar::<f32>()?;
+                    loss = (loss + (k3 * (f64::from(args.kl_coef) / n_tok as f64))?)?;
+                }
+                self.accumulate(&(loss * f64::from(coef))?, &mut grads)?;
+                pg += st.loss_sum;
+                ent += ent_sum.to_scalar::<f32>()?;
+                out.clipped += st.clipped;
+                out.approx_kl_sum += st.approx_kl_sum;
+                out.policy_tokens += st.tokens;
+            }
+            out.policy.insert(role, pg / n_tok as f32);
+            out.entropy_sum += ent;
+            out.kl_sum += kl;
+            if self.values.contains_key(&role) {
+                out.value_sum += v;
+                out.value_seqs += n_seq;
+            }
+        }
+
+        // ALGO LOGIC: the Judge's term, BCE + λ_band·ℓ_band, a mean over its examples.
+        if !j_mb.is_empty() {
+            let n = j_mb.len() as f64;
+            let mut sum = 0.0f32;
+            for chunk in j_mb.chunks(args.micro_batch) {
+                let prompts: Vec<Vec<u32>> = chunk.iter().map(|&i| batch.judge[i].prompt.clone()).collect();
+                out.tokens += prompts.iter().map(Vec::len).sum::<usize>();
+                let logits = self.brain.judge_logits(&prompts)?;
+                let labels: Vec<f32> = chunk.iter().map(|&i| f32::from(u8::from(batch.judge[i].label))).collect();
+                let labels = Tensor::new(labels.as_slice(), &Device::Cpu)?;
+                let l = judge_loss_sum(&logits, &labels, args.lambda_band, args.judge_threshold)?;
+                sum += l.to_scalar::<f32>()?;
+                self.accumulate(&(l * (f64::from(args.lambda_judge) / n))?, &mut grads)?;
+            }
+            out.judge = Some(sum / n as f32);
+        }
+
+        out.grad_norm = clip_grad_norm(&mut grads, args.max_grad_norm)?;
+        self.opt.step(&grads)?;
+        Ok(out)
+    }
+
+    /// Adds `loss`'s gradients to `grads` (aligned with the optimizer's variables).
+    fn accumulate(&self, loss: &Tensor, grads: &mut [Option<Tensor>]) -> Result<(), TrainError> {
+        let store = loss.backward()?;
+        for ((_, var), slot) in self.opt.vars().iter().zip(grads.iter_mut()) {
+            if let Some(g) = store.get(var.as_tensor()) {
+                *slot = Some(match slot.take() {
+                    Some(s) => (s + g)?,
+                    None => g.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The mean log-probability per output token of `samples` under the current policy
+    /// (a diagnostic; tests use it to see an update move the policy).
+    pub fn mean_logprob(&self, samples: &[PolicySample]) -> Result<f32, TrainError> {
+        let mut sum = 0.0;
+        let mut n = 0usize;
+        for s in samples {
+            let lp = self.brain.batch_logprobs(s.role, &[(s.prompt.clone(), s.output.clone())])?;
+            sum += lp.logprobs.sum_all()?.to_scalar::<f32>()?;
+            n += s.output.len();
+        }
+        Ok(sum / n.max(1) as f32)
+    }
+
+    /// The ablation this learner trains.
+    pub fn ablation(&self) -> Ablation {
+        self.ablation
+    }
+}
+
+#[derive(Default)]
+struct MinibatchOut {
+    policy: HashMap<Role, f32>,
+    value_sum: f32,
+    value_seqs: usize,
+    judge: Option<f32>,
+    entropy_sum: f32,
+    kl_sum: f32,
+    clipped: f32,
+    approx_kl_sum: f32,
+    policy_tokens: f32,
+    grad_norm: f32,
+    tokens: usize,
+}
+
+impl MinibatchOut {
+    fn mean(&self, role: Role) -> Option<f32> {
+        self.policy.get(&role).copied()
+    }
+}
+
+/// Part `k` of `n` of `order`, as even as possible.
+fn chunk(order: &[usize], n: usize, k: usize) -> Vec<usize> {
+    let size = order.len().div_ceil(n);
+    order.iter().skip(k * size).take(size).copied().collect()
+}
+
+fn items(samples: &[PolicySample], idx: &[usize]) -> Vec<(Vec<u32>, Vec<u32>)> {
+    idx.iter().map(|&i| (samples[i].prompt.clone(), samples[i].output.clone())).collect()
+}
+
+/// The rows of a `(b, t)` tensor, each cut to its length.
+fn rows(t: &Tensor, lens: impl Iterator<Item = usize>) -> candle_core::Result<Vec<Vec<f32>>> {
+    let all = t.to_vec2::<f32>()?;
+    Ok(all.into_iter().zip(lens).map(|(r, n)| r[..n].to_vec()).collect())
+}
+
+/// Rows of different lengths, zero-padded to `mask`'s shape.
+fn padded<'a>(rows: impl Iterator<Item = &'a [f32]>, mask: &Tensor) -> candle_core::Result<Tensor> {
+    let (b, t) = mask.dims2()?;
+    let mut flat = vec![0f32; b * t];
+    for (r, row) in rows.enumerate() {
+        flat[r * t..r * t + row.len()].copy_from_slice(row);
+    }
+    Tensor::from_vec(flat, (b, t), &Device::Cpu)
+}

@@ -1,0 +1,222 @@
+//! Logging (plumbing, not algorithm): one JSON line per update in `metrics.jsonl`, with
+//! CleanRL's fixed keys, and the learning curves as `curves.svg`.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::batch::{calibration_error, RolloutStats};
+use crate::error::TrainError;
+use crate::learner::UpdateStats;
+
+/// One update's line of `metrics.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricsRow {
+    /// Updates completed, this one included.
+    pub update: u64,
+    /// Episodes run so far.
+    pub global_episodes: u64,
+    /// Mean b_0 of the batch's episodes (sampled at the training temperature).
+    #[serde(rename = "charts/success_b0")]
+    pub success_b0: f64,
+    /// Mean b_T.
+    #[serde(rename = "charts/success_bT")]
+    pub success_bt: f64,
+    /// Mean R_A.
+    #[serde(rename = "charts/reward_actor")]
+    pub reward_actor: f64,
+    /// Mean R_E over episodes with repairs.
+    #[serde(rename = "charts/reward_editor")]
+    pub reward_editor: Option<f64>,
+    /// Mean of the Judge's logged reward (the ±1 / ±0.5 table).
+    #[serde(rename = "charts/reward_judge")]
+    pub reward_judge: f64,
+    /// Mean repairs per episode.
+    #[serde(rename = "charts/repairs")]
+    pub repairs: f64,
+    /// Episodes that ended in an error.
+    #[serde(rename = "charts/errors")]
+    pub errors: usize,
+    /// The Judge's ROC AUC on this batch (needs both outcomes present).
+    #[serde(rename = "judge/auc")]
+    pub judge_auc: Option<f64>,
+    /// The Judge's expected calibration error (10 bins).
+    #[serde(rename = "judge/calibration_error")]
+    pub judge_ece: Option<f64>,
+    /// Mean s_J.
+    #[serde(rename = "judge/mean_score")]
+    pub judge_mean: Option<f64>,
+    /// Actor's clipped surrogate.
+    #[serde(rename = "losses/policy_actor")]
+    pub policy_actor: Option<f32>,
+    /// Editor's clipped surrogate.
+    #[serde(rename = "losses/policy_editor")]
+    pub policy_editor: Option<f32>,
+    /// Value loss.
+    #[serde(rename = "losses/value_loss")]
+    pub value: Option<f32>,
+    /// Judge loss.
+    #[serde(rename = "losses/judge_loss")]
+    pub judge: Option<f32>,
+    /// The joint loss.
+    #[serde(rename = "losses/total")]
+    pub total: f32,
+    /// Mean token entropy.
+    #[serde(rename = "losses/entropy")]
+    pub entropy: Option<f32>,
+    /// Approximate KL(old ‖ new).
+    #[serde(rename = "losses/approx_kl")]
+    pub approx_kl: f32,
+    /// Share of clipped tokens.
+    #[serde(rename = "losses/clipfrac")]
+    pub clipfrac: f32,
+    /// KL to the initial policy.
+    #[serde(rename = "losses/kl_ref")]
+    pub kl_ref: Option<f32>,
+    /// Explained variance of the value head.
+    #[serde(rename = "losses/explained_variance")]
+    pub explained_variance: Option<f32>,
+    /// Gradient norm before clipping.
+    #[serde(rename = "losses/grad_norm")]
+    pub grad_norm: f32,
+    /// Generated tokens per second during the rollouts.
+    #[serde(rename = "perf/gen_tokens_per_s")]
+    pub gen_tokens_per_s: f64,
+    /// Tokens through forward + backward per second during the update.
+    #[serde(rename = "perf/train_tokens_per_s")]
+    pub train_tokens_per_s: f64,
+    /// Seconds of rollouts (generation + verification, overlapped).
+    #[serde(rename = "time/rollout_s")]
+    pub rollout_secs: f64,
+    /// Seconds of verification inside the rollouts.
+    #[serde(rename = "time/verify_s")]
+    pub verify_secs: f64,
+    /// Seconds of the update.
+    #[serde(rename = "time/update_s")]
+    pub update_secs: f64,
+}
+
+impl MetricsRow {
+    /// The row of one update.
+    pub fn new(update: u64, global_episodes: u64, r: &RolloutStats, u: &UpdateStats, rollout_secs: f64) -> MetricsRow {
+        let scores: Vec<f64> = r.judge.iter().map(|p| p.0).collect();
+        let labels: Vec<bool> = r.judge.iter().map(|p| p.1).collect();
+        MetricsRow {
+            update,
+            global_episodes,
+            success_b0: r.success_b0,
+            success_bt: r.success_bt,
+            reward_actor: r.reward_actor,
+            reward_editor: r.reward_editor,
+            reward_judge: r.reward_judge,
+            repairs: r.repairs,
+            errors: r.errors,
+            judge_auc: onebrain_eval::roc_auc(&scores, &labels).ok(),
+            judge_ece: calibration_error(&r.judge),
+            judge_mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
+            policy_actor: u.policy_actor,
+            policy_editor: u.policy_editor,
+            value: u.value,
+            judge: u.judge,
+            total: u.total,
+            entropy: u.entropy,
+            approx_kl: u.approx_kl,
+            clipfrac: u.clipfrac,
+            kl_ref: u.kl_ref,
+            explained_variance: u.explained_variance,
+            grad_norm: u.grad_norm,
+            gen_tokens_per_s: if r.gen_secs > 0.0 { r.gen_tokens as f64 / r.gen_secs } else { 0.0 },
+            train_tokens_per_s: if u.secs > 0.0 { u.tokens as f64 / u.secs } else { 0.0 },
+            rollout_secs,
+            verify_secs: r.verify_secs,
+            update_secs: u.secs,
+        }
+    }
+
+    /// The one-line summary the progress display prints.
+    pub fn line(&self) -> String {
+        let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+        format!(
+            "update {:>3}: b0 {:.2} bT {:.2} R_A {:.2} R_E {} judge AUC {} ECE {} | loss {:.3} kl {:.4} clip {:.2} | rollout {:.0}s update {:.0}s",
+            self.update,
+            self.success_b0,
+            self.success_bt,
+            self.reward_actor,
+            opt(self.reward_editor),
+            opt(self.judge_auc),
+            opt(self.judge_ece),
+            self.total,
+            self.approx_kl,
+            self.clipfrac,
+            self.rollout_secs,
+            self.update_secs
+        )
+    }
+}
+
+/// `metrics.jsonl` of a run folder.
+#[derive(Debug)]
+pub struct MetricsLog {
+    path: PathBuf,
+}
+
+impl MetricsLog {
+    /// The log of `run_dir`; rows past `updates` (written after the checkpoint a resumed run
+    /// starts from) are dropped so the log matches the parameters.
+    pub fn open(run_dir: &Path, updates: u64) -> Result<MetricsLog, TrainError> {
+        let path = run_dir.join("metrics.jsonl");
+        let rows: Vec<MetricsRow> = read_rows(&path)?.into_iter().filter(|r| r.update <= updates).collect();
+        let text: String = rows.iter().map(|r| serde_json::to_string(r).expect("row") + "\n").collect();
+        fs::write(&path, text).map_err(|e| TrainError::io(&path, e))?;
+        Ok(MetricsLog { path })
+    }
+
+    /// Appends one row and flushes it.
+    pub fn append(&mut self, row: &MetricsRow) -> Result<(), TrainError> {
+        let mut f = OpenOptions::new().create(true).append(true).open(&self.path).map_err(|e| TrainError::io(&self.path, e))?;
+        writeln!(f, "{}", serde_json::to_string(row).expect("row"))
+            .and_then(|_| f.flush())
+            .map_err(|e| TrainError::io(&self.path, e))
+    }
+
+    /// Every row so far.
+    pub fn rows(&self) -> Result<Vec<MetricsRow>, TrainError> {
+        read_rows(&self.path)
+    }
+
+    /// Writes `curves.svg` beside the log: success b_0 and b_T, the Judge's AUC and
+    /// calibration error, per update.
+    pub fn plot(&self, title: &str) -> Result<PathBuf, TrainError> {
+        let rows = self.rows()?;
+        let series = |f: &dyn Fn(&MetricsRow) -> Option<f64>| -> Vec<f64> {
+            let mut last = 0.5;
+            rows.iter().map(|r| { last = f(r).unwrap_or(last); last }).collect()
+        };
+        let svg = onebrain_eval::line_chart(
+            title,
+            "update",
+            "rate",
+            &[
+                ("success b0".into(), series(&|r| Some(r.success_b0))),
+                ("success bT".into(), series(&|r| Some(r.success_bt))),
+                ("judge AUC".into(), series(&|r| r.judge_auc)),
+                ("judge ECE".into(), series(&|r| r.judge_ece)),
+            ],
+        );
+        let path = self.path.with_file_name("curves.svg");
+        fs::write(&path, svg).map_err(|e| TrainError::io(&path, e))?;
+        Ok(path)
+    }
+}
+
+fn read_rows(path: &Path) -> Result<Vec<MetricsRow>, TrainError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(TrainError::io(path, e)),
+    };
+    // A torn last line (a kill mid-write) is dropped.
+    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+}

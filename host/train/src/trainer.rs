@@ -1,0 +1,390 @@
+//! The training loop (plumbing around the algorithm): tasks → rollouts → update → log →
+//! checkpoint, resumable at every step.
+//!
+//! Per update u: the next `batch-size / group-size` tasks of the stream, each run
+//! `group-size` times as a sampled multi-role episode (seed derived from the run seed, u and
+//! the slot, so a rerun samples the same), every finished episode appended and flushed to
+//! `episodes.jsonl`; then [`Learner::update`], a line in `metrics.jsonl`, the curves, and a
+//! checkpoint. A resumed run reloads the newest checkpoint and reuses the episodes already
+//! recorded for the update in progress, so a kill loses at most that update's compute.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use onebrain_core::Task;
+use onebrain_model::Brain;
+use onebrain_roles::{load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, Services};
+use onebrain_verifier::VerifierPool;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::batch::Batch;
+use crate::checkpoint::{self, TrainState};
+use crate::config::TrainConfig;
+use crate::error::TrainError;
+use crate::learner::Learner;
+use crate::metrics::{MetricsLog, MetricsRow};
+
+/// What the loop reports as it goes.
+#[derive(Debug)]
+pub enum TrainEvent<'a> {
+    /// The run is set up.
+    Started {
+        /// Updates already done (resumed) and in all.
+        done: u64,
+        /// Updates in all.
+        total: u64,
+        /// Parameters the optimizer steps.
+        trainable: usize,
+        /// The run folder.
+        run_dir: &'a Path,
+    },
+    /// An episode of the rollouts finished.
+    Episode {
+        /// The update it belongs to (0-based).
+        update: u64,
+        /// Episodes of this update finished so far, and in all.
+        done: usize,
+        /// Episodes in the update.
+        total: usize,
+        /// The record.
+        record: &'a EpisodeRecord,
+    },
+    /// An update finished.
+    Updated(&'a MetricsRow),
+    /// A checkpoint was written.
+    Checkpoint(&'a Path),
+}
+
+/// One line of `episodes.jsonl`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct EpisodeLine {
+    update: u64,
+    slot: usize,
+    group: usize,
+    record: EpisodeRecord,
+}
+
+/// The run, loaded: model and optimizer, verifier and plugins, run folder.
+pub struct Trainer {
+    cfg: TrainConfig,
+    base: PathBuf,
+    run_dir: PathBuf,
+    services: Services,
+    learner: Learner,
+    state: TrainState,
+    stream: TaskSource,
+    metrics: MetricsLog,
+}
+
+impl std::fmt::Debug for Trainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer").field("run_dir", &self.run_dir).field("state", &self.state).finish()
+    }
+}
+
+/// sha256 of the config with `updates` blanked: what must not change across a resume.
+fn config_digest(cfg: &TrainConfig) -> String {
+    let mut c = cfg.clone();
+    c.updates = 0;
+    let json = serde_json::to_string(&c).expect("config serialises");
+    hex::encode(Sha256::digest(json.as_bytes()))
+}
+
+impl Trainer {
+    /// Loads everything `cfg` names (`base`: the config file's folder). A fresh run needs an
+    /// empty run folder; `resume` continues the run found there from its newest checkpoint.
+    pub fn open(cfg: TrainConfig, base: &Path, resume: bool) -> Result<Trainer, TrainError> {
+        cfg.validate()?;
+        let run_dir = base.join(&cfg.out_dir);
+        let checkpoints = run_dir.join("checkpoints");
+        let found = checkpoint::latest(&checkpoints)?;
+        let has_run = found.is_some() || run_dir.join("episodes.jsonl").exists();
+        if has_run && !resume {
+            return Err(TrainError::RunExists(run_dir));
+        }
+        fs::create_dir_all(&run_dir).map_err(|e| TrainError::io(&run_dir, e))?;
+        let config_json = run_dir.join("config.json");
+        let digest = config_digest(&cfg);
+        if let Some((_, st)) = &found {
+            if st.config_sha256 != digest {
+                return Err(TrainError::Config(format!(
+                    "the config differs from the one {} was trained with (only `updates` may change on --resume); \
+                     compare it with {}",
+                    run_dir.display(),
+                    config_json.display()
+                )));
+            }
+        }
+        let full = serde_json::to_string_pretty(&cfg).expect("config serialises");
+        fs::write(&config_json, full).map_err(|e| TrainError::io(&config_json, e))?;
+
+        let solve = cfg.solve_config();
+        let services = Services::load(&solve, base)?;
+        let brain = load_model(&solve, base)?;
+        let reference = if cfg.ppo.kl_coef > 0.0 { Some(load_model(&solve, base)?) } else { None };
+        let mut learner = Learner::new(brain, reference, cfg.ppo.clone(), cfg.ablation, cfg.seed)?;
+        let state = match found {
+            Some((dir, st)) => {
+                checkpoint::restore(&dir, &st, &mut learner)?;
+                st
+            }
+            None => TrainState {
+                format: 1,
+                updates: 0,
+                optimizer_steps: 0,
+                tasks_consumed: 0,
+                episodes: 0,
+                config_sha256: digest,
+            },
+        };
+        let stream = TaskSource::load(&cfg, base, &services)?;
+        let metrics = MetricsLog::open(&run_dir, state.updates)?;
+        Ok(Trainer { cfg, base: base.to_path_buf(), run_dir, services, learner, state, stream, metrics })
+    }
+
+    /// The run folder.
+    pub fn run_dir(&self) -> &Path {
+        &self.run_dir
+    }
+
+    /// Counters of the run so far.
+    pub fn state(&self) -> &TrainState {
+        &self.state
+    }
+
+    /// The learner (tests read its parameters).
+    pub fn learner(&self) -> &Learner {
+        &self.learner
+    }
+
+    /// Runs updates until `cfg.updates` are done; `stop_after` ends this call earlier (after
+    /// that many updates), as a kill between updates would.
+    pub fn run(&mut self, stop_after: Option<u64>, on_event: &mut dyn FnMut(&TrainEvent)) -> Result<(), TrainError> {
+        on_event(&TrainEvent::Started {
+            done: self.state.updates,
+            total: self.cfg.updates,
+            trainable: self.learner.trainable_params(),
+            run_dir: &self.run_dir,
+        });
+        let mut ran = 0;
+        while self.state.updates < self.cfg.updates && stop_after.is_none_or(|n| ran < n) {
+            self.one_update(on_event)?;
+            ran += 1;
+        }
+        Ok(())
+    }
+
+    fn one_update(&mut self, on_event: &mut dyn FnMut(&TrainEvent)) -> Result<(), TrainError> {
+        let u = self.state.updates;
+        let group_size = self.cfg.ppo.group_size;
+        let n_tasks = self.cfg.tasks_per_update();
+        let slots = n_tasks * group_size;
+
+        // Rollouts: the episodes of this update not yet recorded.
+        let t0 = Instant::now();
+        let episodes_path = self.run_dir.join("episodes.jsonl");
+        let mut records: HashMap<usize, (usize, EpisodeRecord)> = read_episodes(&episodes_path, u)?;
+        let tasks: Vec<Task> = (0..n_tasks)
+            .map(|g| self.stream.task(&self.services, self.state.tasks_consumed + g as u64))
+            .collect::<Result<_, _>>()?;
+        let mut todo = Vec::new();
+        let mut seed_slot: HashMap<u64, usize> = HashMap::new();
+        let model_name = self.learner.brain_ref().name();
+        for slot in (0..slots).filter(|s| !records.contains_key(s)) {
+            let group = slot / group_size;
+            let mut ep = self.cfg.rollout_episode();
+            ep.seed = episode_seed(self.cfg.seed, u, slot);
+            seed_slot.insert(ep.seed, slot);
+            let input = self.services.episode_input(tasks[group].clone())?;
+            todo.push(Episode::new(input, &ep, &model_name));
+        }
+        if !todo.is_empty() {
+            let mut file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&episodes_path)
+                .map_err(|e| TrainError::io(&episodes_path, e))?;
+            cut_torn_tail(&episodes_path)?;
+            let pool = VerifierPool::new(Arc::clone(&self.services.verifier), self.cfg.solver.workers);
+            let ep_cfg = self.cfg.rollout_episode();
+            let mut taken: HashSet<usize> = records.keys().copied().collect();
+            let already = records.len();
+            let mut done = already;
+            let mut new: Vec<(usize, usize, EpisodeRecord)> = Vec::new();
+            run_pipelined(
+                todo,
+                &ep_cfg,
+                self.learner.brain(),
+                &pool,
+                &self.services.finalizer,
+                self.cfg.in_flight,
+                &mut |_: &Event| {},
+                &mut |rec: EpisodeRecord| -> Result<(), TrainError> {
+                    // The first step's sampling seed names the slot; a record with no step
+                    // (the model failed at once) takes its task's first free slot.
+                    let slot = rec
+                        .steps
+                        .first()
+                        .and_then(|s| seed_slot.get(&s.sampling.seed).copied())
+                        .filter(|s| !taken.contains(s))
+                        .or_else(|| {
+                            (0..slots).find(|s| !taken.contains(s) && tasks[s / group_size].id == rec.task_id)
+                        })
+                        .expect("every record has a free slot");
+                    taken.insert(slot);
+                    let line = EpisodeLine { update: u, slot, group: slot / group_size, record: rec };
+                    writeln!(file, "{}", serde_json::to_string(&line).expect("record serialises"))
+                        .and_then(|_| file.flush())
+                        .map_err(|e| TrainError::io(&episodes_path, e))?;
+                    done += 1;
+                    on_event(&TrainEvent::Episode { update: u, done, total: slots, record: &line.record });
+                    new.push((slot, line.group, line.record));
+                    Ok(())
+                },
+            )?;
+            for (slot, group, rec) in new {
+                records.insert(slot, (group, rec));
+            }
+        }
+        let rollout_secs = t0.elapsed().as_secs_f64();
+
+        // The update, on the episodes in slot order (the same order whatever finished first).
+        let mut ordered: Vec<(usize, (usize, EpisodeRecord))> = records.into_iter().collect();
+        ordered.sort_by_key(|(slot, _)| *slot);
+        let ordered: Vec<(usize, EpisodeRecord)> = ordered.into_iter().map(|(_, r)| r).collect();
+        let brain: &Brain = self.learner.brain_ref();
+        let mut batch = Batch::from_records(&ordered, self.cfg.ablation, |p| brain.encode(p))?;
+        let stats = self.learner.update(&mut batch)?;
+
+        self.state.updates += 1;
+        self.state.tasks_consumed += n_tasks as u64;
+        self.state.episodes += slots as u64;
+        self.state.optimizer_steps += stats.steps as u64;
+        let row = MetricsRow::new(self.state.updates, self.state.episodes, &batch.stats, &stats, rollout_secs);
+        self.metrics.append(&row)?;
+        self.metrics.plot(&self.cfg.name)?;
+        on_event(&TrainEvent::Updated(&row));
+        if self.state.updates % self.cfg.checkpoint_every == 0 || self.state.updates == self.cfg.updates {
+            let dir = checkpoint::save(
+                &self.run_dir.join("checkpoints"),
+                &self.learner,
+                &self.state,
+                self.cfg.keep_checkpoints,
+            )?;
+            on_event(&TrainEvent::Checkpoint(&dir));
+        }
+        Ok(())
+    }
+
+    /// The config file's folder.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+}
+
+/// The sampling seed of episode `slot` of update `update`: distinct per slot and spread out,
+/// so that no two episodes' per-step seeds (seed + i) meet.
+fn episode_seed(run_seed: u64, update: u64, slot: usize) -> u64 {
+    let mut h = Sha256::new();
+    h.update(run_seed.to_le_bytes());
+    h.update(update.to_le_bytes());
+    h.update((slot as u64).to_le_bytes());
+    let d = h.finalize();
+    u64::from_le_bytes(d[..8].try_into().expect("8 bytes")) >> 8 // room for + step
+}
+
+/// The episodes recorded for update `update`, by slot.
+fn read_episodes(path: &Path, update: u64) -> Result<HashMap<usize, (usize, EpisodeRecord)>, TrainError> {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
+        Err(e) => return Err(TrainError::io(path, e)),
+    };
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<EpisodeLine>(l).ok())
+        .filter(|l| l.update == update)
+        .map(|l| (l.slot, (l.group, l.record)))
+        .collect())
+}
+
+/// Cuts a torn last line (a kill mid-write) so the next record starts on its own line.
+fn cut_torn_tail(path: &Path) -> Result<(), TrainError> {
+    let bytes = fs::read(path).map_err(|e| TrainError::io(path, e))?;
+    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if keep < bytes.len() {
+        let f = OpenOptions::new().write(true).open(path).map_err(|e| TrainError::io(path, e))?;
+        f.set_len(keep as u64).map_err(|e| TrainError::io(path, e))?;
+    }
+    Ok(())
+}
+
+/// The training tasks in their fixed order.
+enum TaskSource {
+    /// Generated by the domain plugins: task i is domain i mod d, size (i / d) mod s, seed
+    /// first-seed + i.
+    Generated { domains: Vec<String>, sizes: Vec<u32>, first_seed: u64 },
+    /// Benchmark rows, cycled.
+    Rows(Vec<Task>),
+}
+
+impl TaskSource {
+    fn load(cfg: &TrainConfig, base: &Path, services: &Services) -> Result<TaskSource, TrainError> {
+        let t = &cfg.tasks;
+        if t.benchmarks.is_empty() {
+            for d in &t.domains {
+                services.domain(d)?;
+            }
+            return Ok(TaskSource::Generated { domains: t.domains.clone(), sizes: t.sizes.clone(), first_seed: t.first_seed });
+        }
+        let data = base.join(&cfg.data);
+        let mut rows = Vec::new();
+        for b in &t.benchmarks {
+            let adapter = services.domain(&b.domain)?;
+            rows.extend(b.tasks(&data, adapter.as_ref()).map_err(|e| TrainError::Tasks(e.to_string()))?);
+        }
+        if rows.is_empty() {
+            return Err(TrainError::Tasks("the [tasks] benchmarks hold no task".into()));
+        }
+        Ok(TaskSource::Rows(rows))
+    }
+
+    fn task(&self, services: &Services, position: u64) -> Result<Task, TrainError> {
+        match self {
+            TaskSource::Generated { domains, sizes, first_seed } => {
+                let d = &domains[(position % domains.len() as u64) as usize];
+                let size = sizes[((position / domains.len() as u64) % sizes.len() as u64) as usize];
+                services
+                    .domain(d)?
+                    .generate(first_seed + position, size)
+                    .map_err(|e| TrainError::Tasks(format!("{d}: generate(seed {}, size {size}): {e}", first_seed + position)))
+            }
+            TaskSource::Rows(rows) => Ok(rows[(position % rows.len() as u64) as usize].clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn episode_seeds_are_distinct_and_leave_room_for_steps() {
+        let mut seen = HashSet::new();
+        for u in 0..4 {
+            for slot in 0..64 {
+                let s = episode_seed(7, u, slot);
+                assert!(s < u64::MAX >> 7);
+                for step in 0..6 {
+                    assert!(seen.insert(s + step), "seed collision at update {u} slot {slot}");
+                }
+            }
+        }
+        assert_eq!(episode_seed(7, 1, 2), episode_seed(7, 1, 2));
+    }
+}
