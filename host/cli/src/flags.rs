@@ -108,6 +108,10 @@ pub struct EvalArgs {
     /// Trained role parameters to load (a checkpoint folder written by `onebrain train`).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
+    /// Override the config's out-dir (relative to the current folder), e.g. to evaluate a
+    /// checkpoint beside the base model with one config.
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
     /// Rewrite the report from the trace without running anything.
     #[arg(long)]
     pub report_only: bool,

@@ -96,6 +96,26 @@ impl ParamCounts {
     }
 }
 
+/// The keys and values of a prompt head, with no graph: see [`Brain::prompt_head`].
+#[derive(Debug, Clone)]
+pub struct PromptHead {
+    role: Role,
+    ids: Vec<u32>,
+    kv: KvCache,
+}
+
+impl PromptHead {
+    /// The role it was computed for.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The prompt tokens it covers (role tokens not counted).
+    pub fn tokens(&self) -> &[u32] {
+        &self.ids
+    }
+}
+
 /// Per-token log-probabilities of a batch of continuations, for PPO.
 #[derive(Debug, Clone)]
 pub struct BatchLogprobs {
@@ -741,6 +761,117 @@ impl Brain {
         let step = Step { positions: None, mask: None };
         let hidden = backbone.forward(&x, &step, None, &view, Mode::Diff)?;
         Ok(hidden.narrow(1, n_soft, t_max)?)
+    }
+
+    /// The keys and values of a prompt head (role tokens first), computed on the
+    /// differentiable path but with no graph kept: the fixed context of
+    /// [`Brain::tail_logprobs`]. One head serves every continuation of the same prompt.
+    pub fn prompt_head(&self, role: Role, head: &[u32]) -> Result<PromptHead> {
+        self.extend_prompt_head(role, head, None)
+    }
+
+    /// [`Brain::prompt_head`] that reuses the part `base` shares with `head` (the longest
+    /// common prefix of their tokens) and computes only the rest: prompts of one domain
+    /// share their system text, domain and example, and prompts of one task their task.
+    pub fn extend_prompt_head(&self, role: Role, head: &[u32], base: Option<&PromptHead>) -> Result<PromptHead> {
+        self.check_tokens(head)?;
+        let backbone = self.dense_for(role)?;
+        let params = self.role_params(role);
+        let view = params.view(self.scale, true)?;
+        let n_soft = self.cfg.role_tokens;
+        let (common, mut kv) = match base.filter(|b| b.role == role) {
+            Some(b) => {
+                let m = common_prefix(&b.ids, head);
+                (m, b.kv.truncate(n_soft + m)?)
+            }
+            None => (0, KvCache::new(backbone.blocks.len())),
+        };
+        let rest = &head[common..];
+        let mut x = if rest.is_empty() {
+            None
+        } else {
+            let ids = Tensor::new(rest, &Device::Cpu)?.unsqueeze(0)?;
+            Some(backbone.embed(&ids)?.detach())
+        };
+        if kv.len == 0 {
+            if let Some(s) = params.soft_tokens(true)? {
+                x = Some(match x {
+                    Some(x) => Tensor::cat(&[&s, &x], 1)?,
+                    None => s,
+                });
+            }
+        }
+        if let Some(x) = x {
+            let total = kv.len + x.dim(1)?;
+            if total >= backbone.max_positions() {
+                return Err(Error::ContextOverflow { tokens: total, max_new: 1, context: backbone.max_positions() });
+            }
+            let step = Step { positions: None, mask: None };
+            backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?;
+        }
+        Ok(PromptHead { role, ids: head.to_vec(), kv })
+    }
+
+    /// Per-token log-probabilities of `continuation` after `head` + `tail`, with gradients
+    /// through the `tail` and continuation positions only: the head's keys and values are
+    /// constants (truncated backpropagation through the prompt). `tail` must hold at least
+    /// the prompt's last token, whose hidden state predicts the first continuation token.
+    /// Role tokens sit in the head, so they receive no gradient on this path.
+    pub fn tail_logprobs(&self, head: &PromptHead, tail: &[u32], continuation: &[u32]) -> Result<BatchLogprobs> {
+        if tail.is_empty() {
+            return Err(Error::EmptyInput("the tail needs the prompt's last token"));
+        }
+        let row: Vec<u32> = [tail, continuation].concat();
+        self.check_tokens(&row)?;
+        let role = head.role;
+        let backbone = self.dense_for(role)?;
+        if head.kv.len + row.len() > backbone.max_positions() {
+            return Err(Error::ContextOverflow { tokens: head.kv.len + row.len(), max_new: 0, context: backbone.max_positions() });
+        }
+        let view: RoleView = self.role_params(role).view(self.scale, false)?;
+        let ids = Tensor::new(row.as_slice(), &Device::Cpu)?.unsqueeze(0)?;
+        let x = backbone.embed(&ids)?;
+        let mut kv = head.kv.clone();
+        let step = Step { positions: None, mask: None };
+        let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?;
+        let c = continuation.len();
+        let h = hidden.dim(1)?;
+        if c == 0 {
+            let z = Tensor::zeros((1, 0), DType::F32, &Device::Cpu)?;
+            let hidden = Tensor::zeros((1, 0, h), DType::F32, &Device::Cpu)?;
+            return Ok(BatchLogprobs { logprobs: z.clone(), mask: z.clone(), hidden, entropy: z });
+        }
+        // Position tail.len()-1+j predicts continuation token j.
+        let sel = hidden.narrow(0, tail.len() - 1, c)?;
+        let logits = backbone.logits(&sel)?;
+        let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
+        let targets = Tensor::new(continuation, &Device::Cpu)?.unsqueeze(1)?;
+        let lp = logp.gather(&targets, 1)?.reshape((1, c))?;
+        let entropy = logp.exp()?.mul(&logp)?.sum(D::Minus1)?.neg()?.reshape((1, c))?;
+        let mask = Tensor::ones((1, c), DType::F32, &Device::Cpu)?;
+        Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.unsqueeze(0)?, entropy })
+    }
+
+    /// The Judge's logit after `head` + `tail` (gradients through the tail only, as in
+    /// [`Brain::tail_logprobs`]); `head` must be a Judge head.
+    pub fn judge_tail_logit(&self, head: &PromptHead, tail: &[u32]) -> Result<Tensor> {
+        if head.role != Role::Judge {
+            return Err(Error::InvalidConfig(format!("a {} prompt head cannot feed the Judge", head.role)));
+        }
+        if tail.is_empty() {
+            return Err(Error::EmptyInput("the tail needs the prompt's last token"));
+        }
+        self.check_tokens(tail)?;
+        let backbone = self.dense_for(Role::Judge)?;
+        let view: RoleView = self.role_params(Role::Judge).view(self.scale, false)?;
+        let ids = Tensor::new(tail, &Device::Cpu)?.unsqueeze(0)?;
+        let x = backbone.embed(&ids)?;
+        let mut kv = head.kv.clone();
+        let step = Step { positions: None, mask: None };
+        let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?;
+        let last = hidden.narrow(0, tail.len() - 1, 1)?;
+        let w = self.judge_head.w.as_tensor().unsqueeze(1)?;
+        Ok(last.matmul(&w)?.squeeze(1)?.broadcast_add(self.judge_head.b.as_tensor())?.squeeze(0)?)
     }
 
     /// Differentiable logits `(len, vocab)` at every position of one token sequence.

@@ -43,7 +43,7 @@ mod weights;
 mod test_util;
 
 pub use bench::{bench_inference, bench_training, peak_rss_mib, reset_peak_rss, InferenceBench, TrainBench};
-pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, StopReason};
+pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopReason};
 pub use checkpoint::{resolve_checkpoint, LATEST_FILE};
 pub use config::{ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
 pub use error::{Error, Result};

@@ -355,10 +355,13 @@ impl Backbone {
         let (b, q, _) = x.dims3()?;
         let past = cache.as_ref().map_or(0, |c| c.len);
         let (cos, sin) = self.rope_tables(b, q, past, step.positions.as_deref())?;
-        let mask = match (&step.mask, q) {
-            (Some(m), _) => Some(m.clone()),
-            (None, 1) => None,
-            (None, _) => Some(causal_mask(q, past)?),
+        let mask = match (&step.mask, q, mode) {
+            (Some(m), _, _) => Some(m.clone()),
+            (None, 1, _) => None,
+            // The differentiable causal softmax masks by itself, past included (query i
+            // sees keys 0 ..= past + i), keeping two tensors per layer instead of seven.
+            (None, _, Mode::Diff) => None,
+            (None, _, Mode::Fast) => Some(causal_mask(q, past)?),
         };
         let mut x = x.clone();
         for (i, block) in self.blocks.iter().enumerate() {

@@ -290,3 +290,37 @@ fn checkpoint_and_peft_export_round_trip() {
     assert!(matches!(other.import_peft(Role::Actor, &peft), Err(Error::CheckpointMismatch { .. })));
     assert!(matches!(other.load_trainable(&dir.path().join("nothing")), Err(Error::Io { .. })));
 }
+
+/// Truncated backpropagation through the prompt: the same log-probabilities and Judge logit
+/// as the full differentiable path, gradients in every adapter, none in the role tokens.
+#[test]
+fn prompt_head_and_tail_match_the_full_path() {
+    let Some(brain) = smol(ModelConfig::default()) else { return };
+    perturb_adapters(&brain, 0.01);
+    let prompt = brain.encode(&brain.chat_prompt(SYSTEM, QUESTION)).unwrap();
+    let cont = brain.encode("Paris is the capital.").unwrap();
+    let full = brain.batch_logprobs(Role::Actor, &[(prompt.clone(), cont.clone())]).unwrap();
+    let head = brain.prompt_head(Role::Actor, &prompt[..prompt.len() - 1]).unwrap();
+    assert_eq!((head.role(), head.tokens()), (Role::Actor, &prompt[..prompt.len() - 1]));
+    // A head grown from a shorter one holds the same keys and values.
+    let short = brain.prompt_head(Role::Actor, &prompt[..prompt.len() / 2]).unwrap();
+    let grown = brain.extend_prompt_head(Role::Actor, &prompt[..prompt.len() - 1], Some(&short)).unwrap();
+    let via = brain.tail_logprobs(&grown, &prompt[prompt.len() - 1..], &cont).unwrap();
+    let tail = brain.tail_logprobs(&head, &prompt[prompt.len() - 1..], &cont).unwrap();
+    let (a, b) = (full.logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap(), tail.logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+    assert!(max_diff(&a, &b) < 1e-3, "{a:?} vs {b:?}");
+    let c = via.logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert!(max_diff(&b, &c) < 1e-4, "{b:?} vs {c:?}");
+    let grads = tail.logprobs.sum_all().unwrap().backward().unwrap();
+    for (name, var) in all_vars(&brain) {
+        let got = grads.get(var.as_tensor()).is_some();
+        let expect = name.starts_with("actor.lora.");
+        assert_eq!(got, expect, "{name}");
+    }
+    // The Judge on the same split.
+    let jhead = brain.prompt_head(Role::Judge, &prompt[..prompt.len() - 4]).unwrap();
+    let tail_logit = brain.judge_tail_logit(&jhead, &prompt[prompt.len() - 4..]).unwrap().to_scalar::<f32>().unwrap();
+    let full_logit = brain.judge_logits(&[prompt.clone()]).unwrap().to_vec1::<f32>().unwrap()[0];
+    assert!((tail_logit - full_logit).abs() < 1e-3, "{tail_logit} vs {full_logit}");
+    assert!(brain.judge_tail_logit(&head, &prompt[..1]).is_err(), "an Actor head cannot feed the Judge");
+}

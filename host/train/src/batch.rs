@@ -198,7 +198,10 @@ impl Batch {
             let members: Vec<usize> = (0..self.policy.len()).filter(|&i| self.policy[i].role == role).collect();
             if args.advantage == Advantage::Group {
                 let returns: Vec<f32> = members.iter().map(|&i| self.policy[i].ret).collect();
-                let groups: Vec<usize> = members.iter().map(|&i| self.policy[i].group).collect();
+                // The t-th repairs of one task's samples compete with each other, not with
+                // the other repairs of their own episode.
+                let groups: Vec<(usize, u32)> =
+                    members.iter().map(|&i| (self.policy[i].group, self.policy[i].step)).collect();
                 for (k, a) in group_advantages(&returns, &groups).into_iter().enumerate() {
                     self.policy[members[k]].advantage = a;
                 }
@@ -357,7 +360,7 @@ mod tests {
         let mut b = Batch::from_records(&recs, Ablation::ActorOnly, encode).unwrap();
         b.assign_advantages(&PpoArgs { advantage: Advantage::Group, ..Default::default() });
         let adv: Vec<f32> = b.policy.iter().map(|s| s.advantage).collect();
-        assert!(adv[0] > 0.99 && adv[1] < -0.99 && adv[2] == 0.0 && adv[3] == 0.0, "{adv:?}");
+        assert_eq!(adv, vec![0.5, -0.5, 0.0, 0.0]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor, Var};
-use onebrain_model::{Brain, Role};
+use onebrain_model::{BatchLogprobs, Brain, PromptHead, Role};
 use rand::{rngs::StdRng, seq::SliceRandom, SeedableRng};
 
 use crate::adamw::{clip_grad_norm, AdamW, AdamWParams};
@@ -79,6 +79,8 @@ pub struct UpdateStats {
     pub steps: usize,
     /// Tokens through forward + backward (prompts included), all epochs.
     pub tokens: usize,
+    /// Policy samples skipped because every loss term of theirs was zero (last epoch).
+    pub skipped: usize,
     /// Seconds of the scoring pass.
     pub score_secs: f64,
     /// Seconds of the whole update.
@@ -191,9 +193,11 @@ impl Learner {
 
         // 1. The old policy's log-probabilities and values, when the update needs them first.
         let score_from_first_pass = !args.needs_scoring_pass();
+        // Prompt heads (`detach-prompt`), shared by every sample of the same prompt.
+        let mut heads = Heads::default();
         if !score_from_first_pass {
             let t = Instant::now();
-            stats.tokens += self.score(batch)?;
+            stats.tokens += self.score(batch, &mut heads)?;
             stats.score_secs = t.elapsed().as_secs_f64();
         }
         // 2. Advantages and returns.
@@ -217,8 +221,9 @@ impl Learner {
                 if p_mb.is_empty() && j_mb.is_empty() {
                     continue;
                 }
-                let out = self.minibatch(batch, &p_mb, &j_mb, score_from_first_pass)?;
+                let out = self.minibatch(batch, &p_mb, &j_mb, score_from_first_pass, &mut heads)?;
                 stats.tokens += out.tokens;
+                stats.skipped = out.skipped;
                 epoch_kl.0 += out.approx_kl_sum;
                 epoch_kl.1 += out.policy_tokens;
                 stats.grad_norm = out.grad_norm;
@@ -263,31 +268,32 @@ impl Learner {
 
     /// The scoring pass: log π_old, V and log π_ref of every policy sample, no gradients
     /// kept. Returns the tokens it ran.
-    fn score(&mut self, batch: &mut Batch) -> Result<usize, TrainError> {
+    fn score(&mut self, batch: &mut Batch, heads: &mut Heads) -> Result<usize, TrainError> {
         let mut tokens = 0;
         for role in [Role::Actor, Role::Editor] {
             let idx: Vec<usize> = (0..batch.policy.len()).filter(|&i| batch.policy[i].role == role).collect();
             for chunk in idx.chunks(self.args.micro_batch) {
-                let items = items(&batch.policy, chunk);
-                tokens += items.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>();
-                let lp = self.brain.batch_logprobs(role, &items)?;
-                let old = rows(&lp.logprobs, chunk.iter().map(|&i| batch.policy[i].output.len()))?;
-                let values = match self.values.get(&role) {
-                    Some(head) => head.forward(&lp.hidden.narrow(1, 0, 1)?.squeeze(1)?)?.to_vec1::<f32>()?,
-                    None => vec![0.0; chunk.len()],
-                };
-                let refs = match &self.reference {
-                    Some(r) if self.args.kl_coef > 0.0 => {
-                        let lp = r.batch_logprobs(role, &items)?;
-                        Some(rows(&lp.logprobs, chunk.iter().map(|&i| batch.policy[i].output.len()))?)
+                for (rows_idx, lp, n) in self.policy_forward(role, chunk, batch, heads)? {
+                    tokens += n;
+                    let old = rows(&lp.logprobs, rows_idx.iter().map(|&i| batch.policy[i].output.len()))?;
+                    let values = match self.values.get(&role) {
+                        Some(head) => head.forward(&lp.hidden.narrow(1, 0, 1)?.squeeze(1)?)?.to_vec1::<f32>()?,
+                        None => vec![0.0; rows_idx.len()],
+                    };
+                    let refs = match &self.reference {
+                        Some(r) if self.args.kl_coef > 0.0 => {
+                            let items = items(&batch.policy, &rows_idx);
+                            let lp = r.batch_logprobs(role, &items)?;
+                            Some(rows(&lp.logprobs, rows_idx.iter().map(|&i| batch.policy[i].output.len()))?)
+                        }
+                        _ => None,
+                    };
+                    for (k, &i) in rows_idx.iter().enumerate() {
+                        let s = &mut batch.policy[i];
+                        s.old_logp = Some(old[k].clone());
+                        s.value = values[k];
+                        s.ref_logp = refs.as_ref().map(|r| r[k].clone());
                     }
-                    _ => None,
-                };
-                for (k, &i) in chunk.iter().enumerate() {
-                    let s = &mut batch.policy[i];
-                    s.old_logp = Some(old[k].clone());
-                    s.value = values[k];
-                    s.ref_logp = refs.as_ref().map(|r| r[k].clone());
                 }
             }
         }
@@ -301,6 +307,7 @@ impl Learner {
         p_mb: &[usize],
         j_mb: &[usize],
         score_from_first_pass: bool,
+        heads: &mut Heads,
     ) -> Result<MinibatchOut, TrainError> {
         let args = self.args.clone();
         let mut grads: Vec<Option<Tensor>> = vec![None; self.opt.vars().len()];
@@ -315,11 +322,19 @@ impl Learner {
             let coef = if role == Role::Actor { 1.0 } else { args.lambda_editor };
             let n_tok: usize = idx.iter().map(|&i| batch.policy[i].output.len()).sum();
             let n_seq = idx.len();
+            // A sample whose every loss term is zero (no advantage, and no value, entropy or
+            // KL term) adds nothing to the gradient: skip its forward and backward. With a group
+            // baseline that is every sample of a group whose returns all agree.
+            let inert = |s: &PolicySample| {
+                s.advantage == 0.0 && !self.values.contains_key(&role) && args.ent_coef == 0.0 && args.kl_coef == 0.0
+            };
+            let idx: Vec<usize> = idx.into_iter().filter(|&i| !inert(&batch.policy[i])).collect();
+            out.skipped += n_seq - idx.len();
             let (mut pg, mut v, mut ent, mut kl) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
-            for chunk in idx.chunks(args.micro_batch) {
-                let items = items(&batch.policy, chunk);
-                out.tokens += items.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>();
-                let lp = self.brain.batch_logprobs(role, &items)?;
+            for micro in idx.chunks(args.micro_batch) {
+              for (chunk, lp, n) in self.policy_forward(role, micro, batch, heads)? {
+                let chunk = chunk.as_slice();
+                out.tokens += n;
                 let lens: Vec<usize> = chunk.iter().map(|&i| batch.policy[i].output.len()).collect();
                 if score_from_first_pass {
                     // The policy has not moved since the rollout: these are the old values.
@@ -355,8 +370,9 @@ impl Learner {
                 out.clipped += st.clipped;
                 out.approx_kl_sum += st.approx_kl_sum;
                 out.policy_tokens += st.tokens;
+              }
             }
-            out.policy.insert(role, pg / n_tok as f32);
+            out.policy.insert(role, pg / n_tok.max(1) as f32);
             out.entropy_sum += ent;
             out.kl_sum += kl;
             if self.values.contains_key(&role) {
@@ -369,21 +385,73 @@ impl Learner {
         if !j_mb.is_empty() {
             let n = j_mb.len() as f64;
             let mut sum = 0.0f32;
-            for chunk in j_mb.chunks(args.micro_batch) {
-                let prompts: Vec<Vec<u32>> = chunk.iter().map(|&i| batch.judge[i].prompt.clone()).collect();
-                out.tokens += prompts.iter().map(Vec::len).sum::<usize>();
-                let logits = self.brain.judge_logits(&prompts)?;
+            for micro in j_mb.chunks(args.micro_batch) {
+              for (chunk, logits, tokens) in self.judge_forward(micro, batch, heads)? {
+                let chunk = chunk.as_slice();
+                out.tokens += tokens;
                 let labels: Vec<f32> = chunk.iter().map(|&i| f32::from(u8::from(batch.judge[i].label))).collect();
                 let labels = Tensor::new(labels.as_slice(), &Device::Cpu)?;
                 let l = judge_loss_sum(&logits, &labels, args.lambda_band, args.judge_threshold)?;
                 sum += l.to_scalar::<f32>()?;
                 self.accumulate(&(l * (f64::from(args.lambda_judge) / n))?, &mut grads)?;
+              }
             }
             out.judge = Some(sum / n as f32);
         }
 
         out.grad_norm = clip_grad_norm(&mut grads, args.max_grad_norm)?;
         self.opt.step(&grads)?;
+        Ok(out)
+    }
+
+    /// The policy's log-probabilities for samples `idx` of `role`: one batch on the full
+    /// differentiable path, or with `detach-prompt` one row at a time after its prompt head
+    /// (computed once per distinct prompt, without a graph). Each item: the samples it
+    /// covers, their log-probabilities, and the positions run through a graph.
+    fn policy_forward(
+        &self,
+        role: Role,
+        idx: &[usize],
+        batch: &Batch,
+        heads: &mut Heads,
+    ) -> Result<Vec<(Vec<usize>, BatchLogprobs, usize)>, TrainError> {
+        if !self.args.detach_prompt {
+            let items = items(&batch.policy, idx);
+            let n = items.iter().map(|(p, c)| p.len() + c.len()).sum();
+            return Ok(vec![(idx.to_vec(), self.brain.batch_logprobs(role, &items)?, n)]);
+        }
+        let mut out = Vec::with_capacity(idx.len());
+        for &i in idx {
+            let s = &batch.policy[i];
+            let split = s.prompt.len().saturating_sub(1);
+            let head = heads.get(&self.brain, role, &s.prompt[..split])?;
+            let lp = self.brain.tail_logprobs(head, &s.prompt[split..], &s.output)?;
+            out.push((vec![i], lp, s.prompt.len() - split + s.output.len()));
+        }
+        Ok(out)
+    }
+
+    /// The Judge's logits for examples `idx`, on the full path or, with `detach-prompt`,
+    /// with gradients through the last [`JUDGE_TAIL`] tokens (the candidate and the question).
+    fn judge_forward(
+        &self,
+        idx: &[usize],
+        batch: &Batch,
+        heads: &mut Heads,
+    ) -> Result<Vec<(Vec<usize>, Tensor, usize)>, TrainError> {
+        if !self.args.detach_prompt {
+            let prompts: Vec<Vec<u32>> = idx.iter().map(|&i| batch.judge[i].prompt.clone()).collect();
+            let n = prompts.iter().map(Vec::len).sum();
+            return Ok(vec![(idx.to_vec(), self.brain.judge_logits(&prompts)?, n)]);
+        }
+        let mut out = Vec::with_capacity(idx.len());
+        for &i in idx {
+            let p = &batch.judge[i].prompt;
+            let split = p.len().saturating_sub(JUDGE_TAIL);
+            let head = heads.get(&self.brain, Role::Judge, &p[..split])?;
+            let logit = self.brain.judge_tail_logit(head, &p[split..])?.unsqueeze(0)?;
+            out.push((vec![i], logit, p.len() - split));
+        }
         Ok(out)
     }
 
@@ -420,6 +488,35 @@ impl Learner {
     }
 }
 
+/// Judge tokens that keep their gradient with `detach-prompt`: the candidate (at most
+/// `max-tokens`, 160–320 in the shipped configs) and the closing question.
+const JUDGE_TAIL: usize = 384;
+
+/// Prompt heads of one update, by role and tokens. They hold keys and values computed with
+/// the parameters the update started from: stale once a step is taken, which is why they
+/// are only used for the prefix that training treats as a constant anyway.
+#[derive(Default)]
+struct Heads(HashMap<(Role, Vec<u32>), PromptHead>);
+
+impl Heads {
+    /// The head of `tokens`, grown from the cached head of `role` that shares the longest
+    /// prefix with it (prompts of one domain share ~800 tokens of system text, domain PDDL
+    /// and example).
+    fn get(&mut self, brain: &Brain, role: Role, tokens: &[u32]) -> Result<&PromptHead, TrainError> {
+        let key = (role, tokens.to_vec());
+        if !self.0.contains_key(&key) {
+            let base = self
+                .0
+                .values()
+                .filter(|h| h.role() == role)
+                .max_by_key(|h| h.tokens().iter().zip(tokens).take_while(|(a, b)| a == b).count());
+            let h = brain.extend_prompt_head(role, tokens, base)?;
+            self.0.insert(key.clone(), h);
+        }
+        Ok(&self.0[&key])
+    }
+}
+
 #[derive(Default)]
 struct MinibatchOut {
     policy: HashMap<Role, f32>,
@@ -433,6 +530,7 @@ struct MinibatchOut {
     policy_tokens: f32,
     grad_norm: f32,
     tokens: usize,
+    skipped: usize,
 }
 
 impl MinibatchOut {

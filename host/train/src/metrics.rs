@@ -81,6 +81,9 @@ pub struct MetricsRow {
     /// Gradient norm before clipping.
     #[serde(rename = "losses/grad_norm")]
     pub grad_norm: f32,
+    /// Policy samples the update skipped: every loss term of theirs was zero.
+    #[serde(rename = "perf/skipped_samples")]
+    pub skipped_samples: usize,
     /// Generated tokens per second during the rollouts.
     #[serde(rename = "perf/gen_tokens_per_s")]
     pub gen_tokens_per_s: f64,
@@ -127,6 +130,7 @@ impl MetricsRow {
             kl_ref: u.kl_ref,
             explained_variance: u.explained_variance,
             grad_norm: u.grad_norm,
+            skipped_samples: u.skipped,
             gen_tokens_per_s: if r.gen_secs > 0.0 { r.gen_tokens as f64 / r.gen_secs } else { 0.0 },
             train_tokens_per_s: if u.secs > 0.0 { u.tokens as f64 / u.secs } else { 0.0 },
             rollout_secs,

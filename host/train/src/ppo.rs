@@ -23,8 +23,8 @@ pub enum Advantage {
     /// by GAE over the episode's steps. Needs a scoring pass before the update.
     #[default]
     ValueHead,
-    /// Group-normalised: several samples per task (`group-size`), each return compared
-    /// with the mean and spread of its task's group (no critic).
+    /// Group-relative: several samples per task (`group-size`), each return compared with
+    /// the mean of its task's group at the same step (no critic).
     Group,
 }
 
@@ -45,6 +45,12 @@ pub struct PpoArgs {
     pub update_epochs: usize,
     /// Sequences per forward/backward; gradients are summed up to the minibatch.
     pub micro_batch: usize,
+    /// Truncated backpropagation through the prompt: its keys and values are computed once
+    /// per distinct prompt without a graph, and gradients flow only through the generated
+    /// tokens (and the Judge's last tokens). Several times cheaper in time and memory on
+    /// long prompts; the role tokens, which sit in the prompt, then get no gradient. Off:
+    /// the exact gradient.
+    pub detach_prompt: bool,
     /// PPO clip ε (paper: 0.2).
     pub clip_coef: f32,
     /// γ across an episode's steps (paper: 0.9).
@@ -87,6 +93,7 @@ impl Default for PpoArgs {
             num_minibatches: 1,
             update_epochs: 2,
             micro_batch: 1,
+            detach_prompt: false,
             clip_coef: 0.2,
             gamma: 0.9,
             gae_lambda: 0.95,
@@ -186,24 +193,26 @@ pub fn gae(rewards: &[f32], values: &[f32], gamma: f32, lambda: f32) -> (Vec<f32
     (adv, returns)
 }
 
-/// Group-normalised advantages: each return minus its group's mean, over the group's
-/// standard deviation (+1e-6). A group whose returns are all equal teaches nothing (zeros).
-pub fn group_advantages(returns: &[f32], groups: &[usize]) -> Vec<f32> {
+/// Group-relative advantages: each return minus the mean of its group (samples of one task
+/// at the same step). Not divided by the group's spread: with few samples a tiny spread
+/// turns noise into ±1 (the bias "Dr. GRPO" removes). A group whose returns all agree, or a
+/// group of one, teaches nothing (zeros).
+pub fn group_advantages<K: Ord + Clone>(returns: &[f32], groups: &[K]) -> Vec<f32> {
     assert_eq!(returns.len(), groups.len(), "one group id per return");
-    let mut out = vec![0.0; returns.len()];
-    let mut ids: Vec<usize> = groups.to_vec();
-    ids.sort_unstable();
-    ids.dedup();
-    for g in ids {
-        let members: Vec<usize> = (0..returns.len()).filter(|&i| groups[i] == g).collect();
-        let n = members.len() as f32;
-        let mean = members.iter().map(|&i| returns[i]).sum::<f32>() / n;
-        let var = members.iter().map(|&i| (returns[i] - mean).powi(2)).sum::<f32>() / n;
-        for &i in &members {
-            out[i] = (returns[i] - mean) / (var.sqrt() + 1e-6);
-        }
+    let mut sums: std::collections::BTreeMap<K, (f32, usize)> = std::collections::BTreeMap::new();
+    for (r, g) in returns.iter().zip(groups) {
+        let e = sums.entry(g.clone()).or_insert((0.0, 0));
+        e.0 += r;
+        e.1 += 1;
     }
-    out
+    returns
+        .iter()
+        .zip(groups)
+        .map(|(r, g)| {
+            let (sum, n) = sums[g];
+            r - sum / n as f32
+        })
+        .collect()
 }
 
 /// Normalises advantages to zero mean and unit spread (CleanRL's `norm_adv`); fewer than
@@ -381,11 +390,10 @@ mod tests {
 
     #[test]
     fn group_advantages_by_hand() {
-        // Group 0: [1, 0] → mean 0.5, std 0.5 → [+1, −1]. Group 1: [0.3, 0.3] → zeros.
-        let a = group_advantages(&[1.0, 0.0, 0.3, 0.3], &[0, 0, 1, 1]);
-        close(a[0], 0.999_998);
-        close(a[1], -0.999_998);
-        assert_eq!((a[2], a[3]), (0.0, 0.0));
+        // Group 0: [1, 0] → mean 0.5 → [+0.5, −0.5]. Group 1: [0.3, 0.3] → zeros. Group 2
+        // has one member: zero.
+        let a = group_advantages(&[1.0, 0.0, 0.3, 0.3, 0.7], &[0, 0, 1, 1, 2]);
+        assert_eq!(a, vec![0.5, -0.5, 0.0, 0.0, 0.0]);
         let mut n = vec![1.0, 2.0, 3.0];
         normalize(&mut n);
         close(n[0], -1.0);

@@ -147,3 +147,20 @@ fn checkpoint_then_resume_gives_the_same_next_update() {
         assert!(x == y, "optimizer state {k} differs after resume");
     }
 }
+
+#[test]
+fn a_detached_prompt_update_lowers_the_loss_and_leaves_the_role_tokens() {
+    let b = brain();
+    let mut batch = batch(&b, "");
+    let before = snapshot(&b);
+    let args = PpoArgs { detach_prompt: true, ..args() };
+    let mut learner = Learner::new(b, None, args, Ablation::Full, 3).unwrap();
+    let stats = learner.update(&mut batch).unwrap();
+    assert!(stats.total < stats.total_first.unwrap(), "{} vs {:?}", stats.total, stats.total_first);
+    let after = snapshot(learner.brain_ref());
+    assert!(before["actor.lora.29.down_proj.b"] != after["actor.lora.29.down_proj.b"]);
+    assert!(before["judge.head.weight"] != after["judge.head.weight"]);
+    // No gradient reaches the role tokens (they sit in the prompt); weight decay alone
+    // would shrink them, and a parameter without a gradient is not decayed either.
+    assert!(before["actor.role_tokens"] == after["actor.role_tokens"]);
+}

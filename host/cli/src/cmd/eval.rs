@@ -15,6 +15,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             std::env::current_dir()?.join(dir)
         });
     }
+    if let Some(dir) = &args.out_dir {
+        cfg.out_dir = std::env::current_dir()?.join(dir);
+    }
     if args.report_only {
         let paths = write_report(
             &cfg.name,
