@@ -27,7 +27,9 @@ fn train_bad_config_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("bad.toml");
     fs::write(&cfg, "[ppo]\nclip = 0.3\n").unwrap();
-    let err = TestCommand::new(&["train", "--config"]).arg(&cfg).fails_with(1);
+    let err = TestCommand::new(&["train", "--config"])
+        .arg(&cfg)
+        .fails_with(1);
     assert!(err.contains("bad.toml") && err.contains("clip"), "{err}");
 }
 
@@ -47,13 +49,26 @@ fn train_runs_checkpoints_and_resumes() {
     assert!(err.contains("update   1: b0 "), "{err}");
     let metrics = lines(&run.join("metrics.jsonl"));
     assert_eq!(metrics.len(), 1);
-    for key in ["charts/success_b0", "losses/approx_kl", "losses/clipfrac", "losses/total", "perf/train_tokens_per_s"] {
+    for key in [
+        "charts/success_b0",
+        "losses/approx_kl",
+        "losses/clipfrac",
+        "losses/total",
+        "perf/train_tokens_per_s",
+    ] {
         assert!(metrics[0].get(key).is_some(), "{key} in {}", metrics[0]);
     }
     let episodes = lines(&run.join("episodes.jsonl"));
     assert_eq!(episodes.len(), 2);
-    assert!(episodes.iter().all(|e| e["update"] == 0 && e["record"]["rewards"].is_object()));
-    assert_eq!(fs::read_to_string(run.join("checkpoints/LATEST")).unwrap().trim(), "update-000001");
+    assert!(episodes
+        .iter()
+        .all(|e| e["update"] == 0 && e["record"]["rewards"].is_object()));
+    assert_eq!(
+        fs::read_to_string(run.join("checkpoints/LATEST"))
+            .unwrap()
+            .trim(),
+        "update-000001"
+    );
     assert!(run.join("curves.svg").is_file() && run.join("config.json").is_file());
 
     // The run folder is not overwritten by accident.
@@ -65,11 +80,23 @@ fn train_runs_checkpoints_and_resumes() {
     log.push_str("{\"update\":1,\"slot\":0,\"gro");
     fs::write(run.join("episodes.jsonl"), log).unwrap();
     let (_, err) = train(&run, &["--resume", "--updates", "2"]).output_text();
-    assert!(err.contains("1 of 2 updates done") && err.contains("update   2: "), "{err}");
+    assert!(
+        err.contains("1 of 2 updates done") && err.contains("update   2: "),
+        "{err}"
+    );
     assert_eq!(lines(&run.join("metrics.jsonl")).len(), 2);
     let episodes = lines(&run.join("episodes.jsonl"));
-    assert_eq!(episodes.iter().filter(|e| e["update"] == 1).count(), 2, "no episode twice");
-    assert_eq!(fs::read_to_string(run.join("checkpoints/LATEST")).unwrap().trim(), "update-000002");
+    assert_eq!(
+        episodes.iter().filter(|e| e["update"] == 1).count(),
+        2,
+        "no episode twice"
+    );
+    assert_eq!(
+        fs::read_to_string(run.join("checkpoints/LATEST"))
+            .unwrap()
+            .trim(),
+        "update-000002"
+    );
 
     // `solve --checkpoint <run>` loads the newest checkpoint of the run.
     let rec = TestCommand::new(&["solve", "--config"])

@@ -26,7 +26,13 @@ pub struct AdamWParams {
 
 impl Default for AdamWParams {
     fn default() -> Self {
-        AdamWParams { lr: 3e-5, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 }
+        AdamWParams {
+            lr: 3e-5,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        }
     }
 }
 
@@ -44,9 +50,21 @@ impl AdamW {
     /// An optimizer over `vars` (names are the checkpoint keys), moments at zero.
     pub fn new(vars: Vec<(String, Var)>, params: AdamWParams) -> candle_core::Result<AdamW> {
         let zeros = |v: &Var| v.as_detached_tensor().zeros_like();
-        let m = vars.iter().map(|(_, v)| zeros(v)).collect::<candle_core::Result<_>>()?;
-        let v = vars.iter().map(|(_, v)| zeros(v)).collect::<candle_core::Result<_>>()?;
-        Ok(AdamW { params, vars, m, v, step: 0 })
+        let m = vars
+            .iter()
+            .map(|(_, v)| zeros(v))
+            .collect::<candle_core::Result<_>>()?;
+        let v = vars
+            .iter()
+            .map(|(_, v)| zeros(v))
+            .collect::<candle_core::Result<_>>()?;
+        Ok(AdamW {
+            params,
+            vars,
+            m,
+            v,
+            step: 0,
+        })
     }
 
     /// The variables, in order.
@@ -62,7 +80,11 @@ impl AdamW {
     /// One step with one gradient per variable (`None`: the variable got none and is left
     /// alone, its moments too).
     pub fn step(&mut self, grads: &[Option<Tensor>]) -> candle_core::Result<()> {
-        assert_eq!(grads.len(), self.vars.len(), "one gradient slot per variable");
+        assert_eq!(
+            grads.len(),
+            self.vars.len(),
+            "one gradient slot per variable"
+        );
         self.step += 1;
         let p = &self.params;
         let t = self.step as i32;
@@ -96,14 +118,24 @@ impl AdamW {
 
     /// Restores what [`AdamW::state`] returned; every variable's moments must be there
     /// with the right shape, or nothing changes.
-    pub fn load_state(&mut self, tensors: &HashMap<String, Tensor>, step: u64) -> Result<(), String> {
+    pub fn load_state(
+        &mut self,
+        tensors: &HashMap<String, Tensor>,
+        step: u64,
+    ) -> Result<(), String> {
         let mut m = Vec::with_capacity(self.vars.len());
         let mut v = Vec::with_capacity(self.vars.len());
         for (name, var) in &self.vars {
             for (key, out) in [(format!("m.{name}"), &mut m), (format!("v.{name}"), &mut v)] {
-                let t = tensors.get(&key).ok_or_else(|| format!("optimizer state lacks `{key}`"))?;
+                let t = tensors
+                    .get(&key)
+                    .ok_or_else(|| format!("optimizer state lacks `{key}`"))?;
                 if t.dims() != var.dims() {
-                    return Err(format!("`{key}` has shape {:?}, expected {:?}", t.dims(), var.dims()));
+                    return Err(format!(
+                        "`{key}` has shape {:?}, expected {:?}",
+                        t.dims(),
+                        var.dims()
+                    ));
                 }
                 out.push(t.clone());
             }
@@ -140,12 +172,21 @@ mod tests {
     fn loss(x: &Var) -> Tensor {
         // A small quadratic with a non-trivial gradient field.
         let target = Tensor::new(&[1.0f32, -2.0, 0.5], &Device::Cpu).unwrap();
-        (x.as_tensor() - target).unwrap().sqr().unwrap().sum_all().unwrap()
+        (x.as_tensor() - target)
+            .unwrap()
+            .sqr()
+            .unwrap()
+            .sum_all()
+            .unwrap()
     }
 
     #[test]
     fn matches_candle_adamw_step_for_step() {
-        let p = AdamWParams { lr: 0.05, weight_decay: 0.1, ..Default::default() };
+        let p = AdamWParams {
+            lr: 0.05,
+            weight_decay: 0.1,
+            ..Default::default()
+        };
         let a = Var::new(&[0.3f32, 0.1, -0.7], &Device::Cpu).unwrap();
         let b = Var::new(&[0.3f32, 0.1, -0.7], &Device::Cpu).unwrap();
         let mut ours = AdamW::new(vec![("x".into(), a.clone())], p.clone()).unwrap();
@@ -161,7 +202,12 @@ mod tests {
         )
         .unwrap();
         for _ in 0..5 {
-            let g = loss(&a).backward().unwrap().get(a.as_tensor()).unwrap().clone();
+            let g = loss(&a)
+                .backward()
+                .unwrap()
+                .get(a.as_tensor())
+                .unwrap()
+                .clone();
             ours.step(&[Some(g)]).unwrap();
             theirs.backward_step(&loss(&b)).unwrap();
         }
@@ -173,10 +219,20 @@ mod tests {
 
     #[test]
     fn state_round_trip_continues_the_same_trajectory() {
-        let p = AdamWParams { lr: 0.05, ..Default::default() };
+        let p = AdamWParams {
+            lr: 0.05,
+            ..Default::default()
+        };
         let a = Var::new(&[0.3f32, 0.1, -0.7], &Device::Cpu).unwrap();
         let mut first = AdamW::new(vec![("x".into(), a.clone())], p.clone()).unwrap();
-        let grad = |x: &Var| loss(x).backward().unwrap().get(x.as_tensor()).unwrap().clone();
+        let grad = |x: &Var| {
+            loss(x)
+                .backward()
+                .unwrap()
+                .get(x.as_tensor())
+                .unwrap()
+                .clone()
+        };
         for _ in 0..3 {
             first.step(&[Some(grad(&a))]).unwrap();
         }
@@ -192,7 +248,10 @@ mod tests {
 
     #[test]
     fn clipping_scales_to_the_max_norm() {
-        let mut g = vec![Some(Tensor::new(&[3.0f32, 4.0], &Device::Cpu).unwrap()), None];
+        let mut g = vec![
+            Some(Tensor::new(&[3.0f32, 4.0], &Device::Cpu).unwrap()),
+            None,
+        ];
         let n = clip_grad_norm(&mut g, 1.0).unwrap();
         assert!((n - 5.0).abs() < 1e-6);
         let v = g[0].as_ref().unwrap().to_vec1::<f32>().unwrap();

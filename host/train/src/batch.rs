@@ -108,7 +108,11 @@ impl Batch {
             st.repairs += f64::from(rec.repairs);
             st.gen_secs += rec.timings.generation_ms / 1e3;
             st.verify_secs += rec.timings.verification_ms / 1e3;
-            st.gen_tokens += rec.steps.iter().map(|s| s.output_tokens.len()).sum::<usize>();
+            st.gen_tokens += rec
+                .steps
+                .iter()
+                .map(|s| s.output_tokens.len())
+                .sum::<usize>();
             if let Some(s) = rec.judge_score {
                 st.judge.push((f64::from(s), rec.b0));
             }
@@ -123,7 +127,12 @@ impl Batch {
                 editor_sum += f64::from(rewards.editor);
                 editor_n += 1;
             }
-            let last_repair = rec.steps.iter().filter(|s| s.role == Role::Editor).map(|s| s.index).max();
+            let last_repair = rec
+                .steps
+                .iter()
+                .filter(|s| s.role == Role::Editor)
+                .map(|s| s.index)
+                .max();
             for step in &rec.steps {
                 if !ablation.trains(step.role) || step.output_tokens.is_empty() {
                     continue;
@@ -153,7 +162,11 @@ impl Batch {
                 let judged = rec.steps.iter().find(|s| s.judge_prompt.is_some());
                 if let (Some(step), Some(score)) = (judged, step_score(rec)) {
                     let prompt = step.judge_prompt.as_deref().expect("found");
-                    batch.judge.push(JudgeSample { prompt: encode(prompt)?, label: rec.b0, score });
+                    batch.judge.push(JudgeSample {
+                        prompt: encode(prompt)?,
+                        label: rec.b0,
+                        score,
+                    });
                 }
             }
         }
@@ -188,20 +201,27 @@ impl Batch {
                     }
                 }
                 Advantage::Group => {
-                    for (k, g) in discounted_returns(&rewards, args.gamma).into_iter().enumerate() {
+                    for (k, g) in discounted_returns(&rewards, args.gamma)
+                        .into_iter()
+                        .enumerate()
+                    {
                         self.policy[idx[k]].ret = g;
                     }
                 }
             }
         }
         for role in [Role::Actor, Role::Editor] {
-            let members: Vec<usize> = (0..self.policy.len()).filter(|&i| self.policy[i].role == role).collect();
+            let members: Vec<usize> = (0..self.policy.len())
+                .filter(|&i| self.policy[i].role == role)
+                .collect();
             if args.advantage == Advantage::Group {
                 let returns: Vec<f32> = members.iter().map(|&i| self.policy[i].ret).collect();
                 // The t-th repairs of one task's samples compete with each other, not with
                 // the other repairs of their own episode.
-                let groups: Vec<(usize, u32)> =
-                    members.iter().map(|&i| (self.policy[i].group, self.policy[i].step)).collect();
+                let groups: Vec<(usize, u32)> = members
+                    .iter()
+                    .map(|&i| (self.policy[i].group, self.policy[i].step))
+                    .collect();
                 for (k, a) in group_advantages(&returns, &groups).into_iter().enumerate() {
                     self.policy[members[k]].advantage = a;
                 }
@@ -313,14 +333,47 @@ mod tests {
     fn rewards_go_to_the_right_steps_and_roles() {
         // Episode 0 solved at once; episode 1 solved by its second repair.
         let recs = vec![
-            (0, record(0, true, true, Rewards { actor: 1.24, editor: 0.0, judge: 1.0 })),
-            (0, record(2, false, true, Rewards { actor: 0.24, editor: 0.8, judge: -1.0 })),
+            (
+                0,
+                record(
+                    0,
+                    true,
+                    true,
+                    Rewards {
+                        actor: 1.24,
+                        editor: 0.0,
+                        judge: 1.0,
+                    },
+                ),
+            ),
+            (
+                0,
+                record(
+                    2,
+                    false,
+                    true,
+                    Rewards {
+                        actor: 0.24,
+                        editor: 0.8,
+                        judge: -1.0,
+                    },
+                ),
+            ),
         ];
         let b = Batch::from_records(&recs, Ablation::Full, encode).unwrap();
-        let got: Vec<(Role, u32, f32)> = b.policy.iter().map(|s| (s.role, s.step, s.reward)).collect();
+        let got: Vec<(Role, u32, f32)> = b
+            .policy
+            .iter()
+            .map(|s| (s.role, s.step, s.reward))
+            .collect();
         assert_eq!(
             got,
-            [(Role::Actor, 0, 1.24), (Role::Actor, 0, 0.24), (Role::Editor, 1, 0.0), (Role::Editor, 2, 0.8)]
+            [
+                (Role::Actor, 0, 1.24),
+                (Role::Actor, 0, 0.24),
+                (Role::Editor, 1, 0.0),
+                (Role::Editor, 2, 0.8)
+            ]
         );
         assert_eq!(b.judge.len(), 2);
         assert_eq!((b.judge[0].label, b.judge[1].label), (true, false));
@@ -336,11 +389,33 @@ mod tests {
 
     #[test]
     fn editor_returns_are_discounted_over_the_repairs() {
-        let recs = vec![(0, record(3, false, true, Rewards { actor: 0.1, editor: 0.7, judge: 0.5 }))];
+        let recs = vec![(
+            0,
+            record(
+                3,
+                false,
+                true,
+                Rewards {
+                    actor: 0.1,
+                    editor: 0.7,
+                    judge: 0.5,
+                },
+            ),
+        )];
         let mut b = Batch::from_records(&recs, Ablation::Full, encode).unwrap();
-        let args = PpoArgs { advantage: Advantage::ValueHead, norm_adv: false, gae_lambda: 1.0, ..Default::default() };
+        let args = PpoArgs {
+            advantage: Advantage::ValueHead,
+            norm_adv: false,
+            gae_lambda: 1.0,
+            ..Default::default()
+        };
         b.assign_advantages(&args);
-        let editor: Vec<f32> = b.policy.iter().filter(|s| s.role == Role::Editor).map(|s| s.ret).collect();
+        let editor: Vec<f32> = b
+            .policy
+            .iter()
+            .filter(|s| s.role == Role::Editor)
+            .map(|s| s.ret)
+            .collect();
         // R_E = 0.7 at the third repair, γ = 0.9 back: 0.567, 0.63, 0.7.
         for (a, e) in editor.iter().zip([0.567, 0.63, 0.7]) {
             assert!((a - e).abs() < 1e-6, "{editor:?}");
@@ -350,7 +425,11 @@ mod tests {
 
     #[test]
     fn group_advantages_compare_samples_of_one_task() {
-        let r = |a| Rewards { actor: a, editor: 0.0, judge: 0.0 };
+        let r = |a| Rewards {
+            actor: a,
+            editor: 0.0,
+            judge: 0.0,
+        };
         let recs = vec![
             (0, record(0, true, true, r(1.0))),
             (0, record(0, false, false, r(0.0))),
@@ -358,14 +437,26 @@ mod tests {
             (1, record(0, false, false, r(0.0))),
         ];
         let mut b = Batch::from_records(&recs, Ablation::ActorOnly, encode).unwrap();
-        b.assign_advantages(&PpoArgs { advantage: Advantage::Group, ..Default::default() });
+        b.assign_advantages(&PpoArgs {
+            advantage: Advantage::Group,
+            ..Default::default()
+        });
         let adv: Vec<f32> = b.policy.iter().map(|s| s.advantage).collect();
         assert_eq!(adv, vec![0.5, -0.5, 0.0, 0.0]);
     }
 
     #[test]
     fn errored_episodes_teach_nothing_and_calibration_by_hand() {
-        let mut bad = record(0, false, false, Rewards { actor: 0.0, editor: 0.0, judge: 0.0 });
+        let mut bad = record(
+            0,
+            false,
+            false,
+            Rewards {
+                actor: 0.0,
+                editor: 0.0,
+                judge: 0.0,
+            },
+        );
         bad.error = Some("model error".into());
         let b = Batch::from_records(&[(0, bad)], Ablation::Full, encode).unwrap();
         assert!(b.policy.is_empty() && b.judge.is_empty());

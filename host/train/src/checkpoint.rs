@@ -56,12 +56,19 @@ fn sync_dir(dir: &Path) {
 }
 
 fn sync_file(path: &Path) -> Result<(), TrainError> {
-    File::open(path).and_then(|f| f.sync_all()).map_err(|e| TrainError::io(path, e))
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| TrainError::io(path, e))
 }
 
 /// Writes checkpoint `state.updates` of `learner` into `checkpoints` and points `LATEST` at
 /// it, then removes all but the newest `keep`.
-pub fn save(checkpoints: &Path, learner: &Learner, state: &TrainState, keep: usize) -> Result<PathBuf, TrainError> {
+pub fn save(
+    checkpoints: &Path,
+    learner: &Learner,
+    state: &TrainState,
+    keep: usize,
+) -> Result<PathBuf, TrainError> {
     save_with(checkpoints, learner, state, keep, &mut |_| Ok(()))
 }
 
@@ -88,8 +95,10 @@ pub(crate) fn save_with(
     after_file("model")?;
     let (tensors, _) = learner.state();
     let trainer = tmp.join(TRAINER_FILE);
-    candle_core::safetensors::save(&tensors, &trainer)
-        .map_err(|e| TrainError::Checkpoint { path: trainer.clone(), reason: e.to_string() })?;
+    candle_core::safetensors::save(&tensors, &trainer).map_err(|e| TrainError::Checkpoint {
+        path: trainer.clone(),
+        reason: e.to_string(),
+    })?;
     sync_file(&trainer)?;
     after_file("trainer")?;
     let state_path = tmp.join(STATE_FILE);
@@ -104,12 +113,19 @@ pub(crate) fn save_with(
     fs::rename(&tmp, &dir).map_err(|e| TrainError::io(&dir, e))?;
     sync_dir(checkpoints);
     let latest_tmp = checkpoints.join(format!("{LATEST}{PARTIAL}"));
-    let name = dir.file_name().expect("named").to_string_lossy().into_owned();
+    let name = dir
+        .file_name()
+        .expect("named")
+        .to_string_lossy()
+        .into_owned();
     {
         let mut f = File::create(&latest_tmp).map_err(|e| TrainError::io(&latest_tmp, e))?;
-        writeln!(f, "{name}").and_then(|_| f.sync_all()).map_err(|e| TrainError::io(&latest_tmp, e))?;
+        writeln!(f, "{name}")
+            .and_then(|_| f.sync_all())
+            .map_err(|e| TrainError::io(&latest_tmp, e))?;
     }
-    fs::rename(&latest_tmp, checkpoints.join(LATEST)).map_err(|e| TrainError::io(checkpoints.join(LATEST), e))?;
+    fs::rename(&latest_tmp, checkpoints.join(LATEST))
+        .map_err(|e| TrainError::io(checkpoints.join(LATEST), e))?;
     sync_dir(checkpoints);
     prune(checkpoints, keep, &name)?;
     Ok(dir)
@@ -138,11 +154,18 @@ pub fn latest(checkpoints: &Path) -> Result<Option<(PathBuf, TrainState)>, Train
     if !checkpoints.is_dir() {
         return Ok(None);
     }
-    for entry in fs::read_dir(checkpoints).map_err(|e| TrainError::io(checkpoints, e))?.flatten() {
+    for entry in fs::read_dir(checkpoints)
+        .map_err(|e| TrainError::io(checkpoints, e))?
+        .flatten()
+    {
         let n = entry.file_name().to_string_lossy().into_owned();
         if n.ends_with(PARTIAL) {
             let p = entry.path();
-            let _ = if p.is_dir() { fs::remove_dir_all(&p) } else { fs::remove_file(&p) };
+            let _ = if p.is_dir() {
+                fs::remove_dir_all(&p)
+            } else {
+                fs::remove_file(&p)
+            };
         }
     }
     let pointer = checkpoints.join(LATEST);
@@ -154,8 +177,10 @@ pub fn latest(checkpoints: &Path) -> Result<Option<(PathBuf, TrainState)>, Train
     let dir = checkpoints.join(&name);
     let state_path = dir.join(STATE_FILE);
     let text = fs::read_to_string(&state_path).map_err(|e| TrainError::io(&state_path, e))?;
-    let state: TrainState = serde_json::from_str(&text)
-        .map_err(|e| TrainError::Checkpoint { path: dir.clone(), reason: format!("state.json: {e}") })?;
+    let state: TrainState = serde_json::from_str(&text).map_err(|e| TrainError::Checkpoint {
+        path: dir.clone(),
+        reason: format!("state.json: {e}"),
+    })?;
     Ok(Some((dir, state)))
 }
 
@@ -164,7 +189,10 @@ pub fn restore(dir: &Path, state: &TrainState, learner: &mut Learner) -> Result<
     learner.brain().load_trainable(dir)?;
     let path = dir.join(TRAINER_FILE);
     let tensors: HashMap<String, Tensor> = candle_core::safetensors::load(&path, &Device::Cpu)
-        .map_err(|e| TrainError::Checkpoint { path: path.clone(), reason: e.to_string() })?;
+        .map_err(|e| TrainError::Checkpoint {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
     learner
         .load_state(&tensors, state.optimizer_steps, state.updates)
         .map_err(|reason| TrainError::Checkpoint { path, reason })
@@ -191,7 +219,8 @@ mod tests {
     fn a_kill_during_a_checkpoint_write_leaves_the_previous_one_loadable() {
         let dir = tempfile::tempdir().unwrap();
         let ckpts = dir.path().join("checkpoints");
-        let brain = Brain::load(&ModelConfig::test_model()).expect("SmolLM2 test model (run scripts/setup.sh)");
+        let brain = Brain::load(&ModelConfig::test_model())
+            .expect("SmolLM2 test model (run scripts/setup.sh)");
         let mut learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
         save(&ckpts, &learner, &state(1), 2).unwrap();
         // The next write dies after each of its files in turn, as a kill would.
@@ -206,8 +235,15 @@ mod tests {
             assert!(err.is_err());
             assert!(checkpoint_dir(&ckpts, 2).with_extension("partial").exists());
             let (found, st) = latest(&ckpts).unwrap().expect("the previous checkpoint");
-            assert_eq!((found.clone(), st.updates), (checkpoint_dir(&ckpts, 1), 1), "killed after {stage}");
-            assert!(!checkpoint_dir(&ckpts, 2).with_extension("partial").exists(), "leftovers are removed");
+            assert_eq!(
+                (found.clone(), st.updates),
+                (checkpoint_dir(&ckpts, 1), 1),
+                "killed after {stage}"
+            );
+            assert!(
+                !checkpoint_dir(&ckpts, 2).with_extension("partial").exists(),
+                "leftovers are removed"
+            );
             restore(&found, &st, &mut learner).unwrap();
         }
         // A torn LATEST replacement (its temp file) is ignored too.
@@ -220,6 +256,9 @@ mod tests {
         assert_eq!(latest(&ckpts).unwrap().unwrap().1.updates, 4);
         assert!(!checkpoint_dir(&ckpts, 2).exists() && checkpoint_dir(&ckpts, 3).exists());
         // `checkpoint = <run folder>` in solve/eval configs finds the newest.
-        assert_eq!(onebrain_model::resolve_checkpoint(dir.path()), checkpoint_dir(&ckpts, 4));
+        assert_eq!(
+            onebrain_model::resolve_checkpoint(dir.path()),
+            checkpoint_dir(&ckpts, 4)
+        );
     }
 }

@@ -85,7 +85,12 @@ pub struct TaskStream {
 
 impl Default for TaskStream {
     fn default() -> Self {
-        TaskStream { domains: vec!["blocksworld".into()], sizes: vec![3, 4], first_seed: 1, benchmarks: Vec::new() }
+        TaskStream {
+            domains: vec!["blocksworld".into()],
+            sizes: vec![3, 4],
+            first_seed: 1,
+            benchmarks: Vec::new(),
+        }
     }
 }
 
@@ -155,7 +160,8 @@ impl Default for TrainConfig {
 impl TrainConfig {
     /// Parses TOML text (unknown keys are errors) and validates it.
     pub fn from_toml(text: &str) -> Result<TrainConfig, TrainError> {
-        let cfg: TrainConfig = toml::from_str(text).map_err(|e| TrainError::Config(e.to_string()))?;
+        let cfg: TrainConfig =
+            toml::from_str(text).map_err(|e| TrainError::Config(e.to_string()))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -166,18 +172,26 @@ impl TrainConfig {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-        TrainConfig::from_toml(&text)
-            .map_err(|e| TrainError::ConfigFile { path: path.to_path_buf(), message: e.to_string() })
+        TrainConfig::from_toml(&text).map_err(|e| TrainError::ConfigFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
     }
 
     /// Checks the values that need no I/O.
     pub fn validate(&self) -> Result<(), TrainError> {
         self.ppo.validate()?;
         if self.updates == 0 || self.checkpoint_every == 0 || self.keep_checkpoints == 0 {
-            return Err(TrainError::Config("updates, checkpoint-every and keep-checkpoints must be at least 1".into()));
+            return Err(TrainError::Config(
+                "updates, checkpoint-every and keep-checkpoints must be at least 1".into(),
+            ));
         }
-        if self.tasks.benchmarks.is_empty() && (self.tasks.domains.is_empty() || self.tasks.sizes.is_empty()) {
-            return Err(TrainError::Config("[tasks] needs domains and sizes, or benchmarks".into()));
+        if self.tasks.benchmarks.is_empty()
+            && (self.tasks.domains.is_empty() || self.tasks.sizes.is_empty())
+        {
+            return Err(TrainError::Config(
+                "[tasks] needs domains and sizes, or benchmarks".into(),
+            ));
         }
         if self.episode.strategy != Strategy::MultiRole {
             return Err(TrainError::Config(format!(
@@ -186,11 +200,14 @@ impl TrainConfig {
             )));
         }
         if self.plugins.reward.is_none() {
-            return Err(TrainError::Config("[plugins] reward is required: rewards come from the reward plugin".into()));
+            return Err(TrainError::Config(
+                "[plugins] reward is required: rewards come from the reward plugin".into(),
+            ));
         }
         if self.model.separate_models != (self.ablation == Ablation::SeparateModels) {
             return Err(TrainError::Config(
-                "model.separate_models must be true exactly when ablation = \"separate-models\"".into(),
+                "model.separate_models must be true exactly when ablation = \"separate-models\""
+                    .into(),
             ));
         }
         self.solve_config().validate().map_err(TrainError::Setup)
@@ -244,12 +261,17 @@ mod tests {
         for (a, roles, repairs, judges) in table {
             let got: Vec<bool> = Role::ALL.iter().map(|r| a.trains(*r)).collect();
             assert_eq!(got, roles, "{}", a.as_str());
-            assert_eq!((a.repairs(), a.judges()), (repairs, judges), "{}", a.as_str());
-            let parsed: Ablation = toml::from_str::<toml::Value>(&format!("a = \"{}\"", a.as_str()))
-                .unwrap()["a"]
-                .clone()
-                .try_into()
-                .unwrap();
+            assert_eq!(
+                (a.repairs(), a.judges()),
+                (repairs, judges),
+                "{}",
+                a.as_str()
+            );
+            let parsed: Ablation =
+                toml::from_str::<toml::Value>(&format!("a = \"{}\"", a.as_str())).unwrap()["a"]
+                    .clone()
+                    .try_into()
+                    .unwrap();
             assert_eq!(parsed, a);
         }
     }
@@ -260,10 +282,20 @@ mod tests {
         let c = TrainConfig::from_toml(ok).unwrap();
         assert_eq!(c.ppo, PpoArgs::default());
         assert_eq!(c.tasks_per_update(), 8);
-        let ep = TrainConfig { ablation: Ablation::ActorOnly, ..c.clone() }.rollout_episode();
+        let ep = TrainConfig {
+            ablation: Ablation::ActorOnly,
+            ..c.clone()
+        }
+        .rollout_episode();
         assert_eq!((ep.greedy, ep.max_repairs, ep.judge), (false, 0, false));
-        assert!(TrainConfig::from_toml("").is_err(), "a reward plugin is required");
-        assert!(TrainConfig::from_toml(&format!("{ok}[ppo]\nclip = 0.1")).is_err(), "unknown key");
+        assert!(
+            TrainConfig::from_toml("").is_err(),
+            "a reward plugin is required"
+        );
+        assert!(
+            TrainConfig::from_toml(&format!("{ok}[ppo]\nclip = 0.1")).is_err(),
+            "unknown key"
+        );
         assert!(TrainConfig::from_toml(&format!("{ok}[episode]\nstrategy = \"llm+p\"")).is_err());
         assert!(TrainConfig::from_toml(&format!("ablation = \"separate-models\"\n{ok}")).is_err());
         assert!(TrainConfig::from_toml(&format!(
@@ -279,9 +311,14 @@ mod tests {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with("train") && name.ends_with(".toml") {
-                let c = TrainConfig::from_file(&entry.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
+                let c =
+                    TrainConfig::from_file(&entry.path()).unwrap_or_else(|e| panic!("{name}: {e}"));
                 let p = &c.ppo;
-                assert_eq!((p.clip_coef, p.gamma, p.lambda_editor, p.lambda_judge), (0.2, 0.9, 0.5, 0.3), "{name}");
+                assert_eq!(
+                    (p.clip_coef, p.gamma, p.lambda_editor, p.lambda_judge),
+                    (0.2, 0.9, 0.5, 0.3),
+                    "{name}"
+                );
                 assert_eq!(c.episode.temperature, 0.7, "{name}");
                 n += 1;
             }

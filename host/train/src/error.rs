@@ -46,7 +46,9 @@ pub enum TrainError {
         reason: String,
     },
     /// The run folder holds a run already and `--resume` was not given.
-    #[error("{0} already holds a training run: pass --resume to continue it, or choose another out-dir")]
+    #[error(
+        "{0} already holds a training run: pass --resume to continue it, or choose another out-dir"
+    )]
     RunExists(PathBuf),
     /// The domain plugin could not generate a task.
     #[error("task stream: {0}")]
@@ -55,6 +57,9 @@ pub enum TrainError {
 
 impl TrainError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> TrainError {
-        TrainError::Io { path: path.into(), source }
+        TrainError::Io {
+            path: path.into(),
+            source,
+        }
     }
 }

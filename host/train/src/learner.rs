@@ -41,7 +41,10 @@ impl ValueHead {
     /// `(b,)` values of hidden states `(b, hidden)` (detached from the policy: the critic
     /// learns its own two parameters and leaves the roles' representation alone).
     fn forward(&self, h: &Tensor) -> candle_core::Result<Tensor> {
-        h.detach().matmul(&self.w.as_tensor().unsqueeze(1)?)?.squeeze(1)?.broadcast_add(self.b.as_tensor())
+        h.detach()
+            .matmul(&self.w.as_tensor().unsqueeze(1)?)?
+            .squeeze(1)?
+            .broadcast_add(self.b.as_tensor())
     }
 }
 
@@ -101,7 +104,10 @@ pub struct Learner {
 
 impl std::fmt::Debug for Learner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Learner").field("updates", &self.updates).field("ablation", &self.ablation).finish()
+        f.debug_struct("Learner")
+            .field("updates", &self.updates)
+            .field("ablation", &self.ablation)
+            .finish()
     }
 }
 
@@ -116,7 +122,9 @@ impl Learner {
         seed: u64,
     ) -> Result<Learner, TrainError> {
         if args.kl_coef > 0.0 && reference.is_none() {
-            return Err(TrainError::Config("kl-coef > 0 needs the reference model".into()));
+            return Err(TrainError::Config(
+                "kl-coef > 0 needs the reference model".into(),
+            ));
         }
         brain.prepare_training()?;
         let mut named: Vec<(String, Var)> = Vec::new();
@@ -129,7 +137,10 @@ impl Learner {
         }
         let mut values = HashMap::new();
         if args.advantage == Advantage::ValueHead {
-            for role in [Role::Actor, Role::Editor].into_iter().filter(|r| ablation.trains(*r)) {
+            for role in [Role::Actor, Role::Editor]
+                .into_iter()
+                .filter(|r| ablation.trains(*r))
+            {
                 let head = ValueHead::new(brain.arch().hidden_size)?;
                 named.push((format!("value.{role}.weight"), head.w.clone()));
                 named.push((format!("value.{role}.bias"), head.b.clone()));
@@ -138,9 +149,22 @@ impl Learner {
         }
         let opt = AdamW::new(
             named,
-            AdamWParams { lr: args.learning_rate, weight_decay: args.weight_decay, ..Default::default() },
+            AdamWParams {
+                lr: args.learning_rate,
+                weight_decay: args.weight_decay,
+                ..Default::default()
+            },
         )?;
-        Ok(Learner { brain, reference, values, opt, args, ablation, seed, updates: 0 })
+        Ok(Learner {
+            brain,
+            reference,
+            values,
+            opt,
+            args,
+            ablation,
+            seed,
+            updates: 0,
+        })
     }
 
     /// The model (generation between updates uses it).
@@ -162,7 +186,12 @@ impl Learner {
     /// the optimizer's step count.
     pub fn state(&self) -> (HashMap<String, Tensor>, u64) {
         let (mut tensors, steps) = self.opt.state();
-        for (name, var) in self.opt.vars().iter().filter(|(n, _)| n.starts_with("value.")) {
+        for (name, var) in self
+            .opt
+            .vars()
+            .iter()
+            .filter(|(n, _)| n.starts_with("value."))
+        {
             tensors.insert(name.clone(), var.as_detached_tensor());
         }
         (tensors, steps)
@@ -170,9 +199,21 @@ impl Learner {
 
     /// Restores [`Learner::state`] and the update count (the model's own parameters are
     /// restored by `Brain::load_trainable`).
-    pub fn load_state(&mut self, tensors: &HashMap<String, Tensor>, steps: u64, updates: u64) -> Result<(), String> {
-        for (name, var) in self.opt.vars().iter().filter(|(n, _)| n.starts_with("value.")) {
-            let t = tensors.get(name).ok_or_else(|| format!("missing `{name}`"))?;
+    pub fn load_state(
+        &mut self,
+        tensors: &HashMap<String, Tensor>,
+        steps: u64,
+        updates: u64,
+    ) -> Result<(), String> {
+        for (name, var) in self
+            .opt
+            .vars()
+            .iter()
+            .filter(|(n, _)| n.starts_with("value."))
+        {
+            let t = tensors
+                .get(name)
+                .ok_or_else(|| format!("missing `{name}`"))?;
             var.set(t).map_err(|e| e.to_string())?;
         }
         self.opt.load_state(tensors, steps)?;
@@ -208,7 +249,8 @@ impl Learner {
             stats.explained_variance = explained_variance(&v, &g);
         }
         // 3. Epochs of minibatch steps.
-        let mut rng = StdRng::seed_from_u64(self.seed ^ self.updates.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng =
+            StdRng::seed_from_u64(self.seed ^ self.updates.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         for epoch in 0..args.update_epochs {
             let mut p_order: Vec<usize> = (0..batch.policy.len()).collect();
             let mut j_order: Vec<usize> = (0..batch.judge.len()).collect();
@@ -271,20 +313,30 @@ impl Learner {
     fn score(&mut self, batch: &mut Batch, heads: &mut Heads) -> Result<usize, TrainError> {
         let mut tokens = 0;
         for role in [Role::Actor, Role::Editor] {
-            let idx: Vec<usize> = (0..batch.policy.len()).filter(|&i| batch.policy[i].role == role).collect();
+            let idx: Vec<usize> = (0..batch.policy.len())
+                .filter(|&i| batch.policy[i].role == role)
+                .collect();
             for chunk in idx.chunks(self.args.micro_batch) {
                 for (rows_idx, lp, n) in self.policy_forward(role, chunk, batch, heads)? {
                     tokens += n;
-                    let old = rows(&lp.logprobs, rows_idx.iter().map(|&i| batch.policy[i].output.len()))?;
+                    let old = rows(
+                        &lp.logprobs,
+                        rows_idx.iter().map(|&i| batch.policy[i].output.len()),
+                    )?;
                     let values = match self.values.get(&role) {
-                        Some(head) => head.forward(&lp.hidden.narrow(1, 0, 1)?.squeeze(1)?)?.to_vec1::<f32>()?,
+                        Some(head) => head
+                            .forward(&lp.hidden.narrow(1, 0, 1)?.squeeze(1)?)?
+                            .to_vec1::<f32>()?,
                         None => vec![0.0; rows_idx.len()],
                     };
                     let refs = match &self.reference {
                         Some(r) if self.args.kl_coef > 0.0 => {
                             let items = items(&batch.policy, &rows_idx);
                             let lp = r.batch_logprobs(role, &items)?;
-                            Some(rows(&lp.logprobs, rows_idx.iter().map(|&i| batch.policy[i].output.len()))?)
+                            Some(rows(
+                                &lp.logprobs,
+                                rows_idx.iter().map(|&i| batch.policy[i].output.len()),
+                            )?)
                         }
                         _ => None,
                     };
@@ -315,62 +367,92 @@ impl Learner {
 
         // ALGO LOGIC: the Actor's and the Editor's PPO terms, each a mean over its tokens.
         for role in [Role::Actor, Role::Editor] {
-            let idx: Vec<usize> = p_mb.iter().copied().filter(|&i| batch.policy[i].role == role).collect();
+            let idx: Vec<usize> = p_mb
+                .iter()
+                .copied()
+                .filter(|&i| batch.policy[i].role == role)
+                .collect();
             if idx.is_empty() {
                 continue;
             }
-            let coef = if role == Role::Actor { 1.0 } else { args.lambda_editor };
+            let coef = if role == Role::Actor {
+                1.0
+            } else {
+                args.lambda_editor
+            };
             let n_tok: usize = idx.iter().map(|&i| batch.policy[i].output.len()).sum();
             let n_seq = idx.len();
             // A sample whose every loss term is zero (no advantage, and no value, entropy or
             // KL term) adds nothing to the gradient: skip its forward and backward. With a group
             // baseline that is every sample of a group whose returns all agree.
             let inert = |s: &PolicySample| {
-                s.advantage == 0.0 && !self.values.contains_key(&role) && args.ent_coef == 0.0 && args.kl_coef == 0.0
+                s.advantage == 0.0
+                    && !self.values.contains_key(&role)
+                    && args.ent_coef == 0.0
+                    && args.kl_coef == 0.0
             };
-            let idx: Vec<usize> = idx.into_iter().filter(|&i| !inert(&batch.policy[i])).collect();
+            let idx: Vec<usize> = idx
+                .into_iter()
+                .filter(|&i| !inert(&batch.policy[i]))
+                .collect();
             out.skipped += n_seq - idx.len();
             let (mut pg, mut v, mut ent, mut kl) = (0.0f32, 0.0f32, 0.0f32, 0.0f32);
             for micro in idx.chunks(args.micro_batch) {
-              for (chunk, lp, n) in self.policy_forward(role, micro, batch, heads)? {
-                let chunk = chunk.as_slice();
-                out.tokens += n;
-                let lens: Vec<usize> = chunk.iter().map(|&i| batch.policy[i].output.len()).collect();
-                if score_from_first_pass {
-                    // The policy has not moved since the rollout: these are the old values.
-                    let old = rows(&lp.logprobs.detach(), lens.iter().copied())?;
-                    for (k, &i) in chunk.iter().enumerate() {
-                        batch.policy[i].old_logp = Some(old[k].clone());
+                for (chunk, lp, n) in self.policy_forward(role, micro, batch, heads)? {
+                    let chunk = chunk.as_slice();
+                    out.tokens += n;
+                    let lens: Vec<usize> = chunk
+                        .iter()
+                        .map(|&i| batch.policy[i].output.len())
+                        .collect();
+                    if score_from_first_pass {
+                        // The policy has not moved since the rollout: these are the old values.
+                        let old = rows(&lp.logprobs.detach(), lens.iter().copied())?;
+                        for (k, &i) in chunk.iter().enumerate() {
+                            batch.policy[i].old_logp = Some(old[k].clone());
+                        }
                     }
+                    let old = padded(
+                        chunk
+                            .iter()
+                            .map(|&i| batch.policy[i].old_logp.as_deref().expect("scored")),
+                        &lp.mask,
+                    )?;
+                    let adv: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].advantage).collect();
+                    let adv = Tensor::new(adv.as_slice(), &Device::Cpu)?;
+                    let (pg_sum, st) =
+                        clipped_surrogate_sum(&lp.logprobs, &old, &adv, &lp.mask, args.clip_coef)?;
+                    let ent_sum = entropy_sum(&lp.entropy, &lp.mask)?;
+                    let mut loss = ((pg_sum / n_tok as f64)?
+                        - (&ent_sum * (f64::from(args.ent_coef) / n_tok as f64))?)?;
+                    if let Some(head) = self.values.get(&role) {
+                        let values = head.forward(&lp.hidden.narrow(1, 0, 1)?.squeeze(1)?)?;
+                        let ret: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].ret).collect();
+                        let v_sum =
+                            value_loss_sum(&values, &Tensor::new(ret.as_slice(), &Device::Cpu)?)?;
+                        v += v_sum.to_scalar::<f32>()?;
+                        loss = (loss + (v_sum * (f64::from(args.vf_coef) / n_seq as f64))?)?;
+                    }
+                    if args.kl_coef > 0.0 {
+                        // k3 = e^{ref − new} − (ref − new) − 1 ≥ 0 per token (Schulman's estimator).
+                        let r = padded(
+                            chunk
+                                .iter()
+                                .map(|&i| batch.policy[i].ref_logp.as_deref().expect("scored")),
+                            &lp.mask,
+                        )?;
+                        let d = (r - &lp.logprobs)?;
+                        let k3 = ((d.exp()? - &d)?.affine(1.0, -1.0)?.mul(&lp.mask))?.sum_all()?;
+                        kl += k3.to_scalar::<f32>()?;
+                        loss = (loss + (k3 * (f64::from(args.kl_coef) / n_tok as f64))?)?;
+                    }
+                    self.accumulate(&(loss * f64::from(coef))?, &mut grads)?;
+                    pg += st.loss_sum;
+                    ent += ent_sum.to_scalar::<f32>()?;
+                    out.clipped += st.clipped;
+                    out.approx_kl_sum += st.approx_kl_sum;
+                    out.policy_tokens += st.tokens;
                 }
-                let old = padded(chunk.iter().map(|&i| batch.policy[i].old_logp.as_deref().expect("scored")), &lp.mask)?;
-                let adv: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].advantage).collect();
-                let adv = Tensor::new(adv.as_slice(), &Device::Cpu)?;
-                let (pg_sum, st) = clipped_surrogate_sum(&lp.logprobs, &old, &adv, &lp.mask, args.clip_coef)?;
-                let ent_sum = entropy_sum(&lp.entropy, &lp.mask)?;
-                let mut loss = ((pg_sum / n_tok as f64)? - (&ent_sum * (f64::from(args.ent_coef) / n_tok as f64))?)?;
-                if let Some(head) = self.values.get(&role) {
-                    let values = head.forward(&lp.hidden.narrow(1, 0, 1)?.squeeze(1)?)?;
-                    let ret: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].ret).collect();
-                    let v_sum = value_loss_sum(&values, &Tensor::new(ret.as_slice(), &Device::Cpu)?)?;
-                    v += v_sum.to_scalar::<f32>()?;
-                    loss = (loss + (v_sum * (f64::from(args.vf_coef) / n_seq as f64))?)?;
-                }
-                if args.kl_coef > 0.0 {
-                    // k3 = e^{ref − new} − (ref − new) − 1 ≥ 0 per token (Schulman's estimator).
-                    let r = padded(chunk.iter().map(|&i| batch.policy[i].ref_logp.as_deref().expect("scored")), &lp.mask)?;
-                    let d = (r - &lp.logprobs)?;
-                    let k3 = ((d.exp()? - &d)?.affine(1.0, -1.0)?.mul(&lp.mask))?.sum_all()?;
-                    kl += k3.to_scalar::<f32>()?;
-                    loss = (loss + (k3 * (f64::from(args.kl_coef) / n_tok as f64))?)?;
-                }
-                self.accumulate(&(loss * f64::from(coef))?, &mut grads)?;
-                pg += st.loss_sum;
-                ent += ent_sum.to_scalar::<f32>()?;
-                out.clipped += st.clipped;
-                out.approx_kl_sum += st.approx_kl_sum;
-                out.policy_tokens += st.tokens;
-              }
             }
             out.policy.insert(role, pg / n_tok.max(1) as f32);
             out.entropy_sum += ent;
@@ -386,15 +468,19 @@ impl Learner {
             let n = j_mb.len() as f64;
             let mut sum = 0.0f32;
             for micro in j_mb.chunks(args.micro_batch) {
-              for (chunk, logits, tokens) in self.judge_forward(micro, batch, heads)? {
-                let chunk = chunk.as_slice();
-                out.tokens += tokens;
-                let labels: Vec<f32> = chunk.iter().map(|&i| f32::from(u8::from(batch.judge[i].label))).collect();
-                let labels = Tensor::new(labels.as_slice(), &Device::Cpu)?;
-                let l = judge_loss_sum(&logits, &labels, args.lambda_band, args.judge_threshold)?;
-                sum += l.to_scalar::<f32>()?;
-                self.accumulate(&(l * (f64::from(args.lambda_judge) / n))?, &mut grads)?;
-              }
+                for (chunk, logits, tokens) in self.judge_forward(micro, batch, heads)? {
+                    let chunk = chunk.as_slice();
+                    out.tokens += tokens;
+                    let labels: Vec<f32> = chunk
+                        .iter()
+                        .map(|&i| f32::from(u8::from(batch.judge[i].label)))
+                        .collect();
+                    let labels = Tensor::new(labels.as_slice(), &Device::Cpu)?;
+                    let l =
+                        judge_loss_sum(&logits, &labels, args.lambda_band, args.judge_threshold)?;
+                    sum += l.to_scalar::<f32>()?;
+                    self.accumulate(&(l * (f64::from(args.lambda_judge) / n))?, &mut grads)?;
+                }
             }
             out.judge = Some(sum / n as f32);
         }
@@ -418,14 +504,20 @@ impl Learner {
         if !self.args.detach_prompt {
             let items = items(&batch.policy, idx);
             let n = items.iter().map(|(p, c)| p.len() + c.len()).sum();
-            return Ok(vec![(idx.to_vec(), self.brain.batch_logprobs(role, &items)?, n)]);
+            return Ok(vec![(
+                idx.to_vec(),
+                self.brain.batch_logprobs(role, &items)?,
+                n,
+            )]);
         }
         let mut out = Vec::with_capacity(idx.len());
         for &i in idx {
             let s = &batch.policy[i];
             let split = s.prompt.len().saturating_sub(1);
             let head = heads.get(&self.brain, role, &s.prompt[..split])?;
-            let lp = self.brain.tail_logprobs(head, &s.prompt[split..], &s.output)?;
+            let lp = self
+                .brain
+                .tail_logprobs(head, &s.prompt[split..], &s.output)?;
             out.push((vec![i], lp, s.prompt.len() - split + s.output.len()));
         }
         Ok(out)
@@ -440,7 +532,8 @@ impl Learner {
         heads: &mut Heads,
     ) -> Result<Vec<(Vec<usize>, Tensor, usize)>, TrainError> {
         if !self.args.detach_prompt {
-            let prompts: Vec<Vec<u32>> = idx.iter().map(|&i| batch.judge[i].prompt.clone()).collect();
+            let prompts: Vec<Vec<u32>> =
+                idx.iter().map(|&i| batch.judge[i].prompt.clone()).collect();
             let n = prompts.iter().map(Vec::len).sum();
             return Ok(vec![(idx.to_vec(), self.brain.judge_logits(&prompts)?, n)]);
         }
@@ -449,7 +542,10 @@ impl Learner {
             let p = &batch.judge[i].prompt;
             let split = p.len().saturating_sub(JUDGE_TAIL);
             let head = heads.get(&self.brain, Role::Judge, &p[..split])?;
-            let logit = self.brain.judge_tail_logit(head, &p[split..])?.unsqueeze(0)?;
+            let logit = self
+                .brain
+                .judge_tail_logit(head, &p[split..])?
+                .unsqueeze(0)?;
             out.push((vec![i], logit, p.len() - split));
         }
         Ok(out)
@@ -475,7 +571,9 @@ impl Learner {
         let mut sum = 0.0;
         let mut n = 0usize;
         for s in samples {
-            let lp = self.brain.batch_logprobs(s.role, &[(s.prompt.clone(), s.output.clone())])?;
+            let lp = self
+                .brain
+                .batch_logprobs(s.role, &[(s.prompt.clone(), s.output.clone())])?;
             sum += lp.logprobs.sum_all()?.to_scalar::<f32>()?;
             n += s.output.len();
         }
@@ -502,14 +600,25 @@ impl Heads {
     /// The head of `tokens`, grown from the cached head of `role` that shares the longest
     /// prefix with it (prompts of one domain share ~800 tokens of system text, domain PDDL
     /// and example).
-    fn get(&mut self, brain: &Brain, role: Role, tokens: &[u32]) -> Result<&PromptHead, TrainError> {
+    fn get(
+        &mut self,
+        brain: &Brain,
+        role: Role,
+        tokens: &[u32],
+    ) -> Result<&PromptHead, TrainError> {
         let key = (role, tokens.to_vec());
         if !self.0.contains_key(&key) {
             let base = self
                 .0
                 .values()
                 .filter(|h| h.role() == role)
-                .max_by_key(|h| h.tokens().iter().zip(tokens).take_while(|(a, b)| a == b).count());
+                .max_by_key(|h| {
+                    h.tokens()
+                        .iter()
+                        .zip(tokens)
+                        .take_while(|(a, b)| a == b)
+                        .count()
+                });
             let h = brain.extend_prompt_head(role, tokens, base)?;
             self.0.insert(key.clone(), h);
         }
@@ -546,13 +655,19 @@ fn chunk(order: &[usize], n: usize, k: usize) -> Vec<usize> {
 }
 
 fn items(samples: &[PolicySample], idx: &[usize]) -> Vec<(Vec<u32>, Vec<u32>)> {
-    idx.iter().map(|&i| (samples[i].prompt.clone(), samples[i].output.clone())).collect()
+    idx.iter()
+        .map(|&i| (samples[i].prompt.clone(), samples[i].output.clone()))
+        .collect()
 }
 
 /// The rows of a `(b, t)` tensor, each cut to its length.
 fn rows(t: &Tensor, lens: impl Iterator<Item = usize>) -> candle_core::Result<Vec<Vec<f32>>> {
     let all = t.to_vec2::<f32>()?;
-    Ok(all.into_iter().zip(lens).map(|(r, n)| r[..n].to_vec()).collect())
+    Ok(all
+        .into_iter()
+        .zip(lens)
+        .map(|(r, n)| r[..n].to_vec())
+        .collect())
 }
 
 /// Rows of different lengths, zero-padded to `mask`'s shape.

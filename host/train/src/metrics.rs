@@ -103,7 +103,13 @@ pub struct MetricsRow {
 
 impl MetricsRow {
     /// The row of one update.
-    pub fn new(update: u64, global_episodes: u64, r: &RolloutStats, u: &UpdateStats, rollout_secs: f64) -> MetricsRow {
+    pub fn new(
+        update: u64,
+        global_episodes: u64,
+        r: &RolloutStats,
+        u: &UpdateStats,
+        rollout_secs: f64,
+    ) -> MetricsRow {
         let scores: Vec<f64> = r.judge.iter().map(|p| p.0).collect();
         let labels: Vec<bool> = r.judge.iter().map(|p| p.1).collect();
         MetricsRow {
@@ -118,7 +124,8 @@ impl MetricsRow {
             errors: r.errors,
             judge_auc: onebrain_eval::roc_auc(&scores, &labels).ok(),
             judge_ece: calibration_error(&r.judge),
-            judge_mean: (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64),
+            judge_mean: (!scores.is_empty())
+                .then(|| scores.iter().sum::<f64>() / scores.len() as f64),
             policy_actor: u.policy_actor,
             policy_editor: u.policy_editor,
             value: u.value,
@@ -131,8 +138,16 @@ impl MetricsRow {
             explained_variance: u.explained_variance,
             grad_norm: u.grad_norm,
             skipped_samples: u.skipped,
-            gen_tokens_per_s: if r.gen_secs > 0.0 { r.gen_tokens as f64 / r.gen_secs } else { 0.0 },
-            train_tokens_per_s: if u.secs > 0.0 { u.tokens as f64 / u.secs } else { 0.0 },
+            gen_tokens_per_s: if r.gen_secs > 0.0 {
+                r.gen_tokens as f64 / r.gen_secs
+            } else {
+                0.0
+            },
+            train_tokens_per_s: if u.secs > 0.0 {
+                u.tokens as f64 / u.secs
+            } else {
+                0.0
+            },
             rollout_secs,
             verify_secs: r.verify_secs,
             update_secs: u.secs,
@@ -171,15 +186,25 @@ impl MetricsLog {
     /// starts from) are dropped so the log matches the parameters.
     pub fn open(run_dir: &Path, updates: u64) -> Result<MetricsLog, TrainError> {
         let path = run_dir.join("metrics.jsonl");
-        let rows: Vec<MetricsRow> = read_rows(&path)?.into_iter().filter(|r| r.update <= updates).collect();
-        let text: String = rows.iter().map(|r| serde_json::to_string(r).expect("row") + "\n").collect();
+        let rows: Vec<MetricsRow> = read_rows(&path)?
+            .into_iter()
+            .filter(|r| r.update <= updates)
+            .collect();
+        let text: String = rows
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("row") + "\n")
+            .collect();
         fs::write(&path, text).map_err(|e| TrainError::io(&path, e))?;
         Ok(MetricsLog { path })
     }
 
     /// Appends one row and flushes it.
     pub fn append(&mut self, row: &MetricsRow) -> Result<(), TrainError> {
-        let mut f = OpenOptions::new().create(true).append(true).open(&self.path).map_err(|e| TrainError::io(&self.path, e))?;
+        let mut f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| TrainError::io(&self.path, e))?;
         writeln!(f, "{}", serde_json::to_string(row).expect("row"))
             .and_then(|_| f.flush())
             .map_err(|e| TrainError::io(&self.path, e))
@@ -196,7 +221,12 @@ impl MetricsLog {
         let rows = self.rows()?;
         let series = |f: &dyn Fn(&MetricsRow) -> Option<f64>| -> Vec<f64> {
             let mut last = 0.5;
-            rows.iter().map(|r| { last = f(r).unwrap_or(last); last }).collect()
+            rows.iter()
+                .map(|r| {
+                    last = f(r).unwrap_or(last);
+                    last
+                })
+                .collect()
         };
         let svg = onebrain_eval::line_chart(
             title,
@@ -222,5 +252,8 @@ fn read_rows(path: &Path) -> Result<Vec<MetricsRow>, TrainError> {
         Err(e) => return Err(TrainError::io(path, e)),
     };
     // A torn last line (a kill mid-write) is dropped.
-    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
 }

@@ -118,7 +118,10 @@ impl PpoArgs {
     pub fn validate(&self) -> Result<(), TrainError> {
         let bad = |m: String| Err(TrainError::Config(m));
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
-            return bad(format!("learning-rate must be > 0, got {}", self.learning_rate));
+            return bad(format!(
+                "learning-rate must be > 0, got {}",
+                self.learning_rate
+            ));
         }
         if self.batch_size == 0 || self.num_minibatches == 0 || self.update_epochs == 0 {
             return bad("batch-size, num-minibatches and update-epochs must be at least 1".into());
@@ -136,7 +139,10 @@ impl PpoArgs {
             return bad("advantage = \"group\" needs group-size of at least 2".into());
         }
         if !(0.0..1.0).contains(&self.clip_coef) || self.clip_coef == 0.0 {
-            return bad(format!("clip-coef must be in (0, 1), got {}", self.clip_coef));
+            return bad(format!(
+                "clip-coef must be in (0, 1), got {}",
+                self.clip_coef
+            ));
         }
         if !(0.0..=1.0).contains(&self.gamma) || !(0.0..=1.0).contains(&self.gae_lambda) {
             return bad("gamma and gae-lambda must be in [0, 1]".into());
@@ -420,7 +426,10 @@ mod tests {
         assert_eq!(st.tokens, 4.0);
         assert_eq!(st.clipped, 3.0);
         // Σ (r − 1) − log r over the four real tokens.
-        let kl: f32 = [0.5f32, -0.5, 0.1, 0.5].iter().map(|l| l.exp() - 1.0 - l).sum();
+        let kl: f32 = [0.5f32, -0.5, 0.1, 0.5]
+            .iter()
+            .map(|l| l.exp() - 1.0 - l)
+            .sum();
         close(st.approx_kl_sum, kl);
     }
 
@@ -434,7 +443,13 @@ mod tests {
         let mask = Tensor::ones((2, 1), candle_core::DType::F32, &Device::Cpu).unwrap();
         let (loss, _) = clipped_surrogate_sum(x.as_tensor(), &old, &adv, &mask, 0.2).unwrap();
         let g = loss.backward().unwrap();
-        let g = g.get(x.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let g = g
+            .get(x.as_tensor())
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         close(g[0], 0.0);
         close(g[1], -(-0.5f32).exp());
     }
@@ -462,7 +477,10 @@ mod tests {
         close(v.to_scalar::<f32>().unwrap(), 0.5);
         // Uniform over 4 tokens: entropy ln 4.
         let logp = Tensor::new(&[[0.25f32.ln(); 4]], &Device::Cpu).unwrap();
-        close(entropy_of(&logp).unwrap().to_vec1::<f32>().unwrap()[0], 4f32.ln());
+        close(
+            entropy_of(&logp).unwrap().to_vec1::<f32>().unwrap()[0],
+            4f32.ln(),
+        );
         let args = PpoArgs::default();
         close(joint_loss(1.0, 1.0, 1.0, &args), 1.8);
         close(explained_variance(&[1.0, 2.0], &[1.0, 2.0]).unwrap(), 1.0);
@@ -472,12 +490,35 @@ mod tests {
     #[test]
     fn defaults_are_the_papers_and_bad_values_fail() {
         let a = PpoArgs::default();
-        assert_eq!((a.learning_rate, a.batch_size, a.clip_coef, a.gamma), (3e-5, 32, 0.2, 0.9));
-        assert_eq!((a.lambda_editor, a.lambda_judge, a.judge_threshold), (0.5, 0.3, 0.5));
+        assert_eq!(
+            (a.learning_rate, a.batch_size, a.clip_coef, a.gamma),
+            (3e-5, 32, 0.2, 0.9)
+        );
+        assert_eq!(
+            (a.lambda_editor, a.lambda_judge, a.judge_threshold),
+            (0.5, 0.3, 0.5)
+        );
         assert!(a.validate().is_ok());
-        assert!(PpoArgs { batch_size: 30, group_size: 4, ..a.clone() }.validate().is_err());
-        assert!(PpoArgs { clip_coef: 0.0, ..a.clone() }.validate().is_err());
-        assert!(PpoArgs { advantage: Advantage::Group, group_size: 1, ..a.clone() }.validate().is_err());
+        assert!(PpoArgs {
+            batch_size: 30,
+            group_size: 4,
+            ..a.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(PpoArgs {
+            clip_coef: 0.0,
+            ..a.clone()
+        }
+        .validate()
+        .is_err());
+        assert!(PpoArgs {
+            advantage: Advantage::Group,
+            group_size: 1,
+            ..a.clone()
+        }
+        .validate()
+        .is_err());
         assert!(a.needs_scoring_pass());
         let lean = PpoArgs {
             advantage: Advantage::Group,

@@ -17,7 +17,9 @@ use std::time::Instant;
 
 use onebrain_core::Task;
 use onebrain_model::Brain;
-use onebrain_roles::{load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, Services};
+use onebrain_roles::{
+    load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, Services,
+};
 use onebrain_verifier::VerifierPool;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -83,7 +85,10 @@ pub struct Trainer {
 
 impl std::fmt::Debug for Trainer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Trainer").field("run_dir", &self.run_dir).field("state", &self.state).finish()
+        f.debug_struct("Trainer")
+            .field("run_dir", &self.run_dir)
+            .field("state", &self.state)
+            .finish()
     }
 }
 
@@ -126,7 +131,11 @@ impl Trainer {
         let solve = cfg.solve_config();
         let services = Services::load(&solve, base)?;
         let brain = load_model(&solve, base)?;
-        let reference = if cfg.ppo.kl_coef > 0.0 { Some(load_model(&solve, base)?) } else { None };
+        let reference = if cfg.ppo.kl_coef > 0.0 {
+            Some(load_model(&solve, base)?)
+        } else {
+            None
+        };
         let mut learner = Learner::new(brain, reference, cfg.ppo.clone(), cfg.ablation, cfg.seed)?;
         let state = match found {
             Some((dir, st)) => {
@@ -144,7 +153,16 @@ impl Trainer {
         };
         let stream = TaskSource::load(&cfg, base, &services)?;
         let metrics = MetricsLog::open(&run_dir, state.updates)?;
-        Ok(Trainer { cfg, base: base.to_path_buf(), run_dir, services, learner, state, stream, metrics })
+        Ok(Trainer {
+            cfg,
+            base: base.to_path_buf(),
+            run_dir,
+            services,
+            learner,
+            state,
+            stream,
+            metrics,
+        })
     }
 
     /// The run folder.
@@ -164,7 +182,11 @@ impl Trainer {
 
     /// Runs updates until `cfg.updates` are done; `stop_after` ends this call earlier (after
     /// that many updates), as a kill between updates would.
-    pub fn run(&mut self, stop_after: Option<u64>, on_event: &mut dyn FnMut(&TrainEvent)) -> Result<(), TrainError> {
+    pub fn run(
+        &mut self,
+        stop_after: Option<u64>,
+        on_event: &mut dyn FnMut(&TrainEvent),
+    ) -> Result<(), TrainError> {
         on_event(&TrainEvent::Started {
             done: self.state.updates,
             total: self.cfg.updates,
@@ -190,7 +212,10 @@ impl Trainer {
         let episodes_path = self.run_dir.join("episodes.jsonl");
         let mut records: HashMap<usize, (usize, EpisodeRecord)> = read_episodes(&episodes_path, u)?;
         let tasks: Vec<Task> = (0..n_tasks)
-            .map(|g| self.stream.task(&self.services, self.state.tasks_consumed + g as u64))
+            .map(|g| {
+                self.stream
+                    .task(&self.services, self.state.tasks_consumed + g as u64)
+            })
             .collect::<Result<_, _>>()?;
         let mut todo = Vec::new();
         let mut seed_slot: HashMap<u64, usize> = HashMap::new();
@@ -210,7 +235,8 @@ impl Trainer {
                 .open(&episodes_path)
                 .map_err(|e| TrainError::io(&episodes_path, e))?;
             cut_torn_tail(&episodes_path)?;
-            let pool = VerifierPool::new(Arc::clone(&self.services.verifier), self.cfg.solver.workers);
+            let pool =
+                VerifierPool::new(Arc::clone(&self.services.verifier), self.cfg.solver.workers);
             let ep_cfg = self.cfg.rollout_episode();
             let mut taken: HashSet<usize> = records.keys().copied().collect();
             let already = records.len();
@@ -233,16 +259,32 @@ impl Trainer {
                         .and_then(|s| seed_slot.get(&s.sampling.seed).copied())
                         .filter(|s| !taken.contains(s))
                         .or_else(|| {
-                            (0..slots).find(|s| !taken.contains(s) && tasks[s / group_size].id == rec.task_id)
+                            (0..slots).find(|s| {
+                                !taken.contains(s) && tasks[s / group_size].id == rec.task_id
+                            })
                         })
                         .expect("every record has a free slot");
                     taken.insert(slot);
-                    let line = EpisodeLine { update: u, slot, group: slot / group_size, record: rec };
-                    writeln!(file, "{}", serde_json::to_string(&line).expect("record serialises"))
-                        .and_then(|_| file.flush())
-                        .map_err(|e| TrainError::io(&episodes_path, e))?;
+                    let line = EpisodeLine {
+                        update: u,
+                        slot,
+                        group: slot / group_size,
+                        record: rec,
+                    };
+                    writeln!(
+                        file,
+                        "{}",
+                        serde_json::to_string(&line).expect("record serialises")
+                    )
+                    .and_then(|_| file.flush())
+                    .map_err(|e| TrainError::io(&episodes_path, e))?;
                     done += 1;
-                    on_event(&TrainEvent::Episode { update: u, done, total: slots, record: &line.record });
+                    on_event(&TrainEvent::Episode {
+                        update: u,
+                        done,
+                        total: slots,
+                        record: &line.record,
+                    });
                     new.push((slot, line.group, line.record));
                     Ok(())
                 },
@@ -265,11 +307,19 @@ impl Trainer {
         self.state.tasks_consumed += n_tasks as u64;
         self.state.episodes += slots as u64;
         self.state.optimizer_steps += stats.steps as u64;
-        let row = MetricsRow::new(self.state.updates, self.state.episodes, &batch.stats, &stats, rollout_secs);
+        let row = MetricsRow::new(
+            self.state.updates,
+            self.state.episodes,
+            &batch.stats,
+            &stats,
+            rollout_secs,
+        );
         self.metrics.append(&row)?;
         self.metrics.plot(&self.cfg.name)?;
         on_event(&TrainEvent::Updated(&row));
-        if self.state.updates % self.cfg.checkpoint_every == 0 || self.state.updates == self.cfg.updates {
+        if self.state.updates % self.cfg.checkpoint_every == 0
+            || self.state.updates == self.cfg.updates
+        {
             let dir = checkpoint::save(
                 &self.run_dir.join("checkpoints"),
                 &self.learner,
@@ -299,7 +349,10 @@ fn episode_seed(run_seed: u64, update: u64, slot: usize) -> u64 {
 }
 
 /// The episodes recorded for update `update`, by slot.
-fn read_episodes(path: &Path, update: u64) -> Result<HashMap<usize, (usize, EpisodeRecord)>, TrainError> {
+fn read_episodes(
+    path: &Path,
+    update: u64,
+) -> Result<HashMap<usize, (usize, EpisodeRecord)>, TrainError> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
@@ -318,8 +371,12 @@ fn cut_torn_tail(path: &Path) -> Result<(), TrainError> {
     let bytes = fs::read(path).map_err(|e| TrainError::io(path, e))?;
     let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     if keep < bytes.len() {
-        let f = OpenOptions::new().write(true).open(path).map_err(|e| TrainError::io(path, e))?;
-        f.set_len(keep as u64).map_err(|e| TrainError::io(path, e))?;
+        let f = OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| TrainError::io(path, e))?;
+        f.set_len(keep as u64)
+            .map_err(|e| TrainError::io(path, e))?;
     }
     Ok(())
 }
@@ -328,7 +385,11 @@ fn cut_torn_tail(path: &Path) -> Result<(), TrainError> {
 enum TaskSource {
     /// Generated by the domain plugins: task i is domain i mod d, size (i / d) mod s, seed
     /// first-seed + i.
-    Generated { domains: Vec<String>, sizes: Vec<u32>, first_seed: u64 },
+    Generated {
+        domains: Vec<String>,
+        sizes: Vec<u32>,
+        first_seed: u64,
+    },
     /// Benchmark rows, cycled.
     Rows(Vec<Task>),
 }
@@ -340,29 +401,47 @@ impl TaskSource {
             for d in &t.domains {
                 services.domain(d)?;
             }
-            return Ok(TaskSource::Generated { domains: t.domains.clone(), sizes: t.sizes.clone(), first_seed: t.first_seed });
+            return Ok(TaskSource::Generated {
+                domains: t.domains.clone(),
+                sizes: t.sizes.clone(),
+                first_seed: t.first_seed,
+            });
         }
         let data = base.join(&cfg.data);
         let mut rows = Vec::new();
         for b in &t.benchmarks {
             let adapter = services.domain(&b.domain)?;
-            rows.extend(b.tasks(&data, adapter.as_ref()).map_err(|e| TrainError::Tasks(e.to_string()))?);
+            rows.extend(
+                b.tasks(&data, adapter.as_ref())
+                    .map_err(|e| TrainError::Tasks(e.to_string()))?,
+            );
         }
         if rows.is_empty() {
-            return Err(TrainError::Tasks("the [tasks] benchmarks hold no task".into()));
+            return Err(TrainError::Tasks(
+                "the [tasks] benchmarks hold no task".into(),
+            ));
         }
         Ok(TaskSource::Rows(rows))
     }
 
     fn task(&self, services: &Services, position: u64) -> Result<Task, TrainError> {
         match self {
-            TaskSource::Generated { domains, sizes, first_seed } => {
+            TaskSource::Generated {
+                domains,
+                sizes,
+                first_seed,
+            } => {
                 let d = &domains[(position % domains.len() as u64) as usize];
                 let size = sizes[((position / domains.len() as u64) % sizes.len() as u64) as usize];
                 services
                     .domain(d)?
                     .generate(first_seed + position, size)
-                    .map_err(|e| TrainError::Tasks(format!("{d}: generate(seed {}, size {size}): {e}", first_seed + position)))
+                    .map_err(|e| {
+                        TrainError::Tasks(format!(
+                            "{d}: generate(seed {}, size {size}): {e}",
+                            first_seed + position
+                        ))
+                    })
             }
             TaskSource::Rows(rows) => Ok(rows[(position % rows.len() as u64) as usize].clone()),
         }
@@ -381,7 +460,10 @@ mod tests {
                 let s = episode_seed(7, u, slot);
                 assert!(s < u64::MAX >> 7);
                 for step in 0..6 {
-                    assert!(seen.insert(s + step), "seed collision at update {u} slot {slot}");
+                    assert!(
+                        seen.insert(s + step),
+                        "seed collision at update {u} slot {slot}"
+                    );
                 }
             }
         }

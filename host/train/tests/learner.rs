@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use onebrain_model::{Brain, ModelConfig, Role};
 use onebrain_train::{
-    checkpoint_dir, latest, restore, save_checkpoint, Ablation, Advantage, Batch, JudgeSample, Learner,
-    PolicySample, PpoArgs, TrainState,
+    checkpoint_dir, latest, restore, save_checkpoint, Ablation, Advantage, Batch, JudgeSample,
+    Learner, PolicySample, PpoArgs, TrainState,
 };
 
 fn brain() -> Brain {
@@ -28,7 +28,9 @@ fn args() -> PpoArgs {
 /// Two tasks, two samples each: per task one answer rewarded, one not; two Judge examples.
 fn batch(brain: &Brain, salt: &str) -> Batch {
     let enc = |s: &str| brain.encode(s).unwrap();
-    let prompt = |t: &str| enc(&brain.chat_prompt("You write PDDL.", &format!("Put {t} on the table. {salt}")));
+    let prompt = |t: &str| {
+        enc(&brain.chat_prompt("You write PDDL.", &format!("Put {t} on the table. {salt}")))
+    };
     let sample = |role, t: &str, out: &str, group, episode, step, reward| PolicySample {
         role,
         prompt: prompt(t),
@@ -53,8 +55,16 @@ fn batch(brain: &Brain, salt: &str) -> Batch {
             sample(Role::Editor, "b", "(:init (on a a))", 1, 2, 1, 0.0),
         ],
         judge: vec![
-            JudgeSample { prompt: prompt("judge a"), label: true, score: 0.5 },
-            JudgeSample { prompt: prompt("judge b"), label: false, score: 0.5 },
+            JudgeSample {
+                prompt: prompt("judge a"),
+                label: true,
+                score: 0.5,
+            },
+            JudgeSample {
+                prompt: prompt("judge b"),
+                label: false,
+                score: 0.5,
+            },
         ],
         stats: Default::default(),
     }
@@ -62,7 +72,18 @@ fn batch(brain: &Brain, salt: &str) -> Batch {
 
 fn snapshot(brain: &Brain) -> BTreeMap<String, Vec<f32>> {
     let data = brain.trainable().data().lock().unwrap();
-    data.iter().map(|(k, v)| (k.clone(), v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect()
+    data.iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.as_tensor()
+                    .flatten_all()
+                    .unwrap()
+                    .to_vec1::<f32>()
+                    .unwrap(),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -75,17 +96,32 @@ fn one_update_moves_the_parameters_and_lowers_its_own_loss() {
     let after = snapshot(learner.brain_ref());
     assert_eq!((stats.epochs, stats.steps), (2, 2));
     let first = stats.total_first.unwrap();
-    assert!(stats.total < first, "the second epoch's loss {} should be below the first's {first}", stats.total);
+    assert!(
+        stats.total < first,
+        "the second epoch's loss {} should be below the first's {first}",
+        stats.total
+    );
     assert!(stats.judge.is_some() && stats.policy_actor.is_some() && stats.policy_editor.is_some());
     // Every trained role moved: soft tokens and LoRA of Actor, Editor and Judge, and the head.
-    for prefix in ["actor.role_tokens", "actor.lora.29.down_proj.b", "editor.lora.0.q_proj.b", "judge.head.weight", "judge.lora.5.v_proj.b"] {
+    for prefix in [
+        "actor.role_tokens",
+        "actor.lora.29.down_proj.b",
+        "editor.lora.0.q_proj.b",
+        "judge.head.weight",
+        "judge.lora.5.v_proj.b",
+    ] {
         assert!(before[prefix] != after[prefix], "{prefix} did not move");
     }
     // The rewarded answer became more likely, relative to its unrewarded twin.
     let lp = |i: usize| learner.mean_logprob(&batch.policy[i..=i]).unwrap();
     let fresh = Learner::new(brain(), None, args(), Ablation::Full, 3).unwrap();
     let lp0 = |i: usize| fresh.mean_logprob(&batch.policy[i..=i]).unwrap();
-    assert!(lp(0) - lp0(0) > lp(1) - lp0(1), "rewarded {} vs unrewarded {}", lp(0) - lp0(0), lp(1) - lp0(1));
+    assert!(
+        lp(0) - lp0(0) > lp(1) - lp0(1),
+        "rewarded {} vs unrewarded {}",
+        lp(0) - lp0(0),
+        lp(1) - lp0(1)
+    );
 }
 
 #[test]
@@ -93,14 +129,20 @@ fn ablations_train_only_their_roles() {
     let b = brain();
     let mut batch = batch(&b, "");
     let before = snapshot(&b);
-    let args = PpoArgs { update_epochs: 1, ..args() };
+    let args = PpoArgs {
+        update_epochs: 1,
+        ..args()
+    };
     let mut learner = Learner::new(b, None, args, Ablation::ActorOnly, 3).unwrap();
     batch.policy.retain(|s| s.role == Role::Actor);
     batch.judge.clear();
     learner.update(&mut batch).unwrap();
     let after = snapshot(learner.brain_ref());
     for (k, v) in &before {
-        assert!(*v == after[k] || k.starts_with("actor."), "{k} moved in the Actor-only ablation");
+        assert!(
+            *v == after[k] || k.starts_with("actor."),
+            "{k} moved in the Actor-only ablation"
+        );
     }
     assert!(before["actor.lora.29.down_proj.b"] != after["actor.lora.29.down_proj.b"]);
 }
@@ -109,7 +151,10 @@ fn ablations_train_only_their_roles() {
 fn checkpoint_then_resume_gives_the_same_next_update() {
     let dir = tempfile::tempdir().unwrap();
     let ckpts = dir.path().join("checkpoints");
-    let args = PpoArgs { advantage: Advantage::ValueHead, ..args() };
+    let args = PpoArgs {
+        advantage: Advantage::ValueHead,
+        ..args()
+    };
     let b = brain();
     let (b1, b2) = (batch(&b, "first"), batch(&b, "second"));
 
@@ -134,7 +179,10 @@ fn checkpoint_then_resume_gives_the_same_next_update() {
     assert_eq!(resumed.updates(), 1);
     resumed.update(&mut b2.clone()).unwrap();
 
-    let (x, y) = (snapshot(straight.brain_ref()), snapshot(resumed.brain_ref()));
+    let (x, y) = (
+        snapshot(straight.brain_ref()),
+        snapshot(resumed.brain_ref()),
+    );
     for (k, v) in &x {
         assert!(*v == y[k], "{k} differs after resume");
     }
@@ -153,10 +201,18 @@ fn a_detached_prompt_update_lowers_the_loss_and_leaves_the_role_tokens() {
     let b = brain();
     let mut batch = batch(&b, "");
     let before = snapshot(&b);
-    let args = PpoArgs { detach_prompt: true, ..args() };
+    let args = PpoArgs {
+        detach_prompt: true,
+        ..args()
+    };
     let mut learner = Learner::new(b, None, args, Ablation::Full, 3).unwrap();
     let stats = learner.update(&mut batch).unwrap();
-    assert!(stats.total < stats.total_first.unwrap(), "{} vs {:?}", stats.total, stats.total_first);
+    assert!(
+        stats.total < stats.total_first.unwrap(),
+        "{} vs {:?}",
+        stats.total,
+        stats.total_first
+    );
     let after = snapshot(learner.brain_ref());
     assert!(before["actor.lora.29.down_proj.b"] != after["actor.lora.29.down_proj.b"]);
     assert!(before["judge.head.weight"] != after["judge.head.weight"]);

@@ -18,11 +18,21 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let verbose = args.verbose;
     trainer.run(None, &mut |e| {
         match e {
-            TrainEvent::Started { done, total, trainable, run_dir } => eprintln!(
+            TrainEvent::Started {
+                done,
+                total,
+                trainable,
+                run_dir,
+            } => eprintln!(
                 "training {} ({trainable} trainable parameters): {done} of {total} updates done",
                 run_dir.display()
             ),
-            TrainEvent::Episode { update, done, total, record } => {
+            TrainEvent::Episode {
+                update,
+                done,
+                total,
+                record,
+            } => {
                 if verbose {
                     eprintln!(
                         "  update {} episode {done}/{total}: {} b0={} bT={} repairs={}{}",
@@ -31,7 +41,11 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                         u8::from(record.b0),
                         u8::from(record.solved),
                         record.repairs,
-                        record.error.as_deref().map(|e| format!(" error: {e}")).unwrap_or_default()
+                        record
+                            .error
+                            .as_deref()
+                            .map(|e| format!(" error: {e}"))
+                            .unwrap_or_default()
                     );
                 } else {
                     eprint!("\r  update {} rollouts {done}/{total}", update + 1);
