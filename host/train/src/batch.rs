@@ -39,6 +39,34 @@ pub struct PolicySample {
     pub ref_logp: Option<Vec<f32>>,
 }
 
+impl PolicySample {
+    /// A sample of `role` generating `output` after `prompt`, at (episode, task group,
+    /// step), with reward r_t; nothing scored yet.
+    pub fn new(
+        role: Role,
+        prompt: Vec<u32>,
+        output: Vec<u32>,
+        at: (usize, usize, u32),
+        reward: f32,
+    ) -> Self {
+        let (episode, group, step) = at;
+        PolicySample {
+            role,
+            prompt,
+            output,
+            episode,
+            group,
+            step,
+            reward,
+            value: 0.0,
+            advantage: 0.0,
+            ret: 0.0,
+            old_logp: None,
+            ref_logp: None,
+        }
+    }
+}
+
 /// One Judge example: the prompt (x, y_0) and whether the solver solved y_0.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JudgeSample {
@@ -143,20 +171,12 @@ impl Batch {
                     Role::Editor => 0.0,
                     Role::Judge => continue,
                 };
-                batch.policy.push(PolicySample {
-                    role: step.role,
-                    prompt: encode(&step.prompt)?,
-                    output: step.output_tokens.clone(),
-                    episode,
-                    group: *group,
-                    step: step.index,
-                    reward,
-                    value: 0.0,
-                    advantage: 0.0,
-                    ret: 0.0,
-                    old_logp: None,
-                    ref_logp: None,
-                });
+                let prompt = encode(&step.prompt)?;
+                let output = step.output_tokens.clone();
+                let at = (episode, *group, step.index);
+                batch
+                    .policy
+                    .push(PolicySample::new(step.role, prompt, output, at, reward));
             }
             if ablation.trains(Role::Judge) {
                 let judged = rec.steps.iter().find(|s| s.judge_prompt.is_some());

@@ -38,7 +38,8 @@ pub struct TrainState {
     pub tasks_consumed: u64,
     /// Episodes recorded up to the end of `updates`.
     pub episodes: u64,
-    /// sha256 of the run's config (every key but `updates`): a resumed run must match it.
+    /// sha256 of the run's config (every key but `updates` and `out-dir`): a resumed run
+    /// must match it.
     pub config_sha256: String,
 }
 

@@ -28,7 +28,10 @@ pub enum Ablation {
     ActorEditor,
     /// Editor and Judge learn; the Actor writes y_0 but is not trained.
     EditorJudge,
-    /// All three roles, each with its own copy of every trainable parameter.
+    /// All three roles, each with its own copy of every trainable parameter (sets
+    /// `model.separate_models`). The role adapters are separate in every ablation; this one
+    /// differs from `full` when `model.train_backbone` trains the backbone too: three
+    /// backbones instead of one shared.
     SeparateModels,
 }
 
@@ -204,9 +207,9 @@ impl TrainConfig {
                 "[plugins] reward is required: rewards come from the reward plugin".into(),
             ));
         }
-        if self.model.separate_models != (self.ablation == Ablation::SeparateModels) {
+        if self.model.separate_models && self.ablation != Ablation::SeparateModels {
             return Err(TrainError::Config(
-                "model.separate_models must be true exactly when ablation = \"separate-models\""
+                "model.separate_models is the \"separate-models\" ablation: set `ablation` instead"
                     .into(),
             ));
         }
@@ -227,7 +230,10 @@ impl TrainConfig {
     /// The solve config of the rollouts (what `Services` and the model are built from).
     pub fn solve_config(&self) -> SolveConfig {
         SolveConfig {
-            model: self.model.clone(),
+            model: ModelConfig {
+                separate_models: self.ablation == Ablation::SeparateModels,
+                ..self.model.clone()
+            },
             episode: self.rollout_episode(),
             solver: self.solver.clone(),
             plugins: self.plugins.clone(),
@@ -297,11 +303,10 @@ mod tests {
             "unknown key"
         );
         assert!(TrainConfig::from_toml(&format!("{ok}[episode]\nstrategy = \"llm+p\"")).is_err());
-        assert!(TrainConfig::from_toml(&format!("ablation = \"separate-models\"\n{ok}")).is_err());
-        assert!(TrainConfig::from_toml(&format!(
-            "ablation = \"separate-models\"\n{ok}[model]\nseparate_models = true"
-        ))
-        .is_ok());
+        let sep = TrainConfig::from_toml(&format!("ablation = \"separate-models\"\n{ok}")).unwrap();
+        assert!(sep.solve_config().model.separate_models);
+        assert!(!c.solve_config().model.separate_models);
+        assert!(TrainConfig::from_toml(&format!("{ok}[model]\nseparate_models = true")).is_err());
     }
 
     #[test]

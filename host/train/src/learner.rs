@@ -264,6 +264,8 @@ impl Learner {
                     continue;
                 }
                 let out = self.minibatch(batch, &p_mb, &j_mb, score_from_first_pass, &mut heads)?;
+                // The heads were computed with the parameters this step just changed.
+                heads.0.clear();
                 stats.tokens += out.tokens;
                 stats.skipped = out.skipped;
                 epoch_kl.0 += out.approx_kl_sum;
@@ -590,9 +592,8 @@ impl Learner {
 /// `max-tokens`, 160–320 in the shipped configs) and the closing question.
 const JUDGE_TAIL: usize = 384;
 
-/// Prompt heads of one update, by role and tokens. They hold keys and values computed with
-/// the parameters the update started from: stale once a step is taken, which is why they
-/// are only used for the prefix that training treats as a constant anyway.
+/// Prompt heads, by role and tokens: keys and values computed with the current parameters,
+/// dropped after every optimizer step.
 #[derive(Default)]
 struct Heads(HashMap<(Role, Vec<u32>), PromptHead>);
 

@@ -246,12 +246,19 @@ impl MetricsLog {
 }
 
 fn read_rows(path: &Path) -> Result<Vec<MetricsRow>, TrainError> {
+    read_jsonl(path)
+}
+
+/// Every line of a JSONL file that parses as `T`, in order; a missing file is empty. A torn
+/// last line (a kill mid-write) does not parse and is dropped.
+pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Vec<T>, TrainError> {
     let text = match fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(TrainError::io(path, e)),
     };
-    // A torn last line (a kill mid-write) is dropped.
     Ok(text
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

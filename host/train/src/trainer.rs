@@ -29,7 +29,7 @@ use crate::checkpoint::{self, TrainState};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::learner::Learner;
-use crate::metrics::{MetricsLog, MetricsRow};
+use crate::metrics::{read_jsonl, MetricsLog, MetricsRow};
 
 /// What the loop reports as it goes.
 #[derive(Debug)]
@@ -92,10 +92,12 @@ impl std::fmt::Debug for Trainer {
     }
 }
 
-/// sha256 of the config with `updates` blanked: what must not change across a resume.
+/// sha256 of the config with `updates` and `out-dir` blanked: what must not change across a
+/// resume (a run may be extended, or moved to another folder).
 fn config_digest(cfg: &TrainConfig) -> String {
     let mut c = cfg.clone();
     c.updates = 0;
+    c.out_dir = PathBuf::new();
     let json = serde_json::to_string(&c).expect("config serialises");
     hex::encode(Sha256::digest(json.as_bytes()))
 }
@@ -118,7 +120,7 @@ impl Trainer {
         if let Some((_, st)) = &found {
             if st.config_sha256 != digest {
                 return Err(TrainError::Config(format!(
-                    "the config differs from the one {} was trained with (only `updates` may change on --resume); \
+                    "the config differs from the one {} was trained with (only `updates` and `out-dir` may change on --resume); \
                      compare it with {}",
                     run_dir.display(),
                     config_json.display()
@@ -353,14 +355,8 @@ fn read_episodes(
     path: &Path,
     update: u64,
 ) -> Result<HashMap<usize, (usize, EpisodeRecord)>, TrainError> {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
-        Err(e) => return Err(TrainError::io(path, e)),
-    };
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<EpisodeLine>(l).ok())
+    Ok(read_jsonl::<EpisodeLine>(path)?
+        .into_iter()
         .filter(|l| l.update == update)
         .map(|l| (l.slot, (l.group, l.record)))
         .collect())

@@ -31,19 +31,8 @@ fn batch(brain: &Brain, salt: &str) -> Batch {
     let prompt = |t: &str| {
         enc(&brain.chat_prompt("You write PDDL.", &format!("Put {t} on the table. {salt}")))
     };
-    let sample = |role, t: &str, out: &str, group, episode, step, reward| PolicySample {
-        role,
-        prompt: prompt(t),
-        output: enc(out),
-        episode,
-        group,
-        step,
-        reward,
-        value: 0.0,
-        advantage: 0.0,
-        ret: 0.0,
-        old_logp: None,
-        ref_logp: None,
+    let sample = |role, t: &str, out: &str, group, episode, step, reward| {
+        PolicySample::new(role, prompt(t), enc(out), (episode, group, step), reward)
     };
     Batch {
         policy: vec![
