@@ -119,11 +119,16 @@ impl Trainer {
         let digest = config_digest(&cfg);
         if let Some((_, st)) = &found {
             if st.config_sha256 != digest {
+                let changed = fs::read_to_string(&config_json)
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<TrainConfig>(&t).ok())
+                    .map(|old| changed_keys(&old, &cfg).join(", "))
+                    .filter(|k| !k.is_empty())
+                    .unwrap_or_else(|| format!("see {}", config_json.display()));
                 return Err(TrainError::Config(format!(
-                    "the config differs from the one {} was trained with (only `updates` and `out-dir` may change on --resume); \
-                     compare it with {}",
+                    "the config differs from the one {} was trained with ({changed}); only `updates` and \
+                     `out-dir` may change on --resume",
                     run_dir.display(),
-                    config_json.display()
                 )));
             }
         }
@@ -339,6 +344,40 @@ impl Trainer {
     }
 }
 
+/// The keys (`ppo.learning-rate`, …) whose values differ between two configs, `updates` and
+/// `out-dir` aside.
+fn changed_keys(old: &TrainConfig, new: &TrainConfig) -> Vec<String> {
+    let flat = |c: &TrainConfig| {
+        let mut out = std::collections::BTreeMap::new();
+        let serde_json::Value::Object(top) = serde_json::to_value(c).expect("config serialises")
+        else {
+            return out;
+        };
+        for (k, v) in top {
+            match v {
+                serde_json::Value::Object(inner) => {
+                    for (k2, v2) in inner {
+                        out.insert(format!("{k}.{k2}"), v2);
+                    }
+                }
+                v => {
+                    out.insert(k, v);
+                }
+            }
+        }
+        out.remove("updates");
+        out.remove("out-dir");
+        out
+    };
+    let (a, b) = (flat(old), flat(new));
+    let keys: std::collections::BTreeSet<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .collect();
+    keys.into_iter().cloned().collect()
+}
+
 /// The sampling seed of episode `slot` of update `update`: distinct per slot and spread out,
 /// so that no two episodes' per-step seeds (seed + i) meet.
 fn episode_seed(run_seed: u64, update: u64, slot: usize) -> u64 {
@@ -447,6 +486,20 @@ impl TaskSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_changed_config_names_its_changed_keys() {
+        let a = TrainConfig::default();
+        let mut b = a.clone();
+        b.updates = 7;
+        b.out_dir = PathBuf::from("elsewhere");
+        assert!(changed_keys(&a, &b).is_empty());
+        assert_eq!(config_digest(&a), config_digest(&b));
+        b.ppo.learning_rate = 1e-4;
+        b.seed = 3;
+        assert_eq!(changed_keys(&a, &b), ["ppo.learning-rate", "seed"]);
+        assert_ne!(config_digest(&a), config_digest(&b));
+    }
 
     #[test]
     fn episode_seeds_are_distinct_and_leave_room_for_steps() {
