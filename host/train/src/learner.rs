@@ -80,6 +80,8 @@ pub struct UpdateStats {
     pub epochs: usize,
     /// Optimizer steps taken.
     pub steps: usize,
+    /// Steps dropped because the gradient was not finite (the parameters stayed as they were).
+    pub dropped_steps: usize,
     /// Tokens through forward + backward (prompts included), all epochs.
     pub tokens: usize,
     /// Policy samples skipped because every loss term of theirs was zero (last epoch).
@@ -271,7 +273,11 @@ impl Learner {
                 epoch_kl.0 += out.approx_kl_sum;
                 epoch_kl.1 += out.policy_tokens;
                 stats.grad_norm = out.grad_norm;
-                stats.steps += 1;
+                if out.dropped_step {
+                    stats.dropped_steps += 1;
+                } else {
+                    stats.steps += 1;
+                }
                 // The figures of the last minibatch run are the ones reported.
                 let tokens = out.policy_tokens.max(1.0);
                 let seqs = out.value_seqs.max(1) as f32;
@@ -488,7 +494,13 @@ impl Learner {
         }
 
         out.grad_norm = clip_grad_norm(&mut grads, args.max_grad_norm)?;
-        self.opt.step(&grads)?;
+        if out.grad_norm.is_finite() {
+            self.opt.step(&grads)?;
+        } else {
+            // A NaN or infinite gradient would poison every parameter and every later
+            // checkpoint: this step is dropped and counted instead.
+            out.dropped_step = true;
+        }
         Ok(out)
     }
 
@@ -641,6 +653,7 @@ struct MinibatchOut {
     grad_norm: f32,
     tokens: usize,
     skipped: usize,
+    dropped_step: bool,
 }
 
 impl MinibatchOut {

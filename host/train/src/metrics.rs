@@ -81,6 +81,9 @@ pub struct MetricsRow {
     /// Gradient norm before clipping.
     #[serde(rename = "losses/grad_norm")]
     pub grad_norm: f32,
+    /// Optimizer steps dropped for a non-finite gradient.
+    #[serde(rename = "losses/dropped_steps", default)]
+    pub dropped_steps: usize,
     /// Policy samples the update skipped: every loss term of theirs was zero.
     #[serde(rename = "perf/skipped_samples")]
     pub skipped_samples: usize,
@@ -137,6 +140,7 @@ impl MetricsRow {
             kl_ref: u.kl_ref,
             explained_variance: u.explained_variance,
             grad_norm: u.grad_norm,
+            dropped_steps: u.dropped_steps,
             skipped_samples: u.skipped,
             gen_tokens_per_s: if r.gen_secs > 0.0 {
                 r.gen_tokens as f64 / r.gen_secs
@@ -171,7 +175,11 @@ impl MetricsRow {
             self.clipfrac,
             self.rollout_secs,
             self.update_secs
-        )
+        ) + &if self.dropped_steps > 0 {
+            format!(" | {} step(s) dropped: non-finite gradient", self.dropped_steps)
+        } else {
+            String::new()
+        }
     }
 }
 
