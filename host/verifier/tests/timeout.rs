@@ -49,11 +49,16 @@ fn planner_is_killed_at_the_limit() {
     assert!(v.solver_output.as_ref().unwrap().timed_out);
     // Killed at the limit, not whenever the search would have given up.
     assert!(elapsed < Duration::from_secs(10), "took {elapsed:?}");
-    assert!(
-        processes_in(tmp.path()).is_empty(),
-        "planner processes left: {:?}",
-        processes_in(tmp.path())
-    );
+    // SIGKILL is delivered to the whole group at once, but a killed grandchild (the
+    // search under the driver) can take a moment to finish exiting: give it up to 5 s,
+    // which still fails a planner that really outlives its limit.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut left = processes_in(tmp.path());
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        left = processes_in(tmp.path());
+    }
+    assert!(left.is_empty(), "planner processes left: {left:?}");
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "temporary directories left: {left:?}");
 }
