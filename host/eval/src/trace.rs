@@ -132,7 +132,9 @@ impl TraceWriter {
     }
 
     /// Appends one record and flushes it to the OS.
-    pub fn append(&mut self, record: &EpisodeRecord) -> Result<(), TraceError> {
+    /// Any record serialises: training logs its own lines (episodes with their update and
+    /// slot, metrics) through the same writer.
+    pub fn append(&mut self, record: &impl serde::Serialize) -> Result<(), TraceError> {
         let mut line = serde_json::to_string(record).map_err(TraceError::Serialize)?;
         line.push('\n');
         let io = |source| TraceError::Io {

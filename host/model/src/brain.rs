@@ -828,12 +828,7 @@ impl Brain {
         if head.kv.len + row.len() > backbone.max_positions() {
             return Err(Error::ContextOverflow { tokens: head.kv.len + row.len(), max_new: 0, context: backbone.max_positions() });
         }
-        let view: RoleView = self.role_params(role).view(self.scale, false)?;
-        let ids = Tensor::new(row.as_slice(), &Device::Cpu)?.unsqueeze(0)?;
-        let x = backbone.embed(&ids)?;
-        let mut kv = head.kv.clone();
-        let step = Step { positions: None, mask: None };
-        let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?;
+        let hidden = self.tail_hidden(head, &row)?;
         let c = continuation.len();
         let h = hidden.dim(1)?;
         if c == 0 {
@@ -843,11 +838,8 @@ impl Brain {
         }
         // Position tail.len()-1+j predicts continuation token j.
         let sel = hidden.narrow(0, tail.len() - 1, c)?;
-        let logits = backbone.logits(&sel)?;
-        let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
-        let targets = Tensor::new(continuation, &Device::Cpu)?.unsqueeze(1)?;
-        let lp = logp.gather(&targets, 1)?.reshape((1, c))?;
-        let entropy = logp.exp()?.mul(&logp)?.sum(D::Minus1)?.neg()?.reshape((1, c))?;
+        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, continuation)?;
+        let (lp, entropy) = (lp.reshape((1, c))?, entropy.reshape((1, c))?);
         let mask = Tensor::ones((1, c), DType::F32, &Device::Cpu)?;
         Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.unsqueeze(0)?, entropy })
     }
@@ -862,16 +854,20 @@ impl Brain {
             return Err(Error::EmptyInput("the tail needs the prompt's last token"));
         }
         self.check_tokens(tail)?;
-        let backbone = self.dense_for(Role::Judge)?;
-        let view: RoleView = self.role_params(Role::Judge).view(self.scale, false)?;
-        let ids = Tensor::new(tail, &Device::Cpu)?.unsqueeze(0)?;
+        let hidden = self.tail_hidden(head, tail)?;
+        Ok(self.judge_head_logits(&hidden.narrow(0, tail.len() - 1, 1)?)?.squeeze(0)?)
+    }
+
+    /// Final hidden states `(len, hidden)` of `tokens` after the constant `head`, with a
+    /// graph to the role's parameters.
+    fn tail_hidden(&self, head: &PromptHead, tokens: &[u32]) -> Result<Tensor> {
+        let backbone = self.dense_for(head.role)?;
+        let view: RoleView = self.role_params(head.role).view(self.scale, false)?;
+        let ids = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
         let x = backbone.embed(&ids)?;
         let mut kv = head.kv.clone();
         let step = Step { positions: None, mask: None };
-        let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?;
-        let last = hidden.narrow(0, tail.len() - 1, 1)?;
-        let w = self.judge_head.w.as_tensor().unsqueeze(1)?;
-        Ok(last.matmul(&w)?.squeeze(1)?.broadcast_add(self.judge_head.b.as_tensor())?.squeeze(0)?)
+        Ok(backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?)
     }
 
     /// Differentiable logits `(len, vocab)` at every position of one token sequence.
@@ -924,12 +920,10 @@ impl Brain {
         }
         let idx = Tensor::from_vec(idx, b * c_max, &Device::Cpu)?;
         let sel = hidden.reshape((b * t, h))?.index_select(&idx, 0)?;
-        let logits = self.dense_for(role)?.logits(&sel)?;
-        let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
-        let targets = Tensor::from_vec(targets, (b * c_max, 1), &Device::Cpu)?;
+        let (lp, entropy) = token_logprobs(&self.dense_for(role)?.logits(&sel)?, &targets)?;
         let mask = Tensor::from_vec(mask, (b, c_max), &Device::Cpu)?;
-        let lp = logp.gather(&targets, 1)?.reshape((b, c_max))?.mul(&mask)?;
-        let entropy = logp.exp()?.mul(&logp)?.sum(D::Minus1)?.neg()?.reshape((b, c_max))?.mul(&mask)?;
+        let lp = lp.reshape((b, c_max))?.mul(&mask)?;
+        let entropy = entropy.reshape((b, c_max))?.mul(&mask)?;
         Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.reshape((b, c_max, h))?, entropy })
     }
 
@@ -945,6 +939,11 @@ impl Brain {
         let (b, t, h) = hidden.dims3()?;
         let idx: Vec<u32> = prompts.iter().enumerate().map(|(r, p)| (r * t + p.len() - 1) as u32).collect();
         let last = hidden.reshape((b * t, h))?.index_select(&Tensor::new(idx.as_slice(), &Device::Cpu)?, 0)?;
+        self.judge_head_logits(&last)
+    }
+
+    /// The Judge head's logits w·h + b `(n,)` of final hidden states `(n, hidden)`.
+    fn judge_head_logits(&self, last: &Tensor) -> Result<Tensor> {
         let w = self.judge_head.w.as_tensor().unsqueeze(1)?;
         Ok(last.matmul(&w)?.squeeze(1)?.broadcast_add(self.judge_head.b.as_tensor())?)
     }
@@ -964,6 +963,16 @@ impl Brain {
         let backbone = self.gen_backbone(role);
         Ok(backbone.logits(&pre.last_hidden)?.to_vec2::<f32>()?)
     }
+}
+
+/// log π(target) and the policy's entropy `(n,)` at each of `n` rows of logits
+/// `(n, vocab)`, differentiable.
+fn token_logprobs(logits: &Tensor, targets: &[u32]) -> Result<(Tensor, Tensor)> {
+    let logp = candle_nn::ops::log_softmax(logits, D::Minus1)?;
+    let idx = Tensor::new(targets, &Device::Cpu)?.unsqueeze(1)?;
+    let lp = logp.gather(&idx, 1)?.squeeze(1)?;
+    let entropy = logp.exp()?.mul(&logp)?.sum(D::Minus1)?.neg()?;
+    Ok((lp, entropy))
 }
 
 /// Mask and positions for one decode step of `n` rows.

@@ -311,6 +311,11 @@ fn prompt_head_and_tail_match_the_full_path() {
     assert!(max_diff(&a, &b) < 1e-3, "{a:?} vs {b:?}");
     let c = via.logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     assert!(max_diff(&b, &c) < 1e-4, "{b:?} vs {c:?}");
+    // The entropy (PPO's bonus) agrees too, and lies in (0, ln vocab].
+    let (ea, eb) = (full.entropy.flatten_all().unwrap().to_vec1::<f32>().unwrap(), tail.entropy.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+    assert!(max_diff(&ea, &eb) < 1e-2, "{ea:?} vs {eb:?}");
+    let ln_v = (brain.arch().vocab_size as f32).ln();
+    assert!(eb.iter().all(|&e| e > 0.0 && e <= ln_v + 1e-3), "{eb:?}");
     let grads = tail.logprobs.sum_all().unwrap().backward().unwrap();
     for (name, var) in all_vars(&brain) {
         let got = grads.get(var.as_tensor()).is_some();

@@ -180,7 +180,7 @@ impl Batch {
             }
             if ablation.trains(Role::Judge) {
                 let judged = rec.steps.iter().find(|s| s.judge_prompt.is_some());
-                if let (Some(step), Some(score)) = (judged, step_score(rec)) {
+                if let (Some(step), Some(score)) = (judged, rec.judge_score) {
                     let prompt = step.judge_prompt.as_deref().expect("found");
                     batch.judge.push(JudgeSample {
                         prompt: encode(prompt)?,
@@ -260,10 +260,6 @@ impl Batch {
     pub fn policy_tokens(&self) -> usize {
         self.policy.iter().map(|s| s.output.len()).sum()
     }
-}
-
-fn step_score(rec: &EpisodeRecord) -> Option<f32> {
-    rec.judge_score
 }
 
 /// Expected calibration error of (score, label) pairs over ten equal-width bins.

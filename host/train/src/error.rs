@@ -50,6 +50,9 @@ pub enum TrainError {
         "{0} already holds a training run: pass --resume to continue it, or choose another out-dir"
     )]
     RunExists(PathBuf),
+    /// A JSONL log of the run folder could not be written.
+    #[error(transparent)]
+    Log(#[from] onebrain_eval::TraceError),
     /// The domain plugin could not generate a task.
     #[error("task stream: {0}")]
     Tasks(String),

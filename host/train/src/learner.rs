@@ -593,11 +593,6 @@ impl Learner {
         }
         Ok(sum / n.max(1) as f32)
     }
-
-    /// The ablation this learner trains.
-    pub fn ablation(&self) -> Ablation {
-        self.ablation
-    }
 }
 
 /// Judge tokens that keep their gradient with `detach-prompt`: the candidate (at most

@@ -48,7 +48,7 @@ pub use error::TrainError;
 pub use learner::{Learner, UpdateStats};
 pub use metrics::{MetricsLog, MetricsRow};
 pub use ppo::{
-    clipped_surrogate_sum, discounted_returns, entropy_of, entropy_sum, explained_variance, gae,
+    clipped_surrogate_sum, discounted_returns, entropy_sum, explained_variance, gae,
     group_advantages, joint_loss, judge_loss_sum, normalize, value_loss_sum, Advantage,
     PolicyStats, PpoArgs,
 };

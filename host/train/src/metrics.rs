@@ -1,10 +1,10 @@
 //! Logging (plumbing, not algorithm): one JSON line per update in `metrics.jsonl`, with
 //! CleanRL's fixed keys, and the learning curves as `curves.svg`.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
+use onebrain_eval::TraceWriter;
 use serde::{Deserialize, Serialize};
 
 use crate::batch::{calibration_error, RolloutStats};
@@ -187,6 +187,7 @@ impl MetricsRow {
 #[derive(Debug)]
 pub struct MetricsLog {
     path: PathBuf,
+    writer: TraceWriter,
 }
 
 impl MetricsLog {
@@ -203,19 +204,13 @@ impl MetricsLog {
             .map(|r| serde_json::to_string(r).expect("row") + "\n")
             .collect();
         fs::write(&path, text).map_err(|e| TrainError::io(&path, e))?;
-        Ok(MetricsLog { path })
+        let writer = TraceWriter::open(&path)?;
+        Ok(MetricsLog { path, writer })
     }
 
     /// Appends one row and flushes it.
     pub fn append(&mut self, row: &MetricsRow) -> Result<(), TrainError> {
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(|e| TrainError::io(&self.path, e))?;
-        writeln!(f, "{}", serde_json::to_string(row).expect("row"))
-            .and_then(|_| f.flush())
-            .map_err(|e| TrainError::io(&self.path, e))
+        Ok(self.writer.append(row)?)
     }
 
     /// Every row so far.

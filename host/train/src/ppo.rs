@@ -10,7 +10,7 @@
 //! terminal reward R_E is discounted back over the repairs with γ. Every token of a
 //! generation shares its step's advantage.
 
-use candle_core::{Tensor, D};
+use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
@@ -349,11 +349,6 @@ pub fn explained_variance(values: &[f32], returns: &[f32]) -> Option<f32> {
     Some(1.0 - var(&diff) / var_y)
 }
 
-/// Per-token entropy `(b, t)` of log-probabilities `(b, t, vocab)` or `(n, vocab)`.
-pub fn entropy_of(logp: &Tensor) -> candle_core::Result<Tensor> {
-    logp.exp()?.mul(logp)?.sum(D::Minus1)?.neg()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -472,15 +467,10 @@ mod tests {
     }
 
     #[test]
-    fn value_loss_entropy_and_joint_by_hand() {
+    fn value_loss_and_joint_by_hand() {
         let v = value_loss_sum(&t1(&[1.0, 0.0]), &t1(&[0.0, 0.0])).unwrap();
         close(v.to_scalar::<f32>().unwrap(), 0.5);
-        // Uniform over 4 tokens: entropy ln 4.
-        let logp = Tensor::new(&[[0.25f32.ln(); 4]], &Device::Cpu).unwrap();
-        close(
-            entropy_of(&logp).unwrap().to_vec1::<f32>().unwrap()[0],
-            4f32.ln(),
-        );
+
         let args = PpoArgs::default();
         close(joint_loss(1.0, 1.0, 1.0, &args), 1.8);
         close(explained_variance(&[1.0, 2.0], &[1.0, 2.0]).unwrap(), 1.0);

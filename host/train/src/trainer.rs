@@ -9,13 +9,13 @@
 //! recorded for the update in progress, so a kill loses at most that update's compute.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use onebrain_core::Task;
+use onebrain_eval::TraceWriter;
 use onebrain_model::Brain;
 use onebrain_roles::{
     load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, Services,
@@ -74,13 +74,17 @@ struct EpisodeLine {
 /// The run, loaded: model and optimizer, verifier and plugins, run folder.
 pub struct Trainer {
     cfg: TrainConfig,
-    base: PathBuf,
     run_dir: PathBuf,
     services: Services,
     learner: Learner,
     state: TrainState,
     stream: TaskSource,
     metrics: MetricsLog,
+    /// Episodes a killed run recorded for the update it did not finish, by slot (read once,
+    /// at open, and used up by the next update).
+    resumed: HashMap<usize, (usize, EpisodeRecord)>,
+    /// `episodes.jsonl`, open for appending.
+    episodes: TraceWriter,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -160,15 +164,20 @@ impl Trainer {
         };
         let stream = TaskSource::load(&cfg, base, &services)?;
         let metrics = MetricsLog::open(&run_dir, state.updates)?;
+        let episodes_path = run_dir.join("episodes.jsonl");
+        // Opening cuts a torn last line a kill left behind.
+        let episodes = TraceWriter::open(&episodes_path)?;
+        let resumed = read_episodes(&episodes_path, state.updates)?;
         Ok(Trainer {
             cfg,
-            base: base.to_path_buf(),
             run_dir,
             services,
             learner,
             state,
             stream,
             metrics,
+            resumed,
+            episodes,
         })
     }
 
@@ -180,11 +189,6 @@ impl Trainer {
     /// Counters of the run so far.
     pub fn state(&self) -> &TrainState {
         &self.state
-    }
-
-    /// The learner (tests read its parameters).
-    pub fn learner(&self) -> &Learner {
-        &self.learner
     }
 
     /// Runs updates until `cfg.updates` are done; `stop_after` ends this call earlier (after
@@ -216,8 +220,7 @@ impl Trainer {
 
         // Rollouts: the episodes of this update not yet recorded.
         let t0 = Instant::now();
-        let episodes_path = self.run_dir.join("episodes.jsonl");
-        let mut records: HashMap<usize, (usize, EpisodeRecord)> = read_episodes(&episodes_path, u)?;
+        let mut records = std::mem::take(&mut self.resumed);
         let tasks: Vec<Task> = (0..n_tasks)
             .map(|g| {
                 self.stream
@@ -236,18 +239,12 @@ impl Trainer {
             todo.push(Episode::new(input, &ep, &model_name));
         }
         if !todo.is_empty() {
-            let mut file = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&episodes_path)
-                .map_err(|e| TrainError::io(&episodes_path, e))?;
-            cut_torn_tail(&episodes_path)?;
+            let episodes = &mut self.episodes;
             let pool =
                 VerifierPool::new(Arc::clone(&self.services.verifier), self.cfg.solver.workers);
             let ep_cfg = self.cfg.rollout_episode();
             let mut taken: HashSet<usize> = records.keys().copied().collect();
-            let already = records.len();
-            let mut done = already;
+            let mut done = records.len();
             let mut new: Vec<(usize, usize, EpisodeRecord)> = Vec::new();
             run_pipelined(
                 todo,
@@ -278,13 +275,7 @@ impl Trainer {
                         group: slot / group_size,
                         record: rec,
                     };
-                    writeln!(
-                        file,
-                        "{}",
-                        serde_json::to_string(&line).expect("record serialises")
-                    )
-                    .and_then(|_| file.flush())
-                    .map_err(|e| TrainError::io(&episodes_path, e))?;
+                    episodes.append(&line)?;
                     done += 1;
                     on_event(&TrainEvent::Episode {
                         update: u,
@@ -336,11 +327,6 @@ impl Trainer {
             on_event(&TrainEvent::Checkpoint(&dir));
         }
         Ok(())
-    }
-
-    /// The config file's folder.
-    pub fn base(&self) -> &Path {
-        &self.base
     }
 }
 
@@ -399,21 +385,6 @@ fn read_episodes(
         .filter(|l| l.update == update)
         .map(|l| (l.slot, (l.group, l.record)))
         .collect())
-}
-
-/// Cuts a torn last line (a kill mid-write) so the next record starts on its own line.
-fn cut_torn_tail(path: &Path) -> Result<(), TrainError> {
-    let bytes = fs::read(path).map_err(|e| TrainError::io(path, e))?;
-    let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    if keep < bytes.len() {
-        let f = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|e| TrainError::io(path, e))?;
-        f.set_len(keep as u64)
-            .map_err(|e| TrainError::io(path, e))?;
-    }
-    Ok(())
 }
 
 /// The training tasks in their fixed order.
