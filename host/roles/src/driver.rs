@@ -146,6 +146,9 @@ pub fn run_episode<M: LanguageModel + ?Sized>(
 struct Slot {
     episode: Episode,
     request: Request,
+    /// Opening order: the model goes to the oldest open episode that needs it, so a slot
+    /// freed and refilled never lets a newer episode overtake an older one.
+    opened: u64,
     /// A verification for this slot is in flight.
     waiting: bool,
 }
@@ -177,6 +180,7 @@ where
         let mut slots: Vec<Option<Slot>> = Vec::new();
         let mut verifying: tokio::task::JoinSet<(usize, Verdict)> = tokio::task::JoinSet::new();
         let mut exhausted = false;
+        let mut opened = 0u64;
         loop {
             // 1. Open episodes up to the bound.
             while !exhausted && slots.iter().filter(|s| s.is_some()).count() < in_flight {
@@ -187,8 +191,10 @@ where
                         let slot = Some(Slot {
                             episode,
                             request,
+                            opened,
                             waiting: false,
                         });
+                        opened += 1;
                         match free {
                             Some(i) => slots[i] = slot,
                             None => slots.push(slot),
@@ -246,15 +252,19 @@ where
                 }
             }
             // 4. Give the model to the oldest episode that needs it.
-            let next = slots.iter().position(|s| {
-                matches!(
-                    s,
+            let next = slots
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| match s {
                     Some(Slot {
                         request: Request::Generate { .. } | Request::Judge { .. },
+                        opened,
                         ..
-                    })
-                )
-            });
+                    }) => Some((*opened, i)),
+                    _ => None,
+                })
+                .min()
+                .map(|(_, i)| i);
             if let Some(i) = next {
                 let slot = slots[i].as_mut().expect("matched");
                 let response = serve_model(model, &slot.request).expect("a model request");

@@ -633,3 +633,33 @@ fn pipelined_runs_match_sequential_ones_and_overlap_verification() {
     // Sequentially: 4 × (100 ms model + 150 ms verifier) = 1 s; overlapped it is less.
     assert!(wall < Duration::from_millis(1000), "{wall:?}");
 }
+
+#[test]
+fn pipelined_episodes_never_wait_behind_newer_ones() {
+    // `direct` validates plans inside the episode, so an open episode always wants the model:
+    // the model must go to the oldest one, not to whichever slot a new episode refilled
+    // (that once kept one episode waiting behind ten newer ones in a real run).
+    let cfg = problem_mode(Strategy::Direct);
+    let bad = "I stack a on b.\n```plan\n(stack a b)\n```";
+    let good = "First pick up a.\n```plan\n(pick-up a)\n(stack a b)\n```";
+    let mut model = Scripted::new(&[bad, good, bad, good, bad, good, bad, good]);
+    let pool = VerifierPool::new(Arc::new(NativeVerifier::default()), 1);
+    let mut finished = Vec::new();
+    let eps = (0..4).map(|i| Episode::new(input(&format!("t/{i}")), &cfg, "scripted"));
+    run_pipelined(
+        eps,
+        &cfg,
+        &mut model,
+        &pool,
+        &Finalizer::default(),
+        2,
+        &mut |_| {},
+        &mut |r| {
+            finished.push((r.task_id.clone(), r.solved, r.solver_calls));
+            Ok::<(), ()>(())
+        },
+    )
+    .unwrap();
+    let expected: Vec<_> = (0..4).map(|i| (format!("t/{i}"), true, 2)).collect();
+    assert_eq!(finished, expected);
+}
