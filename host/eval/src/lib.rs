@@ -54,7 +54,7 @@ pub use runner::{
     Progress,
 };
 pub use tasks::{planbench_task, plugin_for_set, Benchmark, SourceKind, TaskError};
-pub use trace::{read_trace, TraceContents, TraceError, TraceWriter};
+pub use trace::{read_jsonl, read_trace, TraceContents, TraceError, TraceWriter};
 
 pub use metrics::{
     disagreement_bound, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts,

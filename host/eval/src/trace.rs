@@ -36,13 +36,22 @@ pub enum TraceError {
     Serialize(#[source] serde_json::Error),
 }
 
-/// What [`read_trace`] found.
-#[derive(Debug, Default)]
-pub struct TraceContents {
+/// What [`read_jsonl`] (or [`read_trace`]) found.
+#[derive(Debug)]
+pub struct TraceContents<T = EpisodeRecord> {
     /// The complete records, in file order.
-    pub records: Vec<EpisodeRecord>,
+    pub records: Vec<T>,
     /// A last line that was cut off mid-write, dropped.
     pub torn_tail: bool,
+}
+
+impl<T> Default for TraceContents<T> {
+    fn default() -> Self {
+        TraceContents {
+            records: Vec::new(),
+            torn_tail: false,
+        }
+    }
 }
 
 impl TraceContents {
@@ -58,6 +67,15 @@ impl TraceContents {
 /// Reads a trace. A last line that does not parse (a torn write) is dropped, not an error;
 /// any other bad line is.
 pub fn read_trace(path: &Path) -> Result<TraceContents, TraceError> {
+    read_jsonl(path)
+}
+
+/// Reads any JSONL log written by [`TraceWriter`] (training's episode and metrics logs too),
+/// by the trace's rules: a missing file is empty, a torn last line is dropped and reported,
+/// any other line that does not parse as `T` is an error naming it.
+pub fn read_jsonl<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<TraceContents<T>, TraceError> {
     let io = |source| TraceError::Io {
         path: path.to_path_buf(),
         source,
@@ -77,7 +95,7 @@ pub fn read_trace(path: &Path) -> Result<TraceContents, TraceError> {
         if line.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<EpisodeRecord>(line) {
+        match serde_json::from_str::<T>(line) {
             Ok(r) => out.records.push(r),
             Err(_) if Some(i) == last => out.torn_tail = true,
             Err(e) => {
@@ -148,5 +166,27 @@ impl TraceWriter {
     /// The trace file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonl_drops_only_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        assert!(read_jsonl::<u32>(&path).unwrap().records.is_empty());
+
+        std::fs::write(&path, "1\n2\n{\"cut").unwrap();
+        let c = read_jsonl::<u32>(&path).unwrap();
+        assert_eq!((c.records, c.torn_tail), (vec![1, 2], true));
+
+        std::fs::write(&path, "1\nnot a record\n3\n").unwrap();
+        match read_jsonl::<u32>(&path) {
+            Err(TraceError::BadLine { line: 2, .. }) => {}
+            other => panic!("expected a bad line 2, got {other:?}"),
+        }
     }
 }

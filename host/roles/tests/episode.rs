@@ -535,6 +535,34 @@ fn a_model_error_ends_the_episode_with_a_note() {
     assert!(rec.final_spec.is_some());
 }
 
+/// Runs tasks `t/0`..`t/{n-1}` through [`run_pipelined`] with `in_flight` open at once; the
+/// records in completion order.
+fn run_many(
+    n: usize,
+    cfg: &EpisodeConfig,
+    model: &mut Scripted,
+    pool: &VerifierPool,
+    in_flight: usize,
+) -> Vec<onebrain_roles::EpisodeRecord> {
+    let mut out = Vec::new();
+    let eps = (0..n).map(|i| Episode::new(input(&format!("t/{i}")), cfg, "scripted"));
+    run_pipelined(
+        eps,
+        cfg,
+        model,
+        pool,
+        &Finalizer::default(),
+        in_flight,
+        &mut |_| {},
+        &mut |r| {
+            out.push(r);
+            Ok::<(), ()>(())
+        },
+    )
+    .unwrap();
+    out
+}
+
 #[test]
 fn pipelined_runs_match_sequential_ones_and_overlap_verification() {
     let cfg = problem_mode(Strategy::MultiRole);
@@ -564,22 +592,7 @@ fn pipelined_runs_match_sequential_ones_and_overlap_verification() {
     let pool = VerifierPool::new(verifier.clone(), 2);
     // One episode in flight: same script order as the sequential run.
     let mut model = Scripted::new(&script);
-    let mut out = Vec::new();
-    let eps = (0..3).map(|i| Episode::new(input(&format!("t/{i}")), &cfg, "scripted"));
-    run_pipelined(
-        eps,
-        &cfg,
-        &mut model,
-        &pool,
-        &Finalizer::default(),
-        1,
-        &mut |_| {},
-        &mut |r| {
-            out.push(r);
-            Ok::<(), ()>(())
-        },
-    )
-    .unwrap();
+    let out = run_many(3, &cfg, &mut model, &pool, 1);
     let summary = |rs: &[onebrain_roles::EpisodeRecord]| {
         rs.iter()
             .map(|r| (r.task_id.clone(), r.solved, r.solver_calls, r.repairs))
@@ -594,23 +607,8 @@ fn pipelined_runs_match_sequential_ones_and_overlap_verification() {
         log: Some(log.clone()),
         ..Scripted::new(&[GOOD_TAIL; 4])
     };
-    let mut out = Vec::new();
-    let eps = (0..4).map(|i| Episode::new(input(&format!("t/{i}")), &cfg, "scripted"));
     let start = Instant::now();
-    run_pipelined(
-        eps,
-        &cfg,
-        &mut model,
-        &pool,
-        &Finalizer::default(),
-        2,
-        &mut |_| {},
-        &mut |r| {
-            out.push(r);
-            Ok::<(), ()>(())
-        },
-    )
-    .unwrap();
+    let out = run_many(4, &cfg, &mut model, &pool, 2);
     let wall = start.elapsed();
     assert_eq!(out.len(), 4);
     assert!(out.iter().all(|r| r.solved && r.solver_calls == 1));
@@ -644,22 +642,10 @@ fn pipelined_episodes_never_wait_behind_newer_ones() {
     let good = "First pick up a.\n```plan\n(pick-up a)\n(stack a b)\n```";
     let mut model = Scripted::new(&[bad, good, bad, good, bad, good, bad, good]);
     let pool = VerifierPool::new(Arc::new(NativeVerifier::default()), 1);
-    let mut finished = Vec::new();
-    let eps = (0..4).map(|i| Episode::new(input(&format!("t/{i}")), &cfg, "scripted"));
-    run_pipelined(
-        eps,
-        &cfg,
-        &mut model,
-        &pool,
-        &Finalizer::default(),
-        2,
-        &mut |_| {},
-        &mut |r| {
-            finished.push((r.task_id.clone(), r.solved, r.solver_calls));
-            Ok::<(), ()>(())
-        },
-    )
-    .unwrap();
+    let finished: Vec<_> = run_many(4, &cfg, &mut model, &pool, 2)
+        .into_iter()
+        .map(|r| (r.task_id, r.solved, r.solver_calls))
+        .collect();
     let expected: Vec<_> = (0..4).map(|i| (format!("t/{i}"), true, 2)).collect();
     assert_eq!(finished, expected);
 }

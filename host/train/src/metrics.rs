@@ -249,21 +249,18 @@ impl MetricsLog {
 }
 
 fn read_rows(path: &Path) -> Result<Vec<MetricsRow>, TrainError> {
-    read_jsonl(path)
+    Ok(onebrain_eval::read_jsonl(path)?.records)
 }
 
-/// Every line of a JSONL file that parses as `T`, in order; a missing file is empty. A torn
-/// last line (a kill mid-write) does not parse and is dropped.
-pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(
-    path: &Path,
-) -> Result<Vec<T>, TrainError> {
-    let text = match fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(TrainError::io(path, e)),
-    };
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_corrupt_log_line_is_an_error_naming_it_not_a_silent_loss() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("metrics.jsonl"), "not a row\n{\"cut").unwrap();
+        let err = MetricsLog::open(dir.path(), 0).unwrap_err().to_string();
+        assert!(err.contains("metrics.jsonl, line 1"), "{err}");
+    }
 }

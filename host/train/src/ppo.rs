@@ -470,7 +470,6 @@ mod tests {
     fn value_loss_and_joint_by_hand() {
         let v = value_loss_sum(&t1(&[1.0, 0.0]), &t1(&[0.0, 0.0])).unwrap();
         close(v.to_scalar::<f32>().unwrap(), 0.5);
-
         let args = PpoArgs::default();
         close(joint_loss(1.0, 1.0, 1.0, &args), 1.8);
         close(explained_variance(&[1.0, 2.0], &[1.0, 2.0]).unwrap(), 1.0);

@@ -29,7 +29,7 @@ use crate::checkpoint::{self, TrainState};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::learner::Learner;
-use crate::metrics::{read_jsonl, MetricsLog, MetricsRow};
+use crate::metrics::{MetricsLog, MetricsRow};
 
 /// What the loop reports as it goes.
 #[derive(Debug)]
@@ -380,7 +380,8 @@ fn read_episodes(
     path: &Path,
     update: u64,
 ) -> Result<HashMap<usize, (usize, EpisodeRecord)>, TrainError> {
-    Ok(read_jsonl::<EpisodeLine>(path)?
+    Ok(onebrain_eval::read_jsonl::<EpisodeLine>(path)?
+        .records
         .into_iter()
         .filter(|l| l.update == update)
         .map(|l| (l.slot, (l.group, l.record)))
