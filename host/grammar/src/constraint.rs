@@ -1,0 +1,368 @@
+//! [`ConstraintSpec`] (what to hold an answer to, as data) and [`TokenConstraint`] (the live
+//! mask a decoder applies token by token).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use llguidance::Matcher;
+use serde::{Deserialize, Serialize};
+use toktrie::SimpleVob;
+
+use crate::env::{TokenEnv, HAS_STRUCTURE};
+use crate::guard::Guard;
+use crate::lark::{self, Limits, Objects, Vocabulary};
+use crate::GrammarError;
+
+/// The set of tokens allowed at one position (one bit per vocabulary row).
+pub type TokenSet = SimpleVob;
+
+/// What an answer must be, stored with every generation so a learner can rebuild the exact
+/// masks the sampler used.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "grammar", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ConstraintSpec {
+    /// A problem over a given domain, continuing `prefix` (the primer, which opened
+    /// `(:objects `). Facts use the domain's predicates with their arity and, once the
+    /// objects are declared, only those objects.
+    Problem {
+        /// The domain PDDL.
+        domain: String,
+        /// The text the answer continues (the primer).
+        prefix: String,
+        /// Upper bounds.
+        #[serde(default)]
+        limits: Limits,
+    },
+    /// A domain and then a problem, continuing a primer that opened `(define (domain `. The
+    /// problem is held to the predicates, types and constants the answer's domain declared.
+    Full {
+        /// Upper bounds.
+        #[serde(default)]
+        limits: Limits,
+    },
+    /// Bounded reasoning, then a ```plan block of the domain's actions over `objects`.
+    Plan {
+        /// The domain PDDL.
+        domain: String,
+        /// The task's objects with their types.
+        objects: Vec<(String, String)>,
+        /// Upper bounds.
+        #[serde(default)]
+        limits: Limits,
+    },
+    /// One plan step after a `(` primer, or `done)` (Tree of Thoughts' proposals).
+    NextAction {
+        /// The domain PDDL.
+        domain: String,
+        /// The task's objects with their types.
+        objects: Vec<(String, String)>,
+    },
+}
+
+/// Counters of one constrained generation, for the cost figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConstraintStats {
+    /// Milliseconds spent compiling grammars (every stage).
+    pub build_ms: f64,
+    /// Microseconds spent computing masks (grammar and guard).
+    pub mask_us: f64,
+    /// Masks computed.
+    pub masks: u32,
+    /// Tokens the grammar forced (appended without sampling).
+    pub forced: u32,
+    /// Grammar stages entered after the first.
+    pub stage_switches: u32,
+    /// Tokens the guard refused (repeats, full sections, budget).
+    pub guard_refusals: u64,
+    /// Positions where the guard would have refused every token the grammar allowed; the
+    /// grammar's mask was kept there.
+    pub guard_overrides: u32,
+}
+
+/// A constraint a decoder applies: ask for the allowed tokens, sample one of them, report it.
+pub trait TokenConstraint: Send {
+    /// The tokens allowed next. End-of-turn tokens are in it only where the answer may end.
+    fn allowed(&mut self) -> Result<TokenSet, GrammarError>;
+    /// Tokens the grammar forces from here on (possibly none): a decoder may append them
+    /// without sampling, reporting each with [`TokenConstraint::consume`].
+    fn forced(&mut self) -> Vec<u32>;
+    /// Advances past token `t`, which must be allowed.
+    fn consume(&mut self, t: u32) -> Result<(), GrammarError>;
+    /// True when the answer is complete and nothing may follow.
+    fn finished(&self) -> bool;
+    /// The counters so far.
+    fn stats(&self) -> ConstraintStats;
+}
+
+impl ConstraintSpec {
+    /// The live constraint for an answer of at most `max_tokens` tokens.
+    pub fn build(&self, env: &Arc<TokenEnv>, max_tokens: usize) -> Result<Box<dyn TokenConstraint>, GrammarError> {
+        Ok(Box::new(Staged::new(self.clone(), env.clone(), max_tokens)?))
+    }
+
+    /// The masks a sampler under this constraint used for `tokens`, position by position (a
+    /// forced position's mask holds just its token): what PPO's learner needs to recompute
+    /// log-probabilities under the same distribution.
+    pub fn replay(&self, env: &Arc<TokenEnv>, max_tokens: usize, tokens: &[u32]) -> Result<Vec<TokenSet>, GrammarError> {
+        let mut c = self.build(env, max_tokens)?;
+        let mut out = Vec::with_capacity(tokens.len());
+        for &t in tokens {
+            let m = c.allowed()?;
+            if !m.is_allowed(t) {
+                return Err(GrammarError::Replay { position: out.len(), token: t });
+            }
+            out.push(m);
+            c.consume(t)?;
+        }
+        Ok(out)
+    }
+}
+
+fn parse_domain(text: &str) -> Result<Vocabulary, GrammarError> {
+    onebrain_pddl::parse_domain(text)
+        .map(|d| Vocabulary::of(&d))
+        .map_err(|e| GrammarError::Domain(e.to_string()))
+}
+
+/// Which grammar stage an answer is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// `full`: the domain is being written.
+    Domain,
+    /// The problem's objects are being declared.
+    Objects,
+    /// The objects are known: facts are held to them.
+    Facts,
+    /// A grammar with no later stage (plans).
+    Only,
+}
+
+/// A grammar that is rebuilt when the answer has said enough to narrow it (the domain written
+/// in `full` mode, the objects declared), plus the guard. A new stage's grammar accepts the
+/// whole answer from its start, so the tokens so far are replayed into it.
+struct Staged {
+    spec: ConstraintSpec,
+    env: Arc<TokenEnv>,
+    matcher: Matcher,
+    stage: Stage,
+    vocab: Option<Arc<Vocabulary>>,
+    guard: Option<Guard>,
+    tokens: Vec<u32>,
+    text: Vec<u8>,
+    /// Forced tokens not yet consumed, front first.
+    queue: Vec<u32>,
+    /// Parenthesis depth of a `full` answer (the primer opened two).
+    depth: i64,
+    max_tokens: usize,
+    stats: ConstraintStats,
+}
+
+impl Staged {
+    fn new(spec: ConstraintSpec, env: Arc<TokenEnv>, max_tokens: usize) -> Result<Staged, GrammarError> {
+        let started = Instant::now();
+        let (lark, stage, vocab, guard) = match &spec {
+            ConstraintSpec::Problem { domain, prefix, limits } => {
+                let vocab = Arc::new(parse_domain(domain)?);
+                let guard = Guard::new(vocab.clone(), *limits, max_tokens, prefix.as_bytes());
+                (lark::problem_continuation(&vocab, &Objects::Unknown, limits), Stage::Objects, Some(vocab), Some(guard))
+            }
+            ConstraintSpec::Full { limits } => (lark::full_continuation(None, &Objects::Unknown, limits), Stage::Domain, None, None),
+            ConstraintSpec::Plan { domain, objects, limits } => {
+                (lark::plan_answer(&parse_domain(domain)?, objects, limits), Stage::Only, None, None)
+            }
+            ConstraintSpec::NextAction { domain, objects } => {
+                (lark::next_action(&parse_domain(domain)?, objects), Stage::Only, None, None)
+            }
+        };
+        let matcher = env.matcher(&lark)?;
+        let mut s = Staged {
+            spec,
+            env,
+            matcher,
+            stage,
+            vocab,
+            guard,
+            tokens: Vec::new(),
+            text: Vec::new(),
+            queue: Vec::new(),
+            depth: 2,
+            max_tokens,
+            stats: ConstraintStats::default(),
+        };
+        s.stats.build_ms += started.elapsed().as_secs_f64() * 1e3;
+        s.refill_forced();
+        Ok(s)
+    }
+
+    fn limits(&self) -> Limits {
+        match &self.spec {
+            ConstraintSpec::Problem { limits, .. } | ConstraintSpec::Full { limits } | ConstraintSpec::Plan { limits, .. } => *limits,
+            ConstraintSpec::NextAction { .. } => Limits::default(),
+        }
+    }
+
+    fn refill_forced(&mut self) {
+        if self.queue.is_empty() && !self.matcher.is_stopped() {
+            let mut ff = self.matcher.compute_ff_tokens();
+            ff.reverse();
+            self.queue = ff;
+        }
+    }
+
+    /// Moves to the next stage when the answer has said what it needs.
+    fn advance_stage(&mut self, new_bytes: &[u8]) -> Result<(), GrammarError> {
+        if self.stage == Stage::Domain {
+            for &b in new_bytes {
+                match b {
+                    b'(' => self.depth += 1,
+                    b')' => self.depth -= 1,
+                    _ => {}
+                }
+            }
+            if self.depth <= 0 {
+                let primer = b"(define (domain ";
+                let end = self.domain_end();
+                let domain_text = String::from_utf8_lossy(&[primer.as_slice(), &self.text[..end]].concat()).into_owned();
+                // A domain the parser refuses keeps the generic problem grammar; the verifier
+                // will name the error.
+                if let Ok(vocab) = parse_domain(&domain_text) {
+                    let vocab = Arc::new(vocab);
+                    let limits = self.limits();
+                    let mut guard = Guard::new(vocab.clone(), limits, self.max_tokens, b"");
+                    guard.commit(&self.text[end..]);
+                    self.guard = Some(guard);
+                    self.vocab = Some(vocab.clone());
+                    let lark = lark::full_continuation(Some(&vocab), &Objects::Unknown, &limits);
+                    self.switch(&lark)?;
+                }
+                self.stage = Stage::Objects;
+            }
+        }
+        if self.stage == Stage::Objects {
+            if let (Some(guard), Some(vocab)) = (&self.guard, &self.vocab) {
+                if let Some(objects) = guard.objects() {
+                    let objects = objects.to_vec();
+                    let limits = self.limits();
+                    let lark = match &self.spec {
+                        ConstraintSpec::Full { .. } => lark::full_continuation(Some(vocab), &Objects::Declared(&objects), &limits),
+                        _ => lark::problem_continuation(vocab, &Objects::Declared(&objects), &limits),
+                    };
+                    self.switch(&lark)?;
+                    self.stage = Stage::Facts;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The byte offset just past the domain's closing parenthesis.
+    fn domain_end(&self) -> usize {
+        let mut depth = 2i64;
+        for (i, &b) in self.text.iter().enumerate() {
+            match b {
+                b'(' => depth += 1,
+                b')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return i + 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.text.len()
+    }
+
+    /// Replaces the grammar, replaying the answer so far. If the new grammar refuses the
+    /// replay (it should not: it accepts everything the old one did up to here), the old one
+    /// stays.
+    fn switch(&mut self, lark: &str) -> Result<(), GrammarError> {
+        let started = Instant::now();
+        let mut m = self.env.matcher(lark)?;
+        let ok = m.consume_tokens(&self.tokens).is_ok();
+        self.stats.build_ms += started.elapsed().as_secs_f64() * 1e3;
+        if ok {
+            self.matcher = m;
+            self.queue.clear();
+            self.stats.stage_switches += 1;
+        }
+        Ok(())
+    }
+}
+
+impl TokenConstraint for Staged {
+    fn allowed(&mut self) -> Result<TokenSet, GrammarError> {
+        if let Some(&t) = self.queue.last() {
+            let mut s = self.env.vocab_set();
+            s.allow_token(t);
+            return Ok(s);
+        }
+        let started = Instant::now();
+        let mut mask = self.matcher.compute_mask().map_err(|e| GrammarError::Mask(e.to_string()))?;
+        if let Some(guard) = &self.guard {
+            let position = self.tokens.len() + 1;
+            let mut refused = Vec::new();
+            let in_objects = self.stage != Stage::Facts;
+            mask.iter_set_entries(|t| {
+                let t = t as u32;
+                // Before the facts, only tokens that end a name can matter (a repeat).
+                if in_objects && self.env.flags(t) & HAS_STRUCTURE == 0 {
+                    return;
+                }
+                if self.env.eos().contains(&t) {
+                    return;
+                }
+                if !guard.admits(self.env.token(t), position) {
+                    refused.push(t);
+                }
+            });
+            if !refused.is_empty() {
+                let mut guarded = mask.clone();
+                for &t in &refused {
+                    guarded.disallow_token(t);
+                }
+                if guarded.is_zero() {
+                    self.stats.guard_overrides += 1;
+                } else {
+                    self.stats.guard_refusals += refused.len() as u64;
+                    mask = guarded;
+                }
+            }
+        }
+        self.stats.mask_us += started.elapsed().as_secs_f64() * 1e6;
+        self.stats.masks += 1;
+        Ok(mask)
+    }
+
+    fn forced(&mut self) -> Vec<u32> {
+        self.queue.iter().rev().copied().collect()
+    }
+
+    fn consume(&mut self, t: u32) -> Result<(), GrammarError> {
+        if let Some(&front) = self.queue.last() {
+            if front != t {
+                return Err(GrammarError::Replay { position: self.tokens.len(), token: t });
+            }
+            self.queue.pop();
+            self.stats.forced += 1;
+        }
+        self.matcher.consume_token(t).map_err(|e| GrammarError::Mask(e.to_string()))?;
+        let bytes = self.env.token(t).to_vec();
+        self.tokens.push(t);
+        self.text.extend_from_slice(&bytes);
+        if let Some(g) = &mut self.guard {
+            g.commit(&bytes);
+        }
+        self.advance_stage(&bytes)?;
+        self.refill_forced();
+        Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        self.matcher.is_stopped()
+    }
+
+    fn stats(&self) -> ConstraintStats {
+        self.stats.clone()
+    }
+}

@@ -1,0 +1,138 @@
+//! [`TokenEnv`]: a model's vocabulary as llguidance sees it, built once per tokenizer.
+
+use std::sync::Arc;
+
+use llguidance::{api::TopLevelGrammar, Matcher, ParserFactory};
+use toktrie::{TokRxInfo, TokTrie, TokenizerEnv};
+
+use crate::GrammarError;
+
+/// Tokenizes bytes the way the model's own tokenizer does (for llguidance's forced tokens).
+pub type Tokenize = dyn Fn(&[u8]) -> Vec<u32> + Send + Sync;
+
+struct Env {
+    trie: TokTrie,
+    tokenize: Box<Tokenize>,
+}
+
+impl TokenizerEnv for Env {
+    fn tok_trie(&self) -> &TokTrie {
+        &self.trie
+    }
+
+    fn tokenize_bytes(&self, s: &[u8]) -> Vec<u32> {
+        (self.tokenize)(s)
+    }
+}
+
+/// Bit flags of a token's bytes, for the guard's quick pass (see `guard.rs`).
+pub(crate) const HAS_STRUCTURE: u8 = 1;
+
+/// A vocabulary's token trie and llguidance's parser factory: what every constraint over one
+/// tokenizer shares. Building it walks the whole vocabulary (a few hundred milliseconds for
+/// Qwen's 151,936 rows), so a model keeps one.
+pub struct TokenEnv {
+    factory: ParserFactory,
+    token_bytes: Vec<Vec<u8>>,
+    flags: Vec<u8>,
+    eos: Vec<u32>,
+}
+
+impl std::fmt::Debug for TokenEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenEnv").field("vocab", &self.token_bytes.len()).field("eos", &self.eos).finish()
+    }
+}
+
+impl TokenEnv {
+    /// The environment of a vocabulary: `token_bytes[i]` is the text of logit row `i` as bytes
+    /// (a special token as `0xFF` followed by its name, an unused row as no bytes), `eos` the
+    /// ids that end a turn (allowed only where the grammar is complete), and `tokenize` the
+    /// model's tokenizer on bytes.
+    pub fn new(token_bytes: Vec<Vec<u8>>, eos: &[u32], tokenize: Box<Tokenize>) -> Result<Arc<TokenEnv>, GrammarError> {
+        let first = *eos.first().ok_or_else(|| GrammarError::Env("no end-of-sequence token".into()))?;
+        if let Some(&bad) = eos.iter().find(|&&e| e as usize >= token_bytes.len()) {
+            return Err(GrammarError::Env(format!("end token {bad} is outside the vocabulary of {}", token_bytes.len())));
+        }
+        let info = TokRxInfo::new(token_bytes.len() as u32, first);
+        let trie = TokTrie::from(&info, &token_bytes).with_eos_tokens(eos);
+        let env: toktrie::TokEnv = Arc::new(Env { trie, tokenize });
+        let mut factory = ParserFactory::new_simple(&env).map_err(|e| GrammarError::Env(e.to_string()))?;
+        factory.quiet();
+        let flags = token_bytes
+            .iter()
+            .map(|b| {
+                if b.first() == Some(&0xFF) {
+                    return 0;
+                }
+                if b.iter().any(|c| matches!(c, b'(' | b')' | b' ' | b'\t' | b'\r' | b'\n' | b';')) {
+                    HAS_STRUCTURE
+                } else {
+                    0
+                }
+            })
+            .collect();
+        Ok(Arc::new(TokenEnv { factory, token_bytes, flags, eos: eos.to_vec() }))
+    }
+
+    /// One byte per token plus an end token: for checking grammars against text (tests, and a
+    /// user checking a file) with no model at hand.
+    pub fn bytes() -> Arc<TokenEnv> {
+        let mut words: Vec<Vec<u8>> = (0u8..=255).map(|b| vec![b]).collect();
+        words.push(b"\xFF<|end|>".to_vec());
+        let tokenize = Box::new(|s: &[u8]| s.iter().map(|&b| u32::from(b)).collect::<Vec<u32>>());
+        TokenEnv::new(words, &[256], tokenize).expect("the byte vocabulary is well formed")
+    }
+
+    /// Rows of the vocabulary.
+    pub fn vocab_size(&self) -> usize {
+        self.token_bytes.len()
+    }
+
+    /// The bytes of token `t`.
+    pub fn token(&self, t: u32) -> &[u8] {
+        self.token_bytes.get(t as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// An empty token set over this vocabulary.
+    pub fn vocab_set(&self) -> toktrie::SimpleVob {
+        toktrie::SimpleVob::alloc(self.token_bytes.len())
+    }
+
+    /// The ids that end a turn.
+    pub fn eos(&self) -> &[u32] {
+        &self.eos
+    }
+
+    pub(crate) fn flags(&self, t: u32) -> u8 {
+        self.flags.get(t as usize).copied().unwrap_or(0)
+    }
+
+    /// A matcher for a Lark grammar, or the grammar's error.
+    pub(crate) fn matcher(&self, lark: &str) -> Result<Matcher, GrammarError> {
+        let g = TopLevelGrammar::from_lark(lark.to_string());
+        let m = Matcher::new(self.factory.create_parser(g));
+        match m.get_error() {
+            Some(e) => Err(GrammarError::Grammar(e)),
+            None => Ok(m),
+        }
+    }
+
+    /// Whether `text` is a complete sentence of `lark` (byte by byte; use with [`TokenEnv::bytes`]).
+    pub fn accepts(&self, lark: &str, text: &str) -> Result<(), GrammarError> {
+        let mut m = self.matcher(lark)?;
+        let toks = self.factory.tok_env().tokenize_bytes(text.as_bytes());
+        for (i, t) in toks.iter().enumerate() {
+            if let Err(e) = m.consume_token(*t) {
+                let at = self.factory.tok_env().tok_trie().decode(&toks[..i]);
+                let line = at.iter().filter(|&&b| b == b'\n').count() + 1;
+                return Err(GrammarError::Rejected { offset: at.len(), line, message: e.to_string() });
+            }
+        }
+        if m.is_accepting().unwrap_or(false) || m.is_stopped() {
+            Ok(())
+        } else {
+            Err(GrammarError::Rejected { offset: text.len(), line: text.lines().count(), message: "the text ends before the grammar does".into() })
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! The guard: what a context-free grammar cannot say about a problem, checked per token.
+//!
+//! - No fact repeats within its section (`:init`, or `:goal` with its polarity), and no object
+//!   is declared twice. A token is refused when every way of finishing the fact it starts or
+//!   continues would be a repeat, not only when it closes one, so the guard never walks the
+//!   model into a state the grammar allows but the guard would block.
+//! - A section takes no new fact once it holds as many as [`Limits`] allow, or once the
+//!   tokens left could not close the answer (`:init` keeps room for a short goal).
+//!
+//! The guard reads the answer as bytes with a small S-expression scanner: the grammar already
+//! guarantees the shape, so the scanner only has to find sections, facts and names.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::lark::{Limits, Vocabulary};
+
+/// Tokens that must be left when a new `:init` fact opens: enough to finish it, close the
+/// section and write a one-fact goal (`(:goal (and (on a b)))` is ~12 tokens).
+const INIT_RESERVE: usize = 40;
+/// Tokens that must be left when a new goal fact opens: the fact and three closing parens.
+const GOAL_RESERVE: usize = 14;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Section {
+    Init,
+    Goal,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Frame {
+    /// Words read in this list, lower-case, its head first.
+    words: Vec<String>,
+    /// In `:objects`: the next word is a type.
+    after_dash: bool,
+}
+
+impl Frame {
+    fn head(&self) -> Option<&str> {
+        self.words.first().map(String::as_str)
+    }
+}
+
+/// What the scanner saw in the bytes it was fed.
+#[derive(Clone, Debug, PartialEq)]
+enum Event {
+    /// An object name was declared; `repeat` when the list already had it.
+    Name { repeat: bool },
+    /// `(:objects …)` closed: the declared (name, type) pairs.
+    ObjectsClosed(Vec<(String, String)>),
+    /// A fact closed in a section.
+    Fact(Fact),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Fact {
+    section: Section,
+    positive: bool,
+    /// Predicate, then arguments.
+    words: Vec<String>,
+}
+
+/// A byte scanner over S-expressions: open lists, the word being read, `;` comments.
+#[derive(Clone, Debug, Default)]
+struct Scan {
+    stack: Vec<Frame>,
+    word: String,
+    comment: bool,
+}
+
+fn section_of(frames: &[Frame]) -> Option<Section> {
+    frames.iter().find_map(|f| match f.head() {
+        Some(":init") => Some(Section::Init),
+        Some(":goal") => Some(Section::Goal),
+        _ => None,
+    })
+}
+
+fn parse_objects(words: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let mut it = words.iter();
+    while let Some(w) = it.next() {
+        if w == "-" {
+            let ty = it.next().cloned().unwrap_or_else(|| onebrain_pddl::OBJECT.to_string());
+            out.extend(pending.drain(..).map(|n| (n, ty.clone())));
+        } else {
+            pending.push(w.clone());
+        }
+    }
+    out.extend(pending.into_iter().map(|n| (n, onebrain_pddl::OBJECT.to_string())));
+    out
+}
+
+impl Scan {
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<Event>) {
+        for &b in bytes {
+            if self.comment {
+                self.comment = b != b'\n';
+                continue;
+            }
+            match b {
+                b';' => {
+                    self.end_word(out);
+                    self.comment = true;
+                }
+                b'(' => {
+                    self.end_word(out);
+                    self.stack.push(Frame::default());
+                }
+                b')' => {
+                    self.end_word(out);
+                    if let Some(f) = self.stack.pop() {
+                        self.close(f, out);
+                    }
+                }
+                b' ' | b'\t' | b'\r' | b'\n' => self.end_word(out),
+                _ => self.word.push(char::from(b.to_ascii_lowercase())),
+            }
+        }
+    }
+
+    fn end_word(&mut self, out: &mut Vec<Event>) {
+        if self.word.is_empty() {
+            return;
+        }
+        let w = std::mem::take(&mut self.word);
+        let Some(top) = self.stack.last_mut() else { return };
+        if top.head() == Some(":objects") {
+            if w == "-" {
+                top.after_dash = true;
+            } else if top.after_dash {
+                top.after_dash = false;
+            } else {
+                let names = parse_objects(&top.words[1..]);
+                out.push(Event::Name { repeat: names.iter().any(|(n, _)| *n == w) });
+            }
+        }
+        top.words.push(w);
+    }
+
+    fn close(&mut self, f: Frame, out: &mut Vec<Event>) {
+        match f.head() {
+            Some(":objects") => out.push(Event::ObjectsClosed(parse_objects(&f.words[1..]))),
+            Some("and") | Some("not") | None => {}
+            Some(h) if h.starts_with(':') => {}
+            Some(_) => {
+                if let Some(section) = section_of(&self.stack) {
+                    let positive = self.stack.last().and_then(Frame::head) != Some("not");
+                    out.push(Event::Fact(Fact { section, positive, words: f.words }));
+                }
+            }
+        }
+    }
+}
+
+/// Why the guard holds the facts it does: see the module docs.
+#[derive(Clone, Debug)]
+pub(crate) struct Guard {
+    vocab: Arc<Vocabulary>,
+    scan: Scan,
+    /// Declared objects, once `(:objects …)` closed.
+    objects: Option<Vec<(String, String)>>,
+    /// Per predicate, per argument, the names the grammar allows (set with `objects`).
+    arg_sets: HashMap<String, Vec<Vec<String>>>,
+    facts: Vec<Fact>,
+    limits: Limits,
+    max_tokens: usize,
+}
+
+impl Guard {
+    /// A guard over `vocab`'s predicates for an answer of at most `max_tokens` tokens, after
+    /// the prompt's `prefix` text (the primer that opened the problem).
+    pub(crate) fn new(vocab: Arc<Vocabulary>, limits: Limits, max_tokens: usize, prefix: &[u8]) -> Guard {
+        let mut g = Guard {
+            vocab,
+            scan: Scan::default(),
+            objects: None,
+            arg_sets: HashMap::new(),
+            facts: Vec::new(),
+            limits,
+            max_tokens,
+        };
+        g.commit(prefix);
+        g
+    }
+
+    /// The declared objects, once their section closed.
+    pub(crate) fn objects(&self) -> Option<&[(String, String)]> {
+        self.objects.as_deref()
+    }
+
+    fn set_objects(&mut self, objects: Vec<(String, String)>) {
+        self.arg_sets = self
+            .vocab
+            .predicates
+            .iter()
+            .map(|(p, params)| (p.clone(), params.iter().map(|t| self.vocab.candidates(t, &objects)).collect()))
+            .collect();
+        self.objects = Some(objects);
+    }
+
+    /// Takes in bytes the answer now holds.
+    pub(crate) fn commit(&mut self, bytes: &[u8]) {
+        let mut events = Vec::new();
+        self.scan.feed(bytes, &mut events);
+        for e in events {
+            match e {
+                Event::ObjectsClosed(o) => self.set_objects(o),
+                Event::Fact(f) => self.facts.push(f),
+                Event::Name { .. } => {}
+            }
+        }
+    }
+
+    /// Whether a token with these bytes may come next, as the `tokens`-th token of the answer.
+    pub(crate) fn admits(&self, bytes: &[u8], tokens: usize) -> bool {
+        let mut scan = self.scan.clone();
+        let mut events = Vec::new();
+        scan.feed(bytes, &mut events);
+        let mut new_facts: Vec<&Fact> = Vec::new();
+        let mut objects_now = None;
+        for e in &events {
+            match e {
+                Event::Name { repeat: true } => return false,
+                Event::Name { repeat: false } => {}
+                Event::ObjectsClosed(o) => objects_now = Some(o),
+                Event::Fact(f) => {
+                    if self.facts.contains(f) || new_facts.contains(&f) {
+                        return false;
+                    }
+                    new_facts.push(f);
+                }
+            }
+        }
+        if let Some(o) = objects_now {
+            // The token closed the objects and went on: judge the rest with them.
+            let mut with = self.clone();
+            with.set_objects(o.clone());
+            return with.feasible(&scan, &new_facts, tokens);
+        }
+        self.feasible(&scan, &new_facts, tokens)
+    }
+
+    /// Whether the fact being written in `scan`'s state can still end as a new one, within the
+    /// section's limits and the token budget.
+    fn feasible(&self, scan: &Scan, new_facts: &[&Fact], tokens: usize) -> bool {
+        let Some((top, below)) = scan.stack.split_last() else { return true };
+        let Some(section) = section_of(below) else { return true };
+        if self.objects.is_none() {
+            return true;
+        }
+        let parent = below.last().and_then(Frame::head);
+        if !matches!(parent, Some(":init") | Some(":goal") | Some("and") | Some("not")) {
+            return true;
+        }
+        let positive = parent != Some("not");
+        let all_facts = || self.facts.iter().chain(new_facts.iter().copied());
+        let partial = scan.word.as_str();
+        if top.words.is_empty() {
+            if partial.is_empty() && parent != Some("not") {
+                // A new fact (or `not`) opens: room for it?
+                let count = all_facts().filter(|f| f.section == section).count();
+                let (max, reserve) = match section {
+                    Section::Init => (self.limits.max_init, INIT_RESERVE),
+                    Section::Goal => (self.limits.max_goal, GOAL_RESERVE),
+                };
+                if count >= max || self.max_tokens.saturating_sub(tokens) < reserve {
+                    return false;
+                }
+            }
+            if section == Section::Goal && self.vocab.negative_goals && positive && "not".starts_with(partial) {
+                return true;
+            }
+            if parent == Some(":goal") && "and".starts_with(partial) {
+                return true;
+            }
+            return self
+                .vocab
+                .predicates
+                .iter()
+                .filter(|(p, _)| p.starts_with(partial))
+                .any(|(p, _)| self.open_completions(section, positive, p, &[], "", new_facts));
+        }
+        let pred = top.words[0].as_str();
+        if matches!(pred, "and" | "not") {
+            return true;
+        }
+        self.open_completions(section, positive, pred, &top.words[1..], partial, new_facts)
+    }
+
+    /// Whether some fact `(pred args… partial…)` that is not yet stated can still be written.
+    fn open_completions(&self, section: Section, positive: bool, pred: &str, args: &[String], partial: &str, new_facts: &[&Fact]) -> bool {
+        let Some(sets) = self.arg_sets.get(pred) else { return true };
+        let k = args.len();
+        if k > sets.len() || (k == sets.len() && !partial.is_empty()) {
+            return true; // the grammar's to refuse
+        }
+        let same_prefix = |f: &&Fact| {
+            f.section == section && f.positive == positive && f.words[0] == pred && f.words.len() == sets.len() + 1 && f.words[1..=k] == *args
+        };
+        if k == sets.len() {
+            return !self.facts.iter().chain(new_facts.iter().copied()).any(|f| same_prefix(&f));
+        }
+        let here: Vec<&String> = sets[k].iter().filter(|n| n.starts_with(partial)).collect();
+        let mut total: u128 = here.len() as u128;
+        for s in &sets[k + 1..] {
+            total = total.saturating_mul(s.len() as u128);
+        }
+        let used = self
+            .facts
+            .iter()
+            .chain(new_facts.iter().copied())
+            .filter(|f| same_prefix(f) && here.contains(&&f.words[k + 1]))
+            .count() as u128;
+        used < total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bw() -> Arc<Vocabulary> {
+        let d = onebrain_pddl::parse_domain(
+            "(define (domain bw) (:predicates (on ?x ?y) (clear ?x) (handempty))
+             (:action a :parameters (?x) :precondition (clear ?x) :effect (not (clear ?x))))",
+        )
+        .unwrap();
+        Arc::new(Vocabulary::of(&d))
+    }
+
+    fn guard(after: &str) -> Guard {
+        let prefix = format!("(define (problem t) (:domain bw) (:objects {after}");
+        Guard::new(bw(), Limits::default(), 400, prefix.as_bytes())
+    }
+
+    #[test]
+    fn a_repeated_fact_is_refused_before_it_can_close() {
+        let g = guard("a b) (:init (on a b) (handempty) ");
+        assert_eq!(g.objects().unwrap().len(), 2);
+        assert!(!g.admits(b"(handempty)", 10));
+        assert!(!g.admits(b"(handempty", 10), "every completion repeats");
+        assert!(g.admits(b"(on b a)", 10));
+        // `(on a ` has one new completion left, `(on a a)`; after `(on a b` none.
+        assert!(g.admits(b"(on a ", 10));
+        assert!(!g.admits(b"(on a b", 10));
+        assert!(g.admits(b"(on a a", 10));
+        // Two copies inside one token are a repeat too.
+        assert!(!g.admits(b"(clear a)(clear a)", 10));
+    }
+
+    #[test]
+    fn goal_facts_are_their_own_section_with_polarity() {
+        let g = guard("a b) (:init (on a b)) (:goal (and (on a b) ");
+        assert!(!g.admits(b"(on a b)", 10));
+        assert!(g.admits(b"(clear a)", 10));
+        let g = guard("a b) (:init (on a b)) (:goal (and ");
+        assert!(g.admits(b"(on a b)", 10), "a goal may restate an init fact");
+    }
+
+    #[test]
+    fn repeated_objects_and_exhausted_budgets_are_refused() {
+        let g = guard("a b ");
+        assert!(!g.admits(b"a ", 5));
+        assert!(!g.admits(b"b)", 5));
+        assert!(g.admits(b"ab ", 5));
+        let g = guard("a b) (:init ");
+        assert!(g.admits(b"(", 10));
+        assert!(!g.admits(b"(", 400 - INIT_RESERVE + 1), "no room left to finish the answer");
+        assert!(g.admits(b")", 399));
+    }
+}

@@ -1,0 +1,383 @@
+//! Lark grammars (as llguidance reads them) built from a domain's own vocabulary.
+//!
+//! Nothing here is written per domain: the problem grammar takes its predicates, their arity
+//! and argument types, its types and constants from the parsed domain, so a new domain plugin
+//! gets its grammars for free. What does not matter to a planner is left free: whitespace and
+//! newlines between items, the case of every keyword and name, the requirement list. What the
+//! verifier would reject is ruled out by construction: unbalanced parentheses, unknown
+//! sections, a predicate the domain does not declare, the wrong number of arguments, an
+//! argument that is not a declared object (once the objects are known), `not` in a goal of a
+//! domain without `:negative-preconditions`. Every repetition has an upper bound, so no
+//! grammar admits an endless answer.
+
+use std::collections::BTreeSet;
+
+use onebrain_pddl::{Domain, OBJECT};
+
+/// Upper bounds on the repeated parts of an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Limits {
+    /// Objects a problem may declare.
+    pub max_objects: usize,
+    /// Facts in `:init`.
+    pub max_init: usize,
+    /// Facts in `:goal`.
+    pub max_goal: usize,
+    /// Steps of a plan.
+    pub max_plan_steps: usize,
+    /// Characters of free reasoning before a plan.
+    pub max_reasoning_chars: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        // Twice the largest PlanBench and Planetarium tasks the benchmarks sample (Logistics:
+        // 25 objects, ~60 init facts), and far below any token cap an answer runs into.
+        Limits { max_objects: 64, max_init: 128, max_goal: 64, max_plan_steps: 48, max_reasoning_chars: 800 }
+    }
+}
+
+/// What a problem grammar needs to know of a domain, names lower-case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vocabulary {
+    /// The domain's name.
+    pub name: String,
+    /// True when the domain declares types (objects are then written with their type).
+    pub typed: bool,
+    /// Declared types with their parent.
+    pub types: Vec<(String, String)>,
+    /// Constants with their type.
+    pub constants: Vec<(String, String)>,
+    /// Predicates with their parameter types.
+    pub predicates: Vec<(String, Vec<String>)>,
+    /// Actions with their parameter types.
+    pub actions: Vec<(String, Vec<String>)>,
+    /// `not` may appear in a goal (`:negative-preconditions`).
+    pub negative_goals: bool,
+}
+
+impl Vocabulary {
+    /// The vocabulary of a parsed domain.
+    pub fn of(domain: &Domain) -> Vocabulary {
+        let lower = |s: &str| s.to_ascii_lowercase();
+        let typed_list = |l: &[onebrain_pddl::TypedName]| -> Vec<(String, String)> {
+            l.iter().map(|t| (lower(&t.name), lower(&t.ty))).collect()
+        };
+        Vocabulary {
+            name: lower(&domain.name),
+            typed: !domain.types.is_empty(),
+            types: typed_list(&domain.types),
+            constants: typed_list(&domain.constants),
+            predicates: domain
+                .predicates
+                .iter()
+                .map(|p| (lower(&p.name), p.params.iter().map(|t| lower(&t.ty)).collect()))
+                .collect(),
+            actions: domain
+                .actions
+                .iter()
+                .map(|a| (lower(&a.name), a.params.iter().map(|t| lower(&t.ty)).collect()))
+                .collect(),
+            negative_goals: domain
+                .requirements
+                .iter()
+                .any(|r| matches!(r.to_ascii_lowercase().as_str(), ":negative-preconditions" | ":adl")),
+        }
+    }
+
+    /// The types an object needs to be of type `ty`: `ty` and everything below it.
+    pub fn subtypes(&self, ty: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::from([ty.to_string()]);
+        if ty == OBJECT {
+            out.extend(self.types.iter().map(|(t, _)| t.clone()));
+            return out;
+        }
+        loop {
+            let before = out.len();
+            for (t, parent) in &self.types {
+                if out.contains(parent) {
+                    out.insert(t.clone());
+                }
+            }
+            if out.len() == before {
+                return out;
+            }
+        }
+    }
+
+    /// Type names an object may be declared with (`object` included).
+    pub fn type_names(&self) -> Vec<String> {
+        let mut names: BTreeSet<String> = self.types.iter().map(|(t, _)| t.clone()).collect();
+        names.extend(self.types.iter().map(|(_, p)| p.clone()));
+        names.insert(OBJECT.to_string());
+        names.into_iter().collect()
+    }
+
+    /// The names that may fill a parameter of type `ty`, given the declared objects: objects
+    /// and constants of `ty` or a subtype. Untyped domains accept every object.
+    pub fn candidates(&self, ty: &str, objects: &[(String, String)]) -> Vec<String> {
+        let ok = self.subtypes(ty);
+        let mut out: Vec<String> = Vec::new();
+        for (name, t) in objects.iter().chain(&self.constants) {
+            if (!self.typed || ok.contains(t)) && !out.contains(name) {
+                out.push(name.clone());
+            }
+        }
+        out
+    }
+}
+
+/// A Lark string literal, case-insensitive.
+pub(crate) fn lit(s: &str) -> String {
+    format!("{}i", serde_json::to_string(s).expect("a string serialises"))
+}
+
+fn alternatives(names: &[String]) -> String {
+    names.iter().map(|n| lit(n)).collect::<Vec<_>>().join(" | ")
+}
+
+/// The terminals every grammar shares. `S` is one run of whitespace, bounded so that no
+/// answer can spin on blanks; names follow PDDL (a letter, then letters, digits, `-`, `_`).
+const TERMINALS: &str = r#"
+S: /[ \t\r\n]{1,32}/
+NAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,63}/
+LONGNAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,255}/
+VAR: /\?[a-zA-Z][a-zA-Z0-9_\-]{0,39}/
+REQ: /:[a-zA-Z][a-zA-Z\-]{0,39}/
+"#;
+
+/// Domain-side terminals: the same, plus `;` comments inside whitespace (domain files carry
+/// them; a generated domain may too).
+const DOMAIN_TERMINALS: &str = r#"
+DS: /([ \t\r\n]|;[^\n]{0,200}\n){1,64}/
+"#;
+
+/// Where the objects of a problem grammar come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Objects<'a> {
+    /// Not known yet: arguments are any name (the first stage of a problem).
+    Unknown,
+    /// Declared (name, type): arguments must be among them (and the domain's constants).
+    Declared(&'a [(String, String)]),
+}
+
+/// The rules of a problem over `vocab`, prefixed `p_`: `p_problem` is a whole
+/// `(define (problem …) …)`, `p_after_objects_open` continues after `(:objects `.
+pub fn problem_rules(vocab: &Vocabulary, objects: &Objects<'_>, limits: &Limits) -> String {
+    let mut g = String::new();
+    let types = vocab.type_names();
+    let max_o = limits.max_objects.max(1);
+    // Objects: `a b c` or, typed, `a b - block c - table`.
+    if vocab.typed {
+        g.push_str(&format!("p_objlist: p_group (S p_group){{0,{}}}\n", max_o - 1));
+        g.push_str(&format!("p_group: NAME (S NAME){{0,{}}} S \"-\" S p_type\n", max_o - 1));
+        g.push_str(&format!("p_type: {}\n", alternatives(&types)));
+    } else {
+        g.push_str(&format!("p_objlist: NAME (S NAME){{0,{}}}\n", max_o - 1));
+    }
+    // One rule per argument type, so arguments are checked against types.
+    let mut arg_rules: Vec<(String, String)> = Vec::new();
+    let mut arg_rule = |ty: &str| -> String {
+        if let Some((_, r)) = arg_rules.iter().find(|(t, _)| t == ty) {
+            return r.clone();
+        }
+        let name = format!("p_arg{}", arg_rules.len());
+        arg_rules.push((ty.to_string(), name.clone()));
+        name
+    };
+    let mut atoms = Vec::new();
+    for (i, (pred, params)) in vocab.predicates.iter().enumerate() {
+        let mut body = format!("\"(\" S? {}", lit(pred));
+        for ty in params {
+            body.push_str(&format!(" S {}", arg_rule(ty)));
+        }
+        body.push_str(" S? \")\"");
+        g.push_str(&format!("p_atom{i}: {body}\n"));
+        atoms.push(format!("p_atom{i}"));
+    }
+    for (ty, rule) in &arg_rules {
+        let body = match objects {
+            Objects::Unknown => "NAME".to_string(),
+            Objects::Declared(objs) => {
+                let names = vocab.candidates(ty, objs);
+                if names.is_empty() {
+                    // No declared object fits: the predicate cannot be used, but the rule
+                    // must still be well formed. Any name keeps the grammar total; the
+                    // verifier names the type error.
+                    "NAME".to_string()
+                } else {
+                    alternatives(&names)
+                }
+            }
+        };
+        g.push_str(&format!("{rule}: {body}\n"));
+    }
+    if atoms.is_empty() {
+        // A domain without predicates: nothing to state, but keep the rule defined.
+        g.push_str("p_atom: \"(\" S? NAME S? \")\"\n");
+    } else {
+        g.push_str(&format!("p_atom: {}\n", atoms.join(" | ")));
+    }
+    let glit = if vocab.negative_goals {
+        "p_glit: p_atom | \"(\" S? \"not\"i S? p_atom S? \")\"\n"
+    } else {
+        "p_glit: p_atom\n"
+    };
+    g.push_str(glit);
+    g.push_str(&format!("p_init: \"(\" S? \":init\"i (S? p_atom){{0,{}}} S? \")\"\n", limits.max_init));
+    g.push_str(&format!(
+        "p_goal: \"(\" S? \":goal\"i S? (\"(\" S? \"and\"i (S? p_glit){{1,{}}} S? \")\" | p_glit) S? \")\"\n",
+        limits.max_goal.max(1)
+    ));
+    g.push_str("p_req: \"(\" S? \":requirements\"i (S REQ){0,16} S? \")\"\n");
+    g.push_str("p_after_objects_open: S? p_objlist S? \")\" S? p_init S? p_goal S? \")\"\n");
+    g.push_str(
+        "p_problem: \"(\" S? \"define\"i S? \"(\" S? \"problem\"i S LONGNAME S? \")\" S? \"(\" S? \":domain\"i S LONGNAME S? \")\" (S? p_req)? S? \"(\" S? \":objects\"i S p_after_objects_open\n",
+    );
+    g
+}
+
+/// The rules of a domain, prefixed `d_`: `d_domain` is a whole `(define (domain …) …)`,
+/// `d_after_domain_open` continues after `(define (domain `. Actions follow what the verifier
+/// reads: typed parameters, then a precondition and an effect that are a literal or a
+/// conjunction of literals (atoms, negated atoms, equalities).
+pub fn domain_rules() -> String {
+    r#"
+d_body: (DS? d_req)? (DS? d_types)? (DS? d_consts)? DS? d_preds (DS? d_action){1,32}
+d_after_domain_open: LONGNAME DS? ")" d_body DS? ")"
+d_domain: DS? "(" DS? "define"i DS? "(" DS? "domain"i DS LONGNAME DS? ")" d_body DS? ")"
+d_req: "(" DS? ":requirements"i (DS REQ){0,16} DS? ")"
+d_types: "(" DS? ":types"i (DS d_tlist)? DS? ")"
+d_consts: "(" DS? ":constants"i (DS d_tlist)? DS? ")"
+d_tlist: d_tgroup (DS d_tgroup){0,31}
+d_tgroup: NAME (DS NAME){0,31} (DS "-" DS NAME)?
+d_preds: "(" DS? ":predicates"i (DS? d_pdecl){1,48} DS? ")"
+d_pdecl: "(" DS? NAME (DS d_vlist)? DS? ")"
+d_vlist: d_vgroup (DS d_vgroup){0,8}
+d_vgroup: VAR (DS VAR){0,8} (DS "-" DS NAME)?
+d_action: "(" DS? ":action"i DS NAME DS ":parameters"i DS? "(" (DS? d_vlist)? DS? ")" DS? ":precondition"i DS? d_cond DS? ":effect"i DS? d_cond DS? ")"
+d_cond: "(" DS? "and"i (DS? d_lit){0,32} DS? ")" | d_lit
+d_lit: d_latom | "(" DS? "not"i DS? d_latom DS? ")"
+d_latom: "(" DS? NAME (DS d_term){0,8} DS? ")" | "(" DS? "=" DS d_term DS d_term DS? ")"
+d_term: VAR | NAME
+"#
+    .to_string()
+}
+
+fn grammar(start: &str, rules: &[String], domain_terminals: bool) -> String {
+    let mut g = format!("%llguidance {{}}\nstart: {start}\n");
+    for r in rules {
+        g.push_str(r);
+    }
+    g.push_str(TERMINALS);
+    if domain_terminals {
+        g.push_str(DOMAIN_TERMINALS);
+    }
+    g
+}
+
+/// `problem` mode: the answer after a primer that opened `(:objects ` of a problem over
+/// `vocab`; it ends with the problem's closing parenthesis.
+pub fn problem_continuation(vocab: &Vocabulary, objects: &Objects<'_>, limits: &Limits) -> String {
+    grammar("p_after_objects_open", &[problem_rules(vocab, objects, limits)], false)
+}
+
+/// A whole problem file over `vocab`.
+pub fn problem_file(vocab: &Vocabulary, objects: &Objects<'_>, limits: &Limits) -> String {
+    grammar("p_problem", &[problem_rules(vocab, objects, limits)], false)
+}
+
+/// A whole domain file.
+pub fn domain_file() -> String {
+    grammar("d_domain", &[domain_rules()], true)
+}
+
+/// Between the two blocks of a `full` answer: the domain's fence closes, the problem's opens.
+const FENCES: &str = "FENCES: /[ \\t\\r\\n]*(```[ \\t\\r\\n]*```[a-zA-Z]{0,8}[ \\t\\r\\n]*)?/\n";
+
+/// `full` mode: the answer after a primer that opened `(define (domain `: the domain, then the
+/// problem. With `vocab` (the domain written so far, once it is complete) the problem is held
+/// to its predicates; without, any predicate name is allowed.
+pub fn full_continuation(vocab: Option<&Vocabulary>, objects: &Objects<'_>, limits: &Limits) -> String {
+    let generic;
+    let vocab = match vocab {
+        Some(v) => v,
+        None => {
+            generic = Vocabulary {
+                name: String::new(),
+                typed: false,
+                types: Vec::new(),
+                constants: Vec::new(),
+                predicates: Vec::new(),
+                actions: Vec::new(),
+                negative_goals: true,
+            };
+            &generic
+        }
+    };
+    let mut problem = problem_rules(vocab, objects, limits);
+    if vocab.predicates.is_empty() {
+        // Unknown predicates: any name with up to 8 arguments.
+        problem = problem.replace(
+            "p_atom: \"(\" S? NAME S? \")\"\n",
+            "p_atom: \"(\" S? NAME (S NAME){0,8} S? \")\"\n",
+        );
+    }
+    let rules = [domain_rules(), problem, FENCES.to_string()];
+    grammar("d_after_domain_open FENCES p_problem", &rules, true)
+}
+
+/// The rules of one plan step over `vocab`'s actions and the task's `objects`, prefixed `a_`.
+fn action_rules(vocab: &Vocabulary, objects: &[(String, String)]) -> String {
+    let mut g = String::new();
+    let mut steps = Vec::new();
+    let mut arg_rules: Vec<(String, String)> = Vec::new();
+    for (i, (name, params)) in vocab.actions.iter().enumerate() {
+        let mut body = format!("\"(\" S? {}", lit(name));
+        for ty in params {
+            let rule = match arg_rules.iter().find(|(t, _)| t == ty) {
+                Some((_, r)) => r.clone(),
+                None => {
+                    let r = format!("a_arg{}", arg_rules.len());
+                    arg_rules.push((ty.clone(), r.clone()));
+                    r
+                }
+            };
+            body.push_str(&format!(" S {rule}"));
+        }
+        body.push_str(" S? \")\"");
+        g.push_str(&format!("a_step{i}: {body}\n"));
+        steps.push(format!("a_step{i}"));
+    }
+    for (ty, rule) in &arg_rules {
+        let names = vocab.candidates(ty, objects);
+        let body = if names.is_empty() { "NAME".to_string() } else { alternatives(&names) };
+        g.push_str(&format!("{rule}: {body}\n"));
+    }
+    if steps.is_empty() {
+        g.push_str("a_step: \"(\" S? NAME S? \")\"\n");
+    } else {
+        g.push_str(&format!("a_step: {}\n", steps.join(" | ")));
+    }
+    g
+}
+
+/// The `direct` strategy's answer: bounded free reasoning, then a ```plan block of steps.
+pub fn plan_answer(vocab: &Vocabulary, objects: &[(String, String)], limits: &Limits) -> String {
+    let rules = format!(
+        "{}REASONING: /[^`]{{0,{}}}/\nplan_answer: REASONING \"```plan\" S (a_step S){{0,{}}} \"```\"\n",
+        action_rules(vocab, objects),
+        limits.max_reasoning_chars,
+        limits.max_plan_steps
+    );
+    grammar("plan_answer", &[rules], false)
+}
+
+/// Tree of Thoughts' proposal after its `(` primer: one step's rest, or `done)`.
+pub fn next_action(vocab: &Vocabulary, objects: &[(String, String)]) -> String {
+    // The primer wrote the step's `(`, so each alternative drops its own.
+    let rules = action_rules(vocab, objects).replace(": \"(\" S? ", ": S? ");
+    let rules = format!("{rules}next_action: a_step | \"done\"i S? \")\"\n");
+    grammar("next_action", &[rules], false)
+}
