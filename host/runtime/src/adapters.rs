@@ -14,6 +14,7 @@ use crate::host::LoadedPlugin;
 use crate::instance::{InstancePolicy, OutputSize, Slot, WorldBindings};
 use crate::manifest::World;
 use crate::state::StoreState;
+use crate::validate;
 use crate::wit::latest::{self, diagnostic_parser as dp, domain_adapter as da, faithfulness_checker as fc, reward as rw};
 
 macro_rules! world_bindings {
@@ -84,7 +85,8 @@ impl WasmReward {
     /// The rewards for `episode`, with the typed error.
     pub fn try_rewards(&self, episode: &EpisodeSummary) -> Result<Rewards, PluginError> {
         let ep = rw::onebrain::plugin::types::EpisodeSummary::from(episode);
-        self.slot.call(|b, store| b.call_episode_rewards(store, ep)).map(Rewards::from)
+        let limits = self.slot.limits();
+        self.slot.call(|b, store| b.call_episode_rewards(store, ep), |r| validate::rewards(Rewards::from(r), limits))
     }
 }
 
@@ -98,35 +100,47 @@ impl Reward for WasmReward {
 pub struct WasmDomainAdapter {
     slot: Slot<da::DomainAdapter>,
     name: String,
+    origin: std::path::PathBuf,
 }
 
 impl WasmDomainAdapter {
     /// Wraps `plugin`, which must implement the `domain-adapter` world, and
-    /// asks it for its name (the smoke call).
+    /// asks it for its name (the smoke call), which must be the plugin's own
+    /// (its manifest's and folder's) name: a plugin cannot answer for another
+    /// domain.
     pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
         let slot = Slot::new(plugin, policy)?;
-        let name = slot.call(|b: &da::DomainAdapter, store| b.call_name(store).map(Ok::<String, String>))?;
-        Ok(WasmDomainAdapter { slot, name })
+        let expected = slot.name().to_string();
+        let name = slot.call(
+            |b: &da::DomainAdapter, store| b.call_name(store).map(Ok::<String, String>),
+            |n| validate::domain_name(n, &expected),
+        )?;
+        Ok(WasmDomainAdapter { slot, name, origin: plugin.manifest.component_path() })
+    }
+
+    /// Where the plugin came from, for messages: its component file.
+    pub fn origin(&self) -> String {
+        crate::text::escape_path(&self.origin)
     }
 
     /// [`DomainAdapter::description`] with the typed error.
     pub fn try_description(&self) -> Result<String, PluginError> {
-        self.slot.call(|b, store| b.call_description(store))
+        self.slot.call(|b, store| b.call_description(store), |s| Ok(validate::text(s)))
     }
 
     /// [`DomainAdapter::domain_pddl`] with the typed error.
     pub fn try_domain_pddl(&self) -> Result<String, PluginError> {
-        self.slot.call(|b, store| b.call_domain_pddl(store))
+        self.slot.call(|b, store| b.call_domain_pddl(store), |s| Ok(validate::text(s)))
     }
 
     /// [`DomainAdapter::generate`] with the typed error.
     pub fn try_generate(&self, seed: u64, size: u32) -> Result<Task, PluginError> {
-        self.slot.call(|b, store| b.call_generate(store, seed, size)).map(Task::from)
+        self.slot.call(|b, store| b.call_generate(store, seed, size), |t| validate::task(Task::from(t), &self.name))
     }
 
     /// [`DomainAdapter::describe`] with the typed error.
     pub fn try_describe(&self, problem_pddl: &str) -> Result<String, PluginError> {
-        self.slot.call(|b, store| b.call_describe(store, problem_pddl))
+        self.slot.call(|b, store| b.call_describe(store, problem_pddl), |s| Ok(validate::text(s)))
     }
 }
 
@@ -163,8 +177,11 @@ impl WasmDiagnosticParser {
     pub fn try_parse(&self, raw: &SolverOutput, native: &[Diagnostic]) -> Result<Vec<Diagnostic>, PluginError> {
         let raw = latest::diag::solver_output(raw);
         let native: Vec<_> = native.iter().map(latest::diag::to_wit).collect();
-        let out = self.slot.call(|b, store| b.call_parse(store, &raw, &native))?;
-        Ok(out.into_iter().map(latest::diag::from_wit).collect())
+        let limits = self.slot.limits();
+        self.slot.call(
+            |b, store| b.call_parse(store, &raw, &native),
+            |out| Ok(validate::diagnostics(out.into_iter().map(latest::diag::from_wit).collect(), limits)),
+        )
     }
 }
 
@@ -194,8 +211,11 @@ impl WasmChecker {
     ) -> Result<FaithfulnessReport, PluginError> {
         let (r, c) = (latest::faith::spec(reference), latest::faith::spec(candidate));
         let plan: Option<Vec<String>> = plan.map(<[String]>::to_vec);
-        let out = self.slot.call(|b, store| b.call_check(store, &r, &c, plan.as_deref()))?;
-        Ok(latest::faith::report(out))
+        let limits = self.slot.limits();
+        self.slot.call(
+            |b, store| b.call_check(store, &r, &c, plan.as_deref()),
+            |out| validate::report(latest::faith::report(out), limits),
+        )
     }
 }
 

@@ -93,6 +93,9 @@ pub struct Plugins {
     pub diagnostic_parser: Option<Arc<WasmDiagnosticParser>>,
     /// Domain adapters, in config order.
     pub domains: Vec<Arc<WasmDomainAdapter>>,
+    /// Plugin folders that were skipped while scanning the plugin
+    /// directories, one line each (also printed on stderr by [`RuntimeConfig::load`]).
+    pub warnings: Vec<String>,
 }
 
 impl RuntimeConfig {
@@ -127,9 +130,16 @@ impl RuntimeConfig {
         Ok((host, registry))
     }
 
-    /// Loads every plugin the config names.
+    /// Loads every plugin the config names. A broken plugin folder the
+    /// config does not name is skipped with a warning on stderr (and in
+    /// [`Plugins::warnings`]); one it names is an error. Two domain adapters
+    /// answering for one domain are an error naming both.
     pub fn load(&self, base: &Path) -> Result<Plugins, RegistryError> {
         let (host, registry) = self.host(base)?;
+        let warnings = registry.warnings();
+        for w in &warnings {
+            eprintln!("onebrain: warning: {w}");
+        }
         let load = |r: &str, world| -> Result<_, RegistryError> {
             let m = registry.resolve(r, world, base)?;
             Ok(host.load(&m)?)
@@ -146,9 +156,18 @@ impl RuntimeConfig {
             out.diagnostic_parser =
                 Some(Arc::new(WasmDiagnosticParser::new(&load(r, World::DiagnosticParser)?, policy)?));
         }
+        let mut claimed: Vec<(String, String)> = Vec::new();
         for r in &self.domains {
-            out.domains.push(Arc::new(WasmDomainAdapter::new(&load(r, World::DomainAdapter)?, policy)?));
+            let d = WasmDomainAdapter::new(&load(r, World::DomainAdapter)?, policy)?;
+            let name = onebrain_core::DomainAdapter::name(&d);
+            let origin = d.origin();
+            if let Some((_, first)) = claimed.iter().find(|(n, _)| *n == name) {
+                return Err(RegistryError::DuplicateDomain { name, first: first.clone(), second: origin });
+            }
+            claimed.push((name, origin));
+            out.domains.push(Arc::new(d));
         }
+        out.warnings = warnings;
         Ok(out)
     }
 }

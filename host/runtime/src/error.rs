@@ -1,4 +1,10 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use crate::text::escape_path;
+
+fn shown(p: &Path) -> String {
+    escape_path(p)
+}
 use std::time::Duration;
 
 /// Which plugin failed: its manifest name and version, so every error a run
@@ -50,17 +56,39 @@ pub enum PluginErrorKind {
         /// The tail of what the guest wrote to stderr (a panic message, usually).
         stderr: String,
     },
-    /// The guest returned more data than the host accepts from one call.
-    #[error("returned {bytes} bytes, more than the limit of {limit}")]
+    /// The guest returned more data than the host accepts from one call
+    /// (its answer or its error message).
+    #[error("returned {}, more than the limit of {limit}", output_size(.bytes))]
     OutputTooLarge {
-        /// How much it returned.
-        bytes: usize,
-        /// The cap.
+        /// How much it returned, when known: a result far over the limit is
+        /// stopped while being copied out of the guest, before it is measured.
+        bytes: Option<usize>,
+        /// The cap, in bytes.
         limit: usize,
     },
-    /// The guest handled the call and reported an error of its own.
+    /// The guest handled the call and reported an error of its own (escaped
+    /// as one line and capped at [`Limits::message_kb`](crate::Limits::message_kb)).
     #[error("reported an error: {0}")]
     Guest(String),
+    /// The guest answered with a value the host refuses: a reward that is not
+    /// finite or out of bounds, a self-contradictory faithfulness report, a
+    /// task of another domain.
+    #[error("returned an invalid value: {0}")]
+    Invalid(String),
+    /// A domain adapter's `name()` is not its manifest's name: one plugin
+    /// cannot answer for another's domain.
+    #[error("says its name is `{reported}`, but its manifest and folder name it `{manifest}`")]
+    Identity {
+        /// The manifest's name.
+        manifest: String,
+        /// What the component reported.
+        reported: String,
+    },
+    /// The manifest's `component` is not a file the host will read: an
+    /// absolute path, a path with `..`, a symlink out of the plugin folder, a
+    /// device, a FIFO, or a file over the size cap.
+    #[error("has a component the host will not read: {0}")]
+    ComponentFile(String),
     /// The component was built for a WIT version this host cannot load.
     #[error("was built for onebrain:plugin@{found}; this host loads {supported}")]
     IncompatibleApiVersion {
@@ -91,6 +119,13 @@ pub enum PluginErrorKind {
     Runtime(String),
 }
 
+fn output_size(bytes: &Option<usize>) -> String {
+    match bytes {
+        Some(b) => format!("{b} bytes"),
+        None => "more data".into(),
+    }
+}
+
 fn stderr_suffix(stderr: &str) -> String {
     if stderr.is_empty() {
         String::new()
@@ -111,8 +146,41 @@ pub struct PluginError {
 }
 
 impl PluginError {
+    /// The error, with every string in it that a plugin could have written
+    /// (its message, its stderr, wasmtime's text about its code) escaped as
+    /// one line and capped, so it is safe to print and cheap to store.
     pub(crate) fn new(plugin: &PluginId, kind: PluginErrorKind) -> Self {
-        PluginError { plugin: plugin.clone(), kind }
+        PluginError { plugin: plugin.clone(), kind: kind.bounded(MESSAGE_BYTES, STDERR_BYTES) }
+    }
+
+    /// As [`PluginError::new`], with the caps of `limits`.
+    pub(crate) fn with_limits(plugin: &PluginId, kind: PluginErrorKind, limits: &crate::Limits) -> Self {
+        PluginError { plugin: plugin.clone(), kind: kind.bounded(limits.message_bytes(), limits.stderr_bytes()) }
+    }
+}
+
+/// Caps for errors raised before a plugin's limits are known (loading).
+const MESSAGE_BYTES: usize = 4 << 10;
+const STDERR_BYTES: usize = 16 << 10;
+
+impl PluginErrorKind {
+    fn bounded(self, cap: usize, stderr_cap: usize) -> Self {
+        use crate::text::message;
+        use PluginErrorKind as K;
+        match self {
+            K::Trap { trap, stderr } => K::Trap { trap: message(&trap, cap), stderr: message(&stderr, stderr_cap) },
+            K::Guest(m) => K::Guest(message(&m, cap)),
+            K::Invalid(m) => K::Invalid(message(&m, cap)),
+            K::Identity { manifest, reported } => K::Identity { manifest, reported: message(&reported, 64) },
+            K::ComponentFile(m) => K::ComponentFile(message(&m, cap)),
+            K::IncompatibleApiVersion { found, supported } => {
+                K::IncompatibleApiVersion { found: message(&found, 64), supported }
+            }
+            K::WorldMismatch { world, reason } => K::WorldMismatch { world, reason: message(&reason, cap) },
+            K::Load(m) => K::Load(message(&m, cap)),
+            K::Runtime(m) => K::Runtime(message(&m, cap)),
+            other => other,
+        }
     }
 }
 
@@ -121,7 +189,7 @@ impl PluginError {
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     /// A file or directory could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {}: {source}", shown(.path))]
     Io {
         /// The path.
         path: PathBuf,
@@ -130,7 +198,7 @@ pub enum RegistryError {
         source: std::io::Error,
     },
     /// A `plugin.toml` or config is not valid TOML or has unknown keys.
-    #[error("invalid manifest {path}: {message}")]
+    #[error("invalid manifest {}: {message}", shown(.path))]
     Manifest {
         /// The manifest file.
         path: PathBuf,
@@ -140,8 +208,8 @@ pub enum RegistryError {
     /// No plugin of that name is installed in any plugin directory.
     #[error("no plugin named `{0}` (looked in the configured plugin directories)")]
     NotFound(String),
-    /// Two plugin directories hold plugins with the same name.
-    #[error("plugin `{name}` is installed twice: {first} and {second}")]
+    /// Two plugin folders claim the same name; neither is used.
+    #[error("plugin `{name}` is claimed twice, by {} and {}", shown(.first), shown(.second))]
     Duplicate {
         /// The duplicated name.
         name: String,
@@ -149,6 +217,27 @@ pub enum RegistryError {
         first: PathBuf,
         /// The second manifest.
         second: PathBuf,
+    },
+    /// The plugin folder of that name was skipped when the plugin
+    /// directories were scanned (see [`PluginRegistry::skipped`](crate::PluginRegistry::skipped)).
+    #[error("plugin `{name}` cannot be used: its folder {} was skipped: {reason}", shown(.dir))]
+    Broken {
+        /// The folder's name, which is the name a config uses.
+        name: String,
+        /// The folder.
+        dir: PathBuf,
+        /// Why it was skipped.
+        reason: String,
+    },
+    /// Two domain adapters in one config answer for the same domain.
+    #[error("domain `{name}` is claimed by two plugins: {first} and {second}")]
+    DuplicateDomain {
+        /// The domain.
+        name: String,
+        /// The first plugin (its folder or component).
+        first: String,
+        /// The second plugin.
+        second: String,
     },
     /// The plugin implements another world than the caller needs.
     #[error("plugin `{name}` implements world `{found}`, expected `{expected}`")]

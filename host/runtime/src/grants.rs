@@ -47,6 +47,15 @@ pub enum PermissionError {
         /// Why.
         reason: String,
     },
+    /// The plugin's name is not verified by its folder's name, so no grant
+    /// made to that name applies to it.
+    #[error("`{plugin}` cannot receive the grants of that name: {reason}")]
+    Unverified {
+        /// The name the manifest claims.
+        plugin: String,
+        /// Why it is not verified.
+        reason: String,
+    },
     /// The guest mount point is not an absolute, normalised path.
     #[error("mount point `{mount}` must be an absolute path without `.` or `..`, other than `/`")]
     BadMount {

@@ -173,9 +173,8 @@ impl PluginHost {
         let id = PluginId { name: manifest.name.clone(), version: manifest.version.clone() };
         let fail = |kind| PluginError::new(&id, kind);
 
-        let path = manifest.component_path();
-        let bytes = std::fs::read(&path)
-            .map_err(|e| fail(PluginErrorKind::Load(format!("cannot read {}: {e}", path.display()))))?;
+        // A regular file inside the plugin folder, size-checked before it is read.
+        let bytes = manifest.read_component().map_err(|e| fail(PluginErrorKind::ComponentFile(e)))?;
         let api_version = check_api_version(&bytes).map_err(fail)?;
 
         let preopens = self.preopens(manifest).map_err(fail)?;
@@ -212,6 +211,11 @@ impl PluginHost {
         if m.permissions.read_dirs.is_empty() {
             return Ok(Vec::new());
         }
+        // Grants are keyed by name, and a name is only an identity when the
+        // folder holding the manifest bears it: a folder that copies another
+        // plugin's name does not get its grant.
+        m.check_folder()
+            .map_err(|reason| crate::grants::PermissionError::Unverified { plugin: m.name.clone(), reason })?;
         let granter = CapabilityGranter::new(&m.name, self.grants.get(&m.name))?;
         let mut out = Vec::new();
         for (mount, requested) in &m.permissions.read_dirs {

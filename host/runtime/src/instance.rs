@@ -25,6 +25,11 @@ pub(crate) trait WorldBindings: Sized + Send + 'static {
     fn instantiate(pre: &Self::Pre, store: &mut Store<StoreState>) -> wasmtime::Result<Self>;
 }
 
+/// The text of wasmtime's error when lifting a result runs past the store's
+/// hostcall fuel (its type is private, so the text is what identifies it;
+/// `hostile.rs` fails if a wasmtime upgrade changes it).
+const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+
 /// How many bytes of data a call returned, for the output cap.
 pub(crate) trait OutputSize {
     fn output_size(&self) -> usize;
@@ -94,8 +99,18 @@ impl<W: WorldBindings> Slot<W> {
         Ok(Slot { shared: plugin.shared.clone(), pre, policy, live: Mutex::new(None) })
     }
 
+    /// The plugin's limits.
+    pub(crate) fn limits(&self) -> &crate::Limits {
+        &self.shared.limits
+    }
+
+    /// The plugin's verified name (its manifest's and its folder's).
+    pub(crate) fn name(&self) -> &str {
+        &self.shared.id.name
+    }
+
     fn fail(&self, kind: PluginErrorKind) -> PluginError {
-        PluginError::new(&self.shared.id, kind)
+        PluginError::with_limits(&self.shared.id, kind, &self.shared.limits)
     }
 
     fn fresh(&self) -> Result<Live<W>, PluginError> {
@@ -106,7 +121,10 @@ impl<W: WorldBindings> Slot<W> {
         store.limiter(|s| &mut s.limiter);
         // Instantiation runs the guest's start code: give it the same limits as a call.
         self.arm(&mut store)?;
-        let bindings = W::instantiate(&self.pre, &mut store).map_err(|e| self.classify(e, &mut store))?;
+        let bindings = W::instantiate(&self.pre, &mut store).map_err(|e| {
+            let kind = self.classify(e, &mut store);
+            self.fail(kind)
+        })?;
         Ok(Live { store, bindings })
     }
 
@@ -118,15 +136,22 @@ impl<W: WorldBindings> Slot<W> {
         // Ticks until the deadline, rounded up, plus one for the tick in progress.
         let ticks = limits.timeout_ms.div_ceil(EPOCH_TICK.as_millis() as u64) + 1;
         store.set_epoch_deadline(ticks);
+        // What wasmtime may copy out of the guest for this call: the output
+        // cap is then enforced while the answer is lifted, not after a copy
+        // of up to 128 MiB (wasmtime's default).
+        store.set_hostcall_fuel(limits.copy_bytes());
         Ok(())
     }
 
-    /// Calls into the guest with fresh limits. A guest error keeps the
-    /// instance; every other failure drops it.
-    pub(crate) fn call<R: OutputSize>(
+    /// Calls into the guest with fresh limits, then checks the answer: its
+    /// size against the output cap and its value with `check` (the world's
+    /// validator, `validate.rs`). A guest error keeps the instance; every
+    /// other failure drops it.
+    pub(crate) fn call<R: OutputSize, T>(
         &self,
         f: impl FnOnce(&W, &mut Store<StoreState>) -> wasmtime::Result<Result<R, String>>,
-    ) -> Result<R, PluginError> {
+        check: impl FnOnce(R) -> Result<T, PluginErrorKind>,
+    ) -> Result<T, PluginError> {
         let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() || self.policy == InstancePolicy::FreshPerCall {
             *guard = Some(self.fresh()?);
@@ -143,29 +168,37 @@ impl<W: WorldBindings> Slot<W> {
             Ok(_) if late => Err(wasmtime::Error::new(Trap::Interrupt)),
             other => other,
         };
-        let result = match outcome {
+        let limit = self.shared.limits.max_output_bytes();
+        let kind = match outcome {
             Ok(Ok(value)) => {
                 let bytes = value.output_size();
-                let limit = self.shared.limits.max_output_bytes();
                 if bytes > limit {
-                    Err(self.fail(PluginErrorKind::OutputTooLarge { bytes, limit }))
+                    PluginErrorKind::OutputTooLarge { bytes: Some(bytes), limit }
                 } else {
-                    return Ok(value);
+                    match check(value) {
+                        Ok(v) => return Ok(v),
+                        Err(kind) => kind,
+                    }
                 }
             }
-            Ok(Err(message)) => return Err(self.fail(PluginErrorKind::Guest(message))),
-            Err(e) => Err(self.classify(e, &mut live.store)),
+            // The guest's own error: kept (escaped, capped) when within the output cap.
+            Ok(Err(message)) if message.len() <= limit => return Err(self.fail(PluginErrorKind::Guest(message))),
+            Ok(Err(message)) => PluginErrorKind::OutputTooLarge { bytes: Some(message.len()), limit },
+            Err(e) => self.classify(e, &mut live.store),
         };
-        // The store may be poisoned (after a trap) or bloated: never reuse it.
+        // The store may be poisoned (after a trap), bloated or in the hands
+        // of a guest that lies: never reuse it.
         *guard = None;
-        result
+        Err(self.fail(kind))
     }
 
-    fn classify(&self, e: wasmtime::Error, store: &mut Store<StoreState>) -> PluginError {
+    fn classify(&self, e: wasmtime::Error, store: &mut Store<StoreState>) -> PluginErrorKind {
         let limits = &self.shared.limits;
         let stderr = store.data().output.take();
         let kind = if store.data().limiter.hit {
             PluginErrorKind::MemoryLimit { limit_bytes: limits.memory_bytes() }
+        } else if format!("{e:#}").contains(HOSTCALL_FUEL_EXHAUSTED) {
+            PluginErrorKind::OutputTooLarge { bytes: None, limit: limits.max_output_bytes() }
         } else if let Some(trap) = e.downcast_ref::<Trap>() {
             match trap {
                 Trap::Interrupt => PluginErrorKind::Timeout { limit: limits.timeout() },
@@ -176,6 +209,6 @@ impl<W: WorldBindings> Slot<W> {
         } else {
             PluginErrorKind::Runtime(format!("{e:#}"))
         };
-        self.fail(kind)
+        kind
     }
 }

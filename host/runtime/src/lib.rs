@@ -9,8 +9,15 @@
 //!   nothing but what [`CapabilityGranter`] allows.
 //! - [`WasmReward`], [`WasmDomainAdapter`], [`WasmDiagnosticParser`] and
 //!   [`WasmChecker`] implement the `onebrain-core` seams by calling it; each
-//!   call runs under [`Limits`] (timeout, fuel, memory, output size), and
-//!   every failure is a [`PluginError`] naming the plugin and its version.
+//!   call runs under [`Limits`] (timeout, fuel, memory, output size), every
+//!   answer is validated (finite, bounded rewards; self-consistent reports;
+//!   a domain's own name; escaped text), and every failure is a
+//!   [`PluginError`] naming the plugin and its version.
+//! - A plugin's identity is its folder's name, which its manifest and (for a
+//!   domain) its `name()` must repeat; grants follow that name. Its manifest
+//!   and component are read only as regular files inside its folder, size
+//!   capped ([`MAX_COMPONENT_BYTES`]). Everything it says is escaped
+//!   ([`escape_line`]) before it can reach a terminal.
 //! - [`RuntimeConfig`] is the `[plugins]` config: which plugins, by name or
 //!   path, so a changed line swaps a plugin without rebuilding the host.
 //! - [`bench_plugins`] measures call overhead, cached loads and WASM against
@@ -46,6 +53,7 @@ mod cache;
 mod clocks;
 mod config;
 mod error;
+mod files;
 mod grants;
 mod host;
 mod instance;
@@ -53,6 +61,8 @@ mod limits;
 mod manifest;
 mod registry;
 mod state;
+mod text;
+mod validate;
 mod wit;
 
 pub use adapters::{WasmChecker, WasmDiagnosticParser, WasmDomainAdapter, WasmReward};
@@ -60,10 +70,12 @@ pub use bench::{bench_plugins, BenchOptions, BenchReport};
 pub use cache::{CacheOutcome, ComponentCache};
 pub use config::{Plugins, RuntimeConfig};
 pub use error::{PluginError, PluginErrorKind, PluginId, RegistryError};
+pub use files::{MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES};
 pub use grants::{CapabilityGranter, Grant, Grants, PermissionError, Preopen};
 pub use host::{HostOptions, LoadedPlugin, PluginHost};
 pub use instance::InstancePolicy;
 pub use limits::Limits;
 pub use manifest::{Permissions, PluginManifest, World};
 pub use registry::{check_manifest, CheckReport, PluginDetails, PluginInfo, PluginRegistry};
+pub use text::{escape_line, escape_path, escape_text};
 pub use wit::ApiVersion;

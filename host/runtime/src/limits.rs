@@ -20,6 +20,12 @@ pub struct Limits {
     pub max_output_kb: u64,
     /// How much of the guest's stdout and stderr is kept for error reports, in KiB.
     pub stderr_kb: u64,
+    /// How much of one message a plugin writes (its error string, a
+    /// diagnostic, a line of explanation) is kept, in KiB.
+    pub message_kb: u64,
+    /// The largest |reward| a reward plugin may return; NaN and ±inf are
+    /// always refused. The paper's rewards stay within ±2.
+    pub reward_bound: f32,
 }
 
 impl Default for Limits {
@@ -33,6 +39,8 @@ impl Default for Limits {
             memory_mb: 64,
             max_output_kb: 1024,
             stderr_kb: 16,
+            message_kb: 4,
+            reward_bound: 100.0,
         }
     }
 }
@@ -51,6 +59,21 @@ impl Limits {
     /// The output cap in bytes.
     pub fn max_output_bytes(&self) -> usize {
         usize::try_from(self.max_output_kb.saturating_mul(1024)).unwrap_or(usize::MAX)
+    }
+
+    /// The cap on one message, in bytes.
+    pub fn message_bytes(&self) -> usize {
+        usize::try_from(self.message_kb.saturating_mul(1024)).unwrap_or(usize::MAX)
+    }
+
+    /// How many bytes wasmtime may copy out of the guest for one call
+    /// (its "hostcall fuel"; its default is 128 MiB). Lifting a result costs
+    /// its string bytes plus, per list element, the element's size on the
+    /// host (24 bytes for a `String`), so four times the output cap is ample
+    /// for any answer under the cap, while a list that points at one string
+    /// a million times stops being copied here, not after 128 MiB.
+    pub fn copy_bytes(&self) -> usize {
+        self.max_output_bytes().saturating_mul(4).max(64 << 10)
     }
 
     /// The captured-stderr cap in bytes.

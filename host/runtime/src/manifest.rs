@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::RegistryError;
+use crate::files;
+use crate::text::{escape_line, escape_text, is_identifier};
 
 /// The WIT worlds a plugin can implement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -63,13 +65,15 @@ pub struct Permissions {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PluginManifest {
-    /// The plugin's name; configs refer to it by this name.
+    /// The plugin's name, which is also its folder's name; configs and
+    /// grants refer to it by this name, and a domain adapter's `name()` must say it.
     pub name: String,
     /// The plugin's own version.
     pub version: String,
     /// The WIT world it implements.
     pub world: World,
-    /// The component file, relative to the manifest's directory.
+    /// The component file, relative to the manifest's directory: plain names
+    /// only (no absolute path, no `..`).
     pub component: PathBuf,
     /// One line for `plugins list`.
     #[serde(default)]
@@ -84,24 +88,73 @@ pub struct PluginManifest {
 
 impl PluginManifest {
     /// Reads and validates `path` (a `plugin.toml`, or a directory holding one).
+    ///
+    /// The manifest must sit in a folder named after the plugin: that name is
+    /// the plugin's one identity (configs, grants and domains all use it), so
+    /// a folder cannot claim another plugin's name. The file itself is read
+    /// under the rules of the component file (a regular file in the folder,
+    /// at most 64 KiB), so a FIFO or `/dev/zero` in its place cannot hang or
+    /// exhaust the host.
     pub fn load(path: &Path) -> Result<Self, RegistryError> {
         let file = if path.is_dir() { path.join("plugin.toml") } else { path.to_path_buf() };
-        let text = std::fs::read_to_string(&file).map_err(|source| RegistryError::Io { path: file.clone(), source })?;
-        let mut m = Self::parse(&text).map_err(|message| RegistryError::Manifest { path: file.clone(), message })?;
-        m.dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
+        let bad = |message: String| RegistryError::Manifest { path: file.clone(), message };
+        let dir = file.parent().map(Path::to_path_buf).unwrap_or_default();
+        let name = file.file_name().map(PathBuf::from).unwrap_or_default();
+        let bytes = crate::files::read(&dir, &name, crate::files::MAX_MANIFEST_BYTES).map_err(bad)?;
+        let text = String::from_utf8(bytes).map_err(|_| bad("not UTF-8".into()))?;
+        let mut m = Self::parse(&text).map_err(|message| bad(escape_text(&message).into_owned()))?;
+        m.dir = dir;
+        m.check_folder().map_err(bad)?;
         Ok(m)
     }
 
     /// Parses manifest text (no I/O); `dir` is left empty.
+    ///
+    /// Refuses a name that is not an identifier, a version or description
+    /// with control characters, and a `component` that is absolute or has `..`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let m: PluginManifest = toml::from_str(text).map_err(|e| e.to_string())?;
-        if m.name.is_empty() || !m.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            return Err(format!("name `{}` must be non-empty ASCII letters, digits, `-` or `_`", m.name));
+        if !is_identifier(&m.name) {
+            return Err(format!(
+                "name `{}` must be 1 to 64 ASCII letters, digits, `-` or `_`",
+                escape_line(&m.name)
+            ));
         }
-        if m.version.is_empty() {
-            return Err("version must not be empty".into());
+        if m.version.is_empty()
+            || m.version.len() > 64
+            || !m.version.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+        {
+            return Err(format!(
+                "version `{}` must be 1 to 64 ASCII letters, digits, `.`, `-` or `+`",
+                escape_line(&m.version)
+            ));
         }
+        if m.description.len() > 1024 || escape_line(&m.description) != m.description {
+            return Err("description must be one line of at most 1024 bytes without control characters".into());
+        }
+        files::check_relative(&m.component).map_err(|e| format!("component: {e}"))?;
         Ok(m)
+    }
+
+    /// Checks that the folder holding the manifest is named after the plugin.
+    pub fn check_folder(&self) -> Result<(), String> {
+        // The name as the plugin directory lists it (a folder may be a
+        // symlink to a build folder of another name); `.` has none of its own.
+        let folder_name = match self.dir.file_name() {
+            Some(n) => n.to_string_lossy().into_owned(),
+            None => {
+                let canon = self.dir.canonicalize().unwrap_or_default();
+                canon.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+            }
+        };
+        if folder_name != self.name {
+            return Err(format!(
+                "the manifest names the plugin `{}`, but its folder is `{}`: a plugin's name is its folder's name",
+                self.name,
+                escape_line(&folder_name)
+            ));
+        }
+        Ok(())
     }
 
     /// A manifest for a bare `.wasm` named in a config: named after the file,
@@ -119,9 +172,21 @@ impl PluginManifest {
         }
     }
 
-    /// The component file's full path.
+    /// The component file's full path (as written; [`PluginManifest::read_component`]
+    /// is how the host reads it).
     pub fn component_path(&self) -> PathBuf {
         self.dir.join(&self.component)
+    }
+
+    /// Checks the component file without reading it: a regular file inside
+    /// the plugin folder, at most [`MAX_COMPONENT_BYTES`](crate::MAX_COMPONENT_BYTES).
+    pub fn check_component(&self) -> Result<(), String> {
+        files::resolve(&self.dir, &self.component, files::MAX_COMPONENT_BYTES).map(|_| ())
+    }
+
+    /// Reads the component file under the rules of [`PluginManifest::check_component`].
+    pub fn read_component(&self) -> Result<Vec<u8>, String> {
+        files::read(&self.dir, &self.component, files::MAX_COMPONENT_BYTES)
     }
 }
 
@@ -155,5 +220,38 @@ read-dirs = { "/data" = "data" }
         assert!(PluginManifest::parse(&format!("name = \"../x\"\nworld = \"reward\"\n{base}")).is_err());
         assert!(PluginManifest::parse(&format!("name = \"x\"\nworld = \"reward\"\n{base}[permissions]\nnet = true"))
             .is_err());
+    }
+
+    #[test]
+    fn rejects_component_paths_out_of_the_folder_and_control_characters() {
+        let m = |component: &str, extra: &str| {
+            PluginManifest::parse(&format!(
+                "name = \"x\"\nversion = \"1\"\nworld = \"reward\"\ncomponent = {component:?}\n{extra}"
+            ))
+        };
+        assert!(m("x.wasm", "").is_ok());
+        for bad in ["/etc/shadow", "../../etc/shadow", "build/../../x.wasm", "/dev/zero", ""] {
+            let e = m(bad, "").unwrap_err();
+            assert!(e.starts_with("component:"), "{bad}: {e}");
+        }
+        assert!(m("x.wasm", "description = \"ok\\u001b[2K\"").unwrap_err().contains("control characters"));
+        let e = PluginManifest::parse("name = \"x\"\nversion = \"1\\u001b]0;t\"\nworld = \"reward\"\ncomponent = \"x.wasm\"")
+            .unwrap_err();
+        assert!(e.contains("version") && !e.contains('\x1b'), "{e}");
+    }
+
+    #[test]
+    fn a_manifest_must_sit_in_a_folder_of_its_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let write = |folder: &str, name: &str| {
+            let dir = tmp.path().join(folder);
+            std::fs::create_dir_all(&dir).unwrap();
+            let text = format!("name = \"{name}\"\nversion = \"1\"\nworld = \"reward\"\ncomponent = \"x.wasm\"\n");
+            std::fs::write(dir.join("plugin.toml"), text).unwrap();
+            dir
+        };
+        assert_eq!(PluginManifest::load(&write("mine", "mine")).unwrap().name, "mine");
+        let e = PluginManifest::load(&write("evil", "trusted-data")).unwrap_err().to_string();
+        assert!(e.contains("`trusted-data`") && e.contains("`evil`"), "{e}");
     }
 }

@@ -15,6 +15,7 @@ use crate::host::PluginHost;
 use crate::instance::InstancePolicy;
 use crate::limits::Limits;
 use crate::manifest::{Permissions, PluginManifest, World};
+use crate::text::{escape_line, escape_path};
 use crate::wit::read_api_version;
 
 /// One line of `plugins list`.
@@ -30,7 +31,9 @@ pub struct PluginInfo {
     pub description: String,
     /// The component file.
     pub component: PathBuf,
-    /// Whether the component file exists (bundled plugins are built by `scripts/build-plugins.sh`).
+    /// Whether the component file is there and acceptable: a regular file in
+    /// the plugin folder within the size cap (bundled plugins are built by
+    /// `scripts/build-plugins.sh`).
     pub built: bool,
 }
 
@@ -48,6 +51,9 @@ pub struct PluginDetails {
     pub sha256: Option<String>,
     /// The WIT version in its `onebrain:api-version` section, if present.
     pub api_version: Option<String>,
+    /// Why the component file was not read (absent, not a regular file in the
+    /// plugin folder, over the size cap), if it was not.
+    pub component_error: Option<String>,
     /// What the manifest asks for.
     pub permissions: Permissions,
 }
@@ -82,16 +88,47 @@ pub struct CheckReport {
 }
 
 /// The plugins found in a set of plugin directories.
+///
+/// A folder that cannot be used (a bad manifest, a manifest that names the
+/// plugin after another folder, a name two folders claim) is skipped, not
+/// fatal: the other plugins stay usable, [`PluginRegistry::warnings`] names
+/// it, and asking for it by name is an error that says why.
 #[derive(Clone, Debug, Default)]
 pub struct PluginRegistry {
     plugins: BTreeMap<String, PluginManifest>,
+    unusable: BTreeMap<String, Unusable>,
+}
+
+/// Why a name in the plugin directories cannot be used.
+#[derive(Clone, Debug)]
+enum Unusable {
+    /// Its folder was skipped.
+    Broken { dir: PathBuf, reason: String },
+    /// Two folders claim it.
+    Duplicate { first: PathBuf, second: PathBuf },
+}
+
+impl Unusable {
+    fn error(&self, name: &str) -> RegistryError {
+        match self {
+            Unusable::Broken { dir, reason } => {
+                RegistryError::Broken { name: name.to_string(), dir: dir.clone(), reason: reason.clone() }
+            }
+            Unusable::Duplicate { first, second } => {
+                RegistryError::Duplicate { name: name.to_string(), first: first.clone(), second: second.clone() }
+            }
+        }
+    }
 }
 
 impl PluginRegistry {
-    /// Scans each directory for `*/plugin.toml` (one folder per plugin).
-    /// A directory that does not exist is skipped; a bad manifest is an error.
+    /// Scans each directory for `*/plugin.toml` (one folder per plugin, named
+    /// after it). A directory that does not exist is skipped, and so is a
+    /// plugin folder that cannot be used (see [`PluginRegistry::warnings`]);
+    /// only a plugin directory that cannot be listed is an error.
     pub fn discover(dirs: &[PathBuf]) -> Result<Self, RegistryError> {
-        let mut reg = PluginRegistry::default();
+        // Every folder with a plugin.toml, by folder name (the plugin's name).
+        let mut found: BTreeMap<String, Vec<(PathBuf, Result<PluginManifest, String>)>> = BTreeMap::new();
         for dir in dirs {
             if !dir.is_dir() {
                 continue;
@@ -100,16 +137,56 @@ impl PluginRegistry {
             let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
             paths.sort();
             for p in paths {
-                if p.join("plugin.toml").is_file() {
-                    reg.add(PluginManifest::load(&p)?)?;
+                // symlink_metadata: a dangling or looping link is a broken folder, not a hang.
+                if std::fs::symlink_metadata(p.join("plugin.toml")).is_err() {
+                    continue;
+                }
+                let folder = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let m = PluginManifest::load(&p).map_err(|e| match e {
+                    RegistryError::Manifest { message, .. } => message,
+                    other => other.to_string(),
+                });
+                found.entry(folder).or_default().push((p, m));
+            }
+        }
+        let mut reg = PluginRegistry::default();
+        for (name, mut folders) in found {
+            if folders.len() > 1 {
+                let (first, second) = (folders.swap_remove(0).0, folders.swap_remove(0).0);
+                reg.unusable.insert(name, Unusable::Duplicate { first, second });
+                continue;
+            }
+            match folders.pop().expect("one folder") {
+                (_, Ok(m)) => {
+                    reg.plugins.insert(name, m);
+                }
+                (dir, Err(reason)) => {
+                    reg.unusable.insert(name, Unusable::Broken { dir, reason });
                 }
             }
         }
         Ok(reg)
     }
 
+    /// One warning per skipped plugin folder or contested name, each naming
+    /// the folders (escaped: a folder's name is plugin-authored text).
+    pub fn warnings(&self) -> Vec<String> {
+        self.unusable
+            .iter()
+            .map(|(name, u)| match u {
+                Unusable::Broken { dir, reason } => {
+                    format!("skipped the plugin folder {}: {}", escape_path(dir), escape_line(reason))
+                }
+                Unusable::Duplicate { .. } => format!("skipped both folders: {}", u.error(name)),
+            })
+            .collect()
+    }
+
     /// Adds one manifest; a second plugin of the same name is an error.
     pub fn add(&mut self, m: PluginManifest) -> Result<(), RegistryError> {
+        if let Some(u) = self.unusable.get(&m.name) {
+            return Err(u.error(&m.name));
+        }
         if let Some(prev) = self.plugins.get(&m.name) {
             return Err(RegistryError::Duplicate {
                 name: m.name.clone(),
@@ -121,12 +198,16 @@ impl PluginRegistry {
         Ok(())
     }
 
-    /// The manifest of `name`.
+    /// The manifest of `name`; a skipped folder of that name, or a name two
+    /// folders claim, is an error that says so.
     pub fn get(&self, name: &str) -> Result<&PluginManifest, RegistryError> {
-        self.plugins.get(name).ok_or_else(|| RegistryError::NotFound(name.to_string()))
+        if let Some(u) = self.unusable.get(name) {
+            return Err(u.error(name));
+        }
+        self.plugins.get(name).ok_or_else(|| RegistryError::NotFound(escape_line(name).into_owned()))
     }
 
-    /// Every plugin, by world then name.
+    /// Every usable plugin, by world then name.
     pub fn list(&self) -> Vec<PluginInfo> {
         let mut v: Vec<PluginInfo> = self.plugins.values().map(info).collect();
         v.sort_by(|a, b| (a.world, &a.name).cmp(&(b.world, &b.name)));
@@ -135,12 +216,13 @@ impl PluginRegistry {
 
     /// Resolves a config's plugin reference for `world`: an installed
     /// plugin's name, or a path (relative to `base`) to a `plugin.toml`, a
-    /// plugin folder or a bare `.wasm` component.
+    /// plugin folder or a bare `.wasm` component. A plugin named by path
+    /// that claims the name of another installed plugin is an error naming both.
     pub fn resolve(&self, reference: &str, world: World, base: &Path) -> Result<PluginManifest, RegistryError> {
         let looks_like_path = reference.contains('/') || reference.ends_with(".wasm") || reference.ends_with(".toml");
         let m = if looks_like_path {
             let path = base.join(reference);
-            if reference.ends_with(".wasm") {
+            let m = if reference.ends_with(".wasm") {
                 if !path.is_file() {
                     return Err(RegistryError::Io {
                         path,
@@ -150,7 +232,20 @@ impl PluginRegistry {
                 PluginManifest::for_component(&path, world)
             } else {
                 PluginManifest::load(&path)?
+            };
+            if let Some(u) = self.unusable.get(&m.name) {
+                return Err(u.error(&m.name));
             }
+            if let Some(installed) = self.plugins.get(&m.name) {
+                if !same_dir(&installed.dir, &m.dir) {
+                    return Err(RegistryError::Duplicate {
+                        name: m.name.clone(),
+                        first: installed.dir.join("plugin.toml"),
+                        second: m.component_path(),
+                    });
+                }
+            }
+            m
         } else {
             self.get(reference)?.clone()
         };
@@ -164,29 +259,40 @@ impl PluginRegistry {
         Ok(m)
     }
 
-    /// `plugins inspect NAME`.
+    /// `plugins inspect NAME`. The component is read under the host's rules
+    /// (a regular file in the plugin folder, size-checked first); when it is
+    /// refused, `component_error` says why and nothing of it is shown.
     pub fn inspect(&self, name: &str) -> Result<PluginDetails, RegistryError> {
         let m = self.get(name)?;
-        let bytes = std::fs::read(m.component_path()).ok();
+        let read = m.read_component();
+        let bytes = read.as_ref().ok();
         Ok(PluginDetails {
             info: info(m),
             manifest: m.dir.join("plugin.toml"),
-            component_bytes: bytes.as_ref().map(|b| b.len() as u64),
-            sha256: bytes.as_ref().map(|b| {
+            component_bytes: bytes.map(|b| b.len() as u64),
+            sha256: bytes.map(|b| {
                 use sha2::Digest;
                 hex::encode(sha2::Sha256::digest(b))
             }),
-            api_version: bytes.as_deref().and_then(|b| read_api_version(b).ok().flatten()),
+            api_version: bytes.and_then(|b| read_api_version(b).ok().flatten()).map(|v| escape_line(&v).into_owned()),
+            component_error: read.err(),
             permissions: m.permissions.clone(),
         })
     }
 
     /// `plugins check NAME`: loads it with `host`, instantiates it and makes
     /// one smoke call. A plugin that fails is reported (`ok == false`), not
-    /// returned as an error; only an unknown name is an error.
+    /// returned as an error; only an unknown or unusable name is an error.
     pub fn check(&self, host: &PluginHost, name: &str) -> Result<CheckReport, RegistryError> {
         let m = self.get(name)?;
         Ok(check_manifest(host, m))
+    }
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
     }
 }
 
@@ -197,7 +303,7 @@ fn info(m: &PluginManifest) -> PluginInfo {
         world: m.world,
         description: m.description.clone(),
         component: m.component_path(),
-        built: m.component_path().is_file(),
+        built: m.check_component().is_ok(),
     }
 }
 

@@ -49,6 +49,13 @@ impl DomainAdapter for Hostile {
             }
             "recursion" => Ok(recurse(0).to_string()),
             "huge" => Ok("x".repeat(arg.parse().unwrap_or(16 << 20))),
+            // An error message of `arg` bytes (issue 13: errors skipped the output cap).
+            "error" => Err("e".repeat(arg.parse().unwrap_or(48 << 20))),
+            // Text that tries to rewrite the terminal: up a line, erase it,
+            // forge an "ok", retitle the window, reverse what follows.
+            "ansi" => Err("\x1b[1A\x1b[2K\rhostile 0.1.0 (domain-adapter): ok\n\x1b]0;owned\x07\u{202e}".into()),
+            "ansi-ok" => Ok("line one\r\nline two\x1b[31m red\x1b[0m\ttab".into()),
+            "ansi-panic" => panic!("\x1b[2J\x1b[Hall plugins ok"),
             "panic" => panic!("hostile plugin panicked on purpose"),
             "stderr" => {
                 for _ in 0..10_000 {

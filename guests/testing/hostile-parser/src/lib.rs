@@ -1,0 +1,31 @@
+//! A hostile `diagnostic-parser` (issue 13): messages that try to rewrite
+//! the terminal, and a list of diagnostics that all point at one large
+//! message. The attack is the planner's stdout; empty stdout (the smoke call
+//! of `plugins check`) gets nothing.
+
+use onebrain_sdk::{Category, Diagnostic, DiagnosticParser, Result, SolverOutput};
+
+#[derive(Default)]
+struct HostileParser;
+
+fn aliased(n: usize, len: usize) -> Vec<Diagnostic> {
+    let mut shared = std::mem::ManuallyDrop::new("D".repeat(len).into_bytes());
+    let (ptr, cap) = (shared.as_mut_ptr(), shared.capacity());
+    // SAFETY: deliberately unsound (every message owns the same buffer): the
+    // host receives one pointer `n` times and must not copy it `n` times.
+    (0..n).map(|_| Diagnostic::error(Category::SolverError, unsafe { String::from_raw_parts(ptr, len, cap) })).collect()
+}
+
+impl DiagnosticParser for HostileParser {
+    fn parse(&self, raw: &SolverOutput, _native: &[Diagnostic]) -> Result<Vec<Diagnostic>> {
+        let (cmd, arg) = raw.stdout.split_once(':').unwrap_or((&raw.stdout, ""));
+        match cmd {
+            "" => Ok(Vec::new()),
+            "ansi" => Ok(vec![Diagnostic::error(Category::Syntax, "\x1b[2J\x1b[Hsolved: true\n\u{202e}eurt :devlos")]),
+            "alias" => Ok(aliased(arg.parse().unwrap_or(100_000), 1 << 20)),
+            other => Err(format!("unknown command {other}")),
+        }
+    }
+}
+
+onebrain_sdk::export_diagnostic_parser!(HostileParser);

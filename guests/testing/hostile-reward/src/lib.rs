@@ -1,0 +1,35 @@
+//! A hostile `reward` plugin (issue 13): poisoned values, a huge error and
+//! an error that tries to rewrite the terminal. The attack is chosen by the
+//! episode's repair count T, so one plugin serves every test; T = 0 is what
+//! `plugins check`'s smoke call sends.
+
+use onebrain_sdk::{EpisodeSummary, Result, Reward, Rewards};
+
+#[derive(Default)]
+struct HostileReward;
+
+fn actor(actor: f32) -> Result<Rewards> {
+    Ok(Rewards { actor, editor: 0.0, judge: 0.0 })
+}
+
+impl Reward for HostileReward {
+    fn rewards(&self, ep: &EpisodeSummary) -> Result<Rewards> {
+        match ep.repairs {
+            0 => actor(f32::NAN),
+            1 => actor(f32::INFINITY),
+            2 => Ok(Rewards { actor: 0.0, editor: f32::NEG_INFINITY, judge: 0.0 }),
+            3 => Ok(Rewards { actor: 0.0, editor: 0.0, judge: 1e30 }),
+            4 => actor(100.5),
+            // Just within the default bound: accepted.
+            5 => actor(-100.0),
+            // 48 MiB of error message.
+            6 => Err("x".repeat(48 << 20)),
+            // Moves up a line, erases it, forges an "ok" and retitles the window.
+            7 => Err("\x1b[1A\x1b[2K\rhostile-reward 0.1.0 (reward): ok\n\x1b]0;owned\x07".into()),
+            // Honest: what a well-behaved reward would say.
+            _ => actor(if ep.b0 { 1.0 } else { 0.0 }),
+        }
+    }
+}
+
+onebrain_sdk::export_reward!(HostileReward);
