@@ -1,16 +1,18 @@
 //! [`Brain`]: the one backbone with its three roles, for generation and for training.
 
 use std::{
-    sync::OnceLock,
+    sync::{Arc, OnceLock},
     time::Instant,
 };
 
 use candle_core::{DType, Device, Tensor, Var, D};
+use onebrain_grammar::{ConstraintSpec, ConstraintStats, TokenConstraint, TokenEnv, TokenSet};
 use candle_nn::VarMap;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     config::{ModelConfig, Role, SamplingConfig},
+    constrain::{apply_mask, logprob_at},
     paths::{resolve_model, ModelSource},
     roles::{auto_rank, init_judge_head, init_role, rng_for, JudgeHead, RoleParams},
     sampler::Sampler,
@@ -32,6 +34,8 @@ pub enum StopReason {
     MaxTokens,
     /// The context window is full.
     ContextFull,
+    /// The constraint's grammar is complete: nothing may follow.
+    Complete,
 }
 
 /// One generated sequence with its statistics.
@@ -54,6 +58,14 @@ pub struct Generation {
     pub decode_secs: f64,
     /// Why it ended.
     pub stop_reason: StopReason,
+    /// log π(token | prefix) of each generated token at temperature 1, under the constrained
+    /// (masked and renormalised) distribution when a constraint applied; 0 for tokens the
+    /// grammar forced.
+    #[serde(default)]
+    pub logprobs: Vec<f32>,
+    /// The constraint's counters, when one applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<ConstraintStats>,
 }
 
 impl Generation {
@@ -235,6 +247,8 @@ pub struct Brain {
     rank: usize,
     scale: f64,
     cache: PrefixCache,
+    /// The vocabulary as llguidance sees it, built on the first constrained generation.
+    token_env: OnceLock<Arc<TokenEnv>>,
 }
 
 impl std::fmt::Debug for Brain {
@@ -295,6 +309,7 @@ impl Brain {
             rank,
             scale: f64::from(cfg.lora_alpha) / rank as f64,
             cache: PrefixCache { capacity: cfg.prefix_cache_entries, ..Default::default() },
+            token_env: OnceLock::new(),
             base,
         };
         if cfg.train_backbone {
@@ -427,6 +442,27 @@ impl Brain {
         self.tokenizer.encode(text)
     }
 
+    // ---------------------------------------------------------------- constraints
+
+    /// The model's vocabulary as llguidance sees it (every logit row, with both end-of-turn
+    /// tokens as EOS), built once.
+    pub fn token_env(&self) -> Result<Arc<TokenEnv>> {
+        if let Some(env) = self.token_env.get() {
+            return Ok(env.clone());
+        }
+        let rows = self.base.cfg.vocab_size;
+        let tok = self.tokenizer.clone();
+        let tokenize = Box::new(move |b: &[u8]| tok.encode(&String::from_utf8_lossy(b)).unwrap_or_default());
+        let env = TokenEnv::new(self.tokenizer.token_bytes(rows), self.tokenizer.eos_ids(), tokenize)?;
+        Ok(self.token_env.get_or_init(|| env).clone())
+    }
+
+    /// The masks `spec` gave each of `tokens` when they were sampled with `max_tokens`: what
+    /// the learner needs to recompute log-probabilities under the constrained policy.
+    pub fn constraint_masks(&self, spec: &ConstraintSpec, max_tokens: usize, tokens: &[u32]) -> Result<Vec<TokenSet>> {
+        Ok(spec.replay(&self.token_env()?, max_tokens, tokens)?)
+    }
+
     // ---------------------------------------------------------------- generation
 
     /// Generates a continuation of `prompt` (usually from [`Brain::chat_prompt`]) in `role`.
@@ -467,6 +503,14 @@ impl Brain {
         let b = prompts.len();
         let logits = backbone.logits(&pre.last_hidden)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
 
+        let mut constraints: Vec<Option<Box<dyn TokenConstraint>>> = match &s.constraint {
+            Some(spec) => {
+                let env = self.token_env()?;
+                (0..b).map(|_| spec.build(&env, s.max_tokens).map(Some)).collect::<std::result::Result<_, _>>()?
+            }
+            None => (0..b).map(|_| None).collect(),
+        };
+        let mut logps: Vec<Vec<f32>> = vec![Vec::new(); b];
         let mut samplers: Vec<Sampler> = (0..b)
             .map(|i| Sampler::new(s.seed.wrapping_add(i as u64), s.temperature, s.top_p))
             .collect();
@@ -482,9 +526,11 @@ impl Brain {
         let mut logits = logits;
         let decode_start = Instant::now();
         let max_positions = backbone.max_positions();
-        let stats = |row: usize, toks: Vec<u32>, text: String, reason: StopReason| Generation {
+        let stats = |row: usize, toks: Vec<u32>, text: String, reason: StopReason, logprobs: Vec<f32>, constraint: Option<ConstraintStats>| Generation {
             text,
             tokens: toks,
+            logprobs,
+            constraint,
             prompt_tokens: prompts[row].len(),
             cached_prompt_tokens: pre.cached,
             prefill_tokens: pre.computed,
@@ -494,33 +540,62 @@ impl Brain {
         };
 
         loop {
-            // Sample one token per active row and retire the finished ones.
-            let mut next = Vec::with_capacity(active.len());
+            // Sample one token per active row (plus, at batch 1, the tokens the grammar forces
+            // after it) and retire the finished rows.
+            let mut next: Vec<Vec<u32>> = Vec::with_capacity(active.len());
             let mut keep = Vec::with_capacity(active.len());
             for (slot, &row) in active.iter().enumerate() {
-                let tok = samplers[row].sample(&logits[slot]);
+                let row_logits = &mut logits[slot];
+                if let Some(c) = constraints[row].as_mut() {
+                    apply_mask(row_logits, &c.allowed()?);
+                }
+                let tok = samplers[row].sample(row_logits);
                 let mut done = None;
+                let mut fed = vec![tok];
                 if !s.ignore_eos && self.tokenizer.eos_ids().contains(&tok) {
                     done = Some(StopReason::Eos);
                 } else {
                     toks[row].push(tok);
+                    logps[row].push(logprob_at(row_logits, tok));
+                    if let Some(c) = constraints[row].as_mut() {
+                        c.consume(tok)?;
+                        if b == 1 {
+                            // Forced tokens skip sampling and enter the cache in one pass.
+                            for f in c.forced() {
+                                c.consume(f)?;
+                                toks[row].push(f);
+                                logps[row].push(0.0);
+                                fed.push(f);
+                            }
+                        }
+                    }
                     texts[row] = self.tokenizer.decode(&toks[row])?;
                     if let Some((at, stop)) = first_stop(&texts[row], &s.stop) {
                         texts[row].truncate(at);
                         done = Some(StopReason::StopString(stop));
+                    } else if constraints[row].as_ref().is_some_and(|c| c.finished()) {
+                        done = Some(StopReason::Complete);
                     } else if toks[row].len() >= s.max_tokens {
                         done = Some(StopReason::MaxTokens);
-                    } else if kv.len + 1 > max_positions {
+                    } else if kv.len + fed.len() > max_positions {
                         done = Some(StopReason::ContextFull);
                     }
                 }
                 match done {
                     Some(reason) => {
-                        outs[row] = Some(stats(row, std::mem::take(&mut toks[row]), std::mem::take(&mut texts[row]), reason));
+                        let cstats = constraints[row].as_ref().map(|c| c.stats());
+                        outs[row] = Some(stats(
+                            row,
+                            std::mem::take(&mut toks[row]),
+                            std::mem::take(&mut texts[row]),
+                            reason,
+                            std::mem::take(&mut logps[row]),
+                            cstats,
+                        ));
                     }
                     None => {
                         keep.push(slot as u32);
-                        next.push(tok);
+                        next.push(fed);
                     }
                 }
             }
@@ -534,13 +609,19 @@ impl Brain {
                 pads = keep.iter().map(|&k| pads[k as usize]).collect();
             }
             let n = active.len();
-            let ids = Tensor::from_vec(next.clone(), (n, 1), &Device::Cpu)?;
+            let fed = next[0].len();
+            let ids = if n == 1 {
+                Tensor::new(next[0].as_slice(), &Device::Cpu)?.unsqueeze(0)?
+            } else {
+                let flat: Vec<u32> = next.iter().map(|t| t[0]).collect();
+                Tensor::from_vec(flat, (n, 1), &Device::Cpu)?
+            };
             let x = backbone.embed(&ids)?;
             let step = decode_step(&next_pos, &pads, pad_start, kv.len)?;
             let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Fast)?;
-            logits = backbone.logits(&hidden.squeeze(1)?)?.to_vec2::<f32>()?;
+            logits = backbone.logits(&hidden.narrow(1, fed - 1, 1)?.squeeze(1)?)?.to_vec2::<f32>()?;
             for p in next_pos.iter_mut() {
-                *p += 1;
+                *p += fed as u32;
             }
         }
         Ok(outs.into_iter().map(|o| o.expect("every row finished")).collect())
@@ -818,6 +899,19 @@ impl Brain {
     /// the prompt's last token, whose hidden state predicts the first continuation token.
     /// Role tokens sit in the head, so they receive no gradient on this path.
     pub fn tail_logprobs(&self, head: &PromptHead, tail: &[u32], continuation: &[u32]) -> Result<BatchLogprobs> {
+        self.tail_logprobs_masked(head, tail, continuation, None)
+    }
+
+    /// [`Brain::tail_logprobs`] under a decoding constraint: `masks[j]` is the set the sampler
+    /// allowed for continuation token `j` (from [`Brain::constraint_masks`]), and each
+    /// log-probability is taken from the distribution renormalised over it.
+    pub fn tail_logprobs_masked(
+        &self,
+        head: &PromptHead,
+        tail: &[u32],
+        continuation: &[u32],
+        masks: Option<&[TokenSet]>,
+    ) -> Result<BatchLogprobs> {
         if tail.is_empty() {
             return Err(Error::EmptyInput("the tail needs the prompt's last token"));
         }
@@ -838,7 +932,9 @@ impl Brain {
         }
         // Position tail.len()-1+j predicts continuation token j.
         let sel = hidden.narrow(0, tail.len() - 1, c)?;
-        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, continuation)?;
+        let row_masks: Vec<Option<&TokenSet>> = (0..c).map(|j| masks.and_then(|m| m.get(j))).collect();
+        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size)?;
+        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, continuation, bias.as_ref())?;
         let (lp, entropy) = (lp.reshape((1, c))?, entropy.reshape((1, c))?);
         let mask = Tensor::ones((1, c), DType::F32, &Device::Cpu)?;
         Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.unsqueeze(0)?, entropy })
@@ -886,6 +982,17 @@ impl Brain {
 
     /// Per-token log-probabilities of a batch of `(prompt, continuation)` token pairs.
     pub fn batch_logprobs(&self, role: Role, items: &[(Vec<u32>, Vec<u32>)]) -> Result<BatchLogprobs> {
+        self.batch_logprobs_masked(role, items, &[])
+    }
+
+    /// [`Brain::batch_logprobs`] under decoding constraints: `masks[r]`, when present, holds
+    /// one allowed set per continuation token of row `r` (see [`Brain::tail_logprobs_masked`]).
+    pub fn batch_logprobs_masked(
+        &self,
+        role: Role,
+        items: &[(Vec<u32>, Vec<u32>)],
+        masks: &[Option<&[TokenSet]>],
+    ) -> Result<BatchLogprobs> {
         if items.is_empty() {
             return Err(Error::EmptyInput("no sequences"));
         }
@@ -904,6 +1011,7 @@ impl Brain {
         let mut idx = Vec::with_capacity(b * c_max);
         let mut targets = Vec::with_capacity(b * c_max);
         let mut mask = Vec::with_capacity(b * c_max);
+        let mut row_masks: Vec<Option<&TokenSet>> = Vec::with_capacity(b * c_max);
         for (r, (p, c)) in items.iter().enumerate() {
             for j in 0..c_max {
                 if j < c.len() {
@@ -911,16 +1019,20 @@ impl Brain {
                     idx.push((r * t + p.len() - 1 + j) as u32);
                     targets.push(c[j]);
                     mask.push(1f32);
+                    row_masks.push(masks.get(r).copied().flatten().and_then(|m| m.get(j)));
                 } else {
                     idx.push((r * t) as u32);
                     targets.push(0);
                     mask.push(0f32);
+                    row_masks.push(None);
                 }
             }
         }
         let idx = Tensor::from_vec(idx, b * c_max, &Device::Cpu)?;
         let sel = hidden.reshape((b * t, h))?.index_select(&idx, 0)?;
-        let (lp, entropy) = token_logprobs(&self.dense_for(role)?.logits(&sel)?, &targets)?;
+        let backbone = self.dense_for(role)?;
+        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size)?;
+        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, &targets, bias.as_ref())?;
         let mask = Tensor::from_vec(mask, (b, c_max), &Device::Cpu)?;
         let lp = lp.reshape((b, c_max))?.mul(&mask)?;
         let entropy = entropy.reshape((b, c_max))?.mul(&mask)?;
@@ -966,13 +1078,42 @@ impl Brain {
 }
 
 /// log π(target) and the policy's entropy `(n,)` at each of `n` rows of logits
-/// `(n, vocab)`, differentiable.
-fn token_logprobs(logits: &Tensor, targets: &[u32]) -> Result<(Tensor, Tensor)> {
-    let logp = candle_nn::ops::log_softmax(logits, D::Minus1)?;
+/// `(n, vocab)`, differentiable; with `bias` (0 allowed, [`MASKED`] refused) the policy is the
+/// constrained one.
+fn token_logprobs(logits: &Tensor, targets: &[u32], bias: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
+    let logits = match bias {
+        Some(b) => logits.add(b)?,
+        None => logits.clone(),
+    };
+    let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
     let idx = Tensor::new(targets, &Device::Cpu)?.unsqueeze(1)?;
     let lp = logp.gather(&idx, 1)?.squeeze(1)?;
     let entropy = logp.exp()?.mul(&logp)?.sum(D::Minus1)?.neg()?;
     Ok((lp, entropy))
+}
+
+/// `(n, vocab)` additive mask: 0 where row `i`'s set allows a token, [`MASKED`] where it does
+/// not; `None` when no row is constrained. [`MASKED`] rather than −∞ keeps the entropy finite
+/// (0 · −1e9 = 0).
+fn mask_bias(masks: &[Option<&TokenSet>], vocab: usize) -> Result<Option<Tensor>> {
+    if masks.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut v = vec![0f32; masks.len() * vocab];
+    for (r, m) in masks.iter().enumerate() {
+        if let Some(m) = m {
+            let row = &mut v[r * vocab..(r + 1) * vocab];
+            m.iter_unset_entries(|i| {
+                if i < vocab {
+                    row[i] = MASKED;
+                }
+            });
+            for x in row.iter_mut().skip(m.len()) {
+                *x = MASKED;
+            }
+        }
+    }
+    Ok(Some(Tensor::from_vec(v, (masks.len(), vocab), &Device::Cpu)?))
 }
 
 /// Mask and positions for one decode step of `n` rows.

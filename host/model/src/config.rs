@@ -167,12 +167,24 @@ pub struct SamplingConfig {
     pub seed: u64,
     /// Keep generating past end-of-turn tokens (benchmarks that need exact counts).
     pub ignore_eos: bool,
+    /// Hold the answer to a grammar (llguidance): disallowed tokens get probability zero
+    /// before temperature and nucleus, and the answer ends where the grammar does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<onebrain_grammar::ConstraintSpec>,
 }
 
 impl Default for SamplingConfig {
     fn default() -> Self {
         // Greedy is the paper's evaluation setting; training uses `nucleus(0.7, ..)`.
-        SamplingConfig { temperature: 0.0, top_p: 1.0, max_tokens: 512, stop: Vec::new(), seed: 0, ignore_eos: false }
+        SamplingConfig {
+            temperature: 0.0,
+            top_p: 1.0,
+            max_tokens: 512,
+            stop: Vec::new(),
+            seed: 0,
+            ignore_eos: false,
+            constraint: None,
+        }
     }
 }
 

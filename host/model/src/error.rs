@@ -75,6 +75,9 @@ pub enum Error {
         /// The vocabulary size.
         vocab: usize,
     },
+    /// A decoding constraint could not be built or applied.
+    #[error("constrained decoding: {0}")]
+    Constraint(#[from] onebrain_grammar::GrammarError),
     /// An empty input where at least one token is needed.
     #[error("empty input: {0}")]
     EmptyInput(&'static str),

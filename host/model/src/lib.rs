@@ -31,6 +31,7 @@ mod bench;
 mod brain;
 mod checkpoint;
 mod config;
+mod constrain;
 mod error;
 mod paths;
 mod roles;
@@ -44,6 +45,8 @@ mod test_util;
 
 pub use bench::{bench_inference, bench_training, peak_rss_mib, reset_peak_rss, InferenceBench, TrainBench};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopReason};
+/// Constrained decoding: what a [`SamplingConfig::constraint`] holds, and the live masks.
+pub use onebrain_grammar::{ConstraintSpec, ConstraintStats, Limits as GrammarLimits, TokenEnv, TokenSet};
 pub use checkpoint::{resolve_checkpoint, LATEST_FILE};
 pub use config::{ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
 pub use error::{Error, Result};

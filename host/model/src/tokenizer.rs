@@ -246,10 +246,61 @@ impl Tokenizer {
         self.vocab_size
     }
 
+    /// The bytes each of `rows` logit rows stands for, as a token trie wants them: byte-level
+    /// BPE strings mapped back through GPT-2's byte table, a special token as `0xFF` and its
+    /// name (so no text can spell it), and rows past the vocabulary (padding in the embedding)
+    /// as no bytes, which no grammar allows.
+    pub fn token_bytes(&self, rows: usize) -> Vec<Vec<u8>> {
+        let to_byte = byte_level_decoder();
+        let added = self.inner.get_added_tokens_decoder();
+        (0..rows as u32)
+            .map(|id| {
+                if let Some(t) = added.get(&id) {
+                    return if t.special {
+                        [&[0xFFu8][..], t.content.as_bytes()].concat()
+                    } else {
+                        t.content.as_bytes().to_vec()
+                    };
+                }
+                match self.inner.id_to_token(id) {
+                    Some(s) => {
+                        let mut out = Vec::with_capacity(s.len());
+                        for c in s.chars() {
+                            match to_byte.get(&c) {
+                                Some(&b) => out.push(b),
+                                None => out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
+                            }
+                        }
+                        out
+                    }
+                    None => Vec::new(),
+                }
+            })
+            .collect()
+    }
+
     /// The underlying `tokenizers` object (e.g. to save it as `tokenizer.json`).
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner
     }
+}
+
+/// GPT-2's byte-level alphabet reversed: printable bytes stand for themselves, the other 68
+/// bytes (controls, space, 127-160, 173) for the characters from U+0100 on, in byte order.
+fn byte_level_decoder() -> HashMap<char, u8> {
+    let mut map = HashMap::with_capacity(256);
+    let mut next = 256u32;
+    for b in 0u32..=255 {
+        let printable = (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b);
+        let c = if printable {
+            char::from_u32(b)
+        } else {
+            next += 1;
+            char::from_u32(next - 1)
+        };
+        map.insert(c.expect("valid code point"), b as u8);
+    }
+    map
 }
 
 /// The ChatML prompt for one system and one user message, ending where the assistant's
@@ -353,6 +404,22 @@ mod tests {
         known_ids(&tok, LLAMA_CPP_QWEN2);
         digits_split(&tok);
         round_trip(&tok);
+    }
+
+    #[test]
+    fn token_bytes_spell_the_text_and_mark_special_tokens() {
+        let Some(md) = gguf_metadata(crate::config::TEST_MODEL_FILE) else { return };
+        let tok = Tokenizer::from_gguf_metadata(&md).unwrap();
+        let bytes = tok.token_bytes(tok.vocab_size() + 3);
+        assert_eq!(bytes.len(), tok.vocab_size() + 3);
+        assert!(bytes[tok.vocab_size()].is_empty(), "padding rows spell nothing");
+        for s in SAMPLES {
+            let ids = tok.encode(s).unwrap();
+            let spelled: Vec<u8> = ids.iter().flat_map(|&i| bytes[i as usize].clone()).collect();
+            let text = s.replace("<|im_start|>", "\u{FF}<|im_start|>").replace("<|im_end|>", "\u{FF}<|im_end|>");
+            let want: Vec<u8> = text.chars().flat_map(|c| if c == '\u{FF}' { vec![0xFF] } else { c.to_string().into_bytes() }).collect();
+            assert_eq!(spelled, want, "{s:?}");
+        }
     }
 
     #[test]
