@@ -96,6 +96,12 @@ impl TestCommand {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
     }
 
+    /// Runs it whatever its exit status; returns stdout and the exit code.
+    pub fn output_any(self) -> (String, Option<i32>) {
+        let (out, _) = self.output();
+        (String::from_utf8(out.stdout).unwrap(), out.status.code())
+    }
+
     /// Runs it, asserts the given non-zero exit code, returns stderr.
     pub fn fails_with(self, code: i32) -> String {
         let (out, desc) = self.output();

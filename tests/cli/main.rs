@@ -4,6 +4,7 @@ mod harness;
 
 mod check;
 mod eval;
+mod plugins;
 mod solve;
 mod train;
 mod validate;

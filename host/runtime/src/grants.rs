@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::{escape_line, escape_path};
+
 /// What the configuration allows one plugin.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -32,7 +34,7 @@ pub struct Preopen {
 #[derive(Debug, thiserror::Error)]
 pub enum PermissionError {
     /// The requested directory is not inside any directory the configuration grants.
-    #[error("`{plugin}` asks to read {requested}, which is not inside a directory the configuration grants it")]
+    #[error("`{plugin}` asks to read {}, which is not inside a directory the configuration grants it", escape_path(.requested))]
     NotGranted {
         /// The plugin.
         plugin: String,
@@ -40,7 +42,7 @@ pub enum PermissionError {
         requested: PathBuf,
     },
     /// A requested or granted path does not exist or is not a directory.
-    #[error("{path} is not an existing directory: {reason}")]
+    #[error("{} is not an existing directory: {reason}", escape_path(.path))]
     NotADirectory {
         /// The path.
         path: PathBuf,
@@ -57,7 +59,7 @@ pub enum PermissionError {
         reason: String,
     },
     /// The guest mount point is not an absolute, normalised path.
-    #[error("mount point `{mount}` must be an absolute path without `.` or `..`, other than `/`")]
+    #[error("mount point `{}` must be an absolute path without `.` or `..` or control characters, other than `/`", escape_line(.mount))]
     BadMount {
         /// The mount point as written.
         mount: String,
@@ -115,6 +117,7 @@ fn check_mount(mount: &str) -> Result<(), PermissionError> {
     let ok = mount.len() > 1
         && mount.starts_with('/')
         && !mount.contains('\\')
+        && !mount.chars().any(char::is_control)
         && mount[1..].split('/').all(|s| !s.is_empty() && s != "." && s != "..");
     if ok {
         Ok(())
@@ -182,7 +185,7 @@ mod tests {
     fn bad_mount_points_are_rejected() {
         let (_tmp, plugin, data) = setup();
         let g = CapabilityGranter::new("p", Some(&Grant { read_dirs: vec![data] })).unwrap();
-        for m in ["data", "/", "/a/../b", "/./a", "//a", "/a/", "", "\\a"] {
+        for m in ["data", "/", "/a/../b", "/./a", "//a", "/a/", "", "\\a", "/d\x1b[2J"] {
             assert!(
                 matches!(g.read_dir(&plugin, Path::new("data"), m), Err(PermissionError::BadMount { .. })),
                 "{m:?} must be refused"

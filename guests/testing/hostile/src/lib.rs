@@ -19,6 +19,12 @@ impl DomainAdapter for Hostile {
         "hostile".into()
     }
 
+    /// The smoke call of `plugins check`: an error that tries to erase the
+    /// "FAILED" line above it, forge an "ok" and retitle the window.
+    fn generate(&self, _seed: u64, _size: u32) -> Result<onebrain_sdk::Task> {
+        Err("\x1b[1A\x1b[2K\rhostile 0.1.0 (domain-adapter): ok\x1b]0;all plugins ok\x07".into())
+    }
+
     fn describe(&self, command: &str) -> Result<String> {
         let (cmd, arg) = command.split_once(':').unwrap_or((command, ""));
         match cmd {
