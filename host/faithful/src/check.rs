@@ -6,7 +6,7 @@ use onebrain_core::{Decision, Drift, FaithfulnessReport, Spec};
 use onebrain_pddl::{ground, parse_domain, parse_plan, parse_problem, validate, Domain, Problem};
 
 use crate::goal::{self, Space};
-use crate::mapping::{init_mappings, Budget, PredMap};
+use crate::mapping::{identity_mappings, init_mappings, Budget, PredMap};
 use crate::model::Model;
 use crate::schema::{self, SchemaMatch};
 use crate::{CheckError, Limits};
@@ -54,8 +54,19 @@ pub(crate) fn run(
         },
     };
 
+    // The reference's own domain (problem mode, or a copy of it): its predicates, actions,
+    // types and constants are given and mean themselves; only objects may be renamed.
+    let same = same_domain(&reference_spec.domain, &candidate.domain)
+        && cand.preds.len() == r.model.preds.len()
+        && cand.actions.len() == r.model.actions.len();
+    let pins = if same { constant_pins(&cand, &r.model) } else { Vec::new() };
+
     let mut budget = Budget::new(limits.max_nodes);
-    let stage1 = init_mappings(&cand, &r.model, limits.max_pred_maps, &mut budget);
+    let stage1 = if same {
+        identity_mappings(&cand, &r.model, &pins, &mut budget)
+    } else {
+        init_mappings(&cand, &r.model, limits.max_pred_maps, &mut budget)
+    };
     if stage1.found.is_empty() {
         if stage1.undecided {
             report.decision = Decision::Undecided;
@@ -65,30 +76,50 @@ pub(crate) fn run(
             ));
             return Ok(report);
         }
-        return Ok(no_mapping(report, &cand, &r.model, limits));
+        return Ok(no_mapping(report, &cand, &r.model, limits, same, &pins));
     }
 
     // Complete each viable predicate map over the predicates the initial state does not
-    // mention, by the action schemas; keep the best.
-    let mut best: Option<(PredMap, Vec<u32>, SchemaMatch)> = None;
-    for (pm, f) in &stage1.found {
-        let (full, m) = complete(&cand, &r.model, pm, Some(f));
-        if best.as_ref().is_none_or(|(_, _, b)| m.matched > b.matched || (m.matched == b.matched && m.cand_total < b.cand_total)) {
-            best = Some((full, f.clone(), m));
+    // mention, by the action schemas; keep the best, and among equals the one that agrees
+    // most with the names.
+    let (pm, f0, sm) = if same {
+        let (pm, f) = stage1.found.into_iter().next().expect("at least one mapping");
+        let sm = schema::identity(&cand, &r.model, &pm, Some(&f));
+        (pm, f, sm)
+    } else {
+        let mut best: Option<(PredMap, Vec<u32>, SchemaMatch, usize)> = None;
+        for (pm, f) in &stage1.found {
+            let (full, m) = complete(&cand, &r.model, pm, Some(f));
+            let agree = name_agreement(&cand, &r.model, &full);
+            let better = best.as_ref().is_none_or(|(_, _, b, a)| {
+                (m.matched, std::cmp::Reverse(m.cand_total), agree) > (b.matched, std::cmp::Reverse(b.cand_total), *a)
+            });
+            if better {
+                best = Some((full, f.clone(), m, agree));
+            }
         }
-    }
-    let (pm, f0, sm) = best.expect("at least one mapping");
+        let (pm, f, sm, _) = best.expect("at least one mapping");
+        (pm, f, sm)
+    };
     report.objects_preserved = true;
 
     // Goal.
     let mut space = Space::new(&r.model, task, limits);
-    let gv = goal::compare(&mut space, &cand, &pm, &f0, limits, &mut budget);
+    let gv = goal::compare(&mut space, &cand, &pm, &f0, &pins, limits, &mut budget);
     report.goal_preserved = gv.preserved;
     report.decision = gv.decision;
     let objects = gv.objects.clone();
 
     // Schemas (constants follow the chosen object map).
-    let sm = if cand.objects.iter().zip(&cand.constant).any(|(_, &c)| c) { schema::match_schemas(&cand, &r.model, &pm, Some(&objects)) } else { sm };
+    let sm = if cand.constant.iter().any(|&c| c) {
+        if same {
+            schema::identity(&cand, &r.model, &pm, Some(&objects))
+        } else {
+            schema::match_schemas(&cand, &r.model, &pm, Some(&objects))
+        }
+    } else {
+        sm
+    };
     report.schema_f1 = sm.f1();
     report.schema_consistent = sm.consistent();
     let d = schema::diff(&cand, &r.model, &pm, Some(&objects), &sm);
@@ -135,7 +166,108 @@ pub(crate) fn run(
             None
         };
     }
+    if !same {
+        report.explanation.extend(symmetry_note(&cand, &r.model, &pm));
+    }
     Ok(report)
+}
+
+/// The domain text with comments, case and layout normalised away: two domains that agree
+/// here are the same domain.
+fn normalise(domain: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    for line in domain.lines() {
+        let code = line.split(';').next().unwrap_or("");
+        let spaced = code.replace('(', " ( ").replace(')', " ) ");
+        tokens.extend(spaced.split_whitespace().map(|t| t.to_lowercase()));
+    }
+    tokens
+}
+
+fn same_domain(a: &str, b: &str) -> bool {
+    normalise(a) == normalise(b)
+}
+
+/// Each candidate constant with the reference constant of its name.
+fn constant_pins(cand: &Model, reference: &Model) -> Vec<(u32, u32)> {
+    let mut pins = Vec::new();
+    for (i, o) in cand.objects.iter().enumerate() {
+        if !cand.constant[i] {
+            continue;
+        }
+        if let Some(j) = reference.objects.iter().zip(&reference.constant).position(|(x, &c)| c && x.eq_ignore_ascii_case(o)) {
+            pins.push((i as u32, j as u32));
+        }
+    }
+    pins
+}
+
+/// For each candidate predicate, the reference predicate of the same name and arity.
+fn by_name(cand: &Model, reference: &Model) -> Vec<Option<u32>> {
+    cand.preds
+        .iter()
+        .map(|p| {
+            reference
+                .preds
+                .iter()
+                .position(|q| q.name.eq_ignore_ascii_case(&p.name) && q.arity == p.arity && q.is_type == p.is_type)
+                .map(|q| q as u32)
+        })
+        .collect()
+}
+
+/// How many candidate predicates `pm` sends to the reference predicate of their own name,
+/// arguments in order.
+fn name_agreement(cand: &Model, reference: &Model, pm: &PredMap) -> usize {
+    by_name(cand, reference).iter().enumerate().filter(|(p, q)| q.is_some_and(|q| pm.sends(*p, q))).count()
+}
+
+/// When the candidate's predicates carry the reference's names but the mapping found pairs
+/// some of them differently (`up` read as `right` reversed), a line that says so, and whether
+/// that pairing is a symmetry of the reference domain (its schemas map onto themselves): then
+/// the candidate is the reference task only up to that symmetry, and under the names it uses
+/// it states a different task.
+fn symmetry_note(cand: &Model, reference: &Model, pm: &PredMap) -> Option<String> {
+    let names = by_name(cand, reference);
+    let mut sigma = PredMap { to: vec![None; reference.preds.len()] };
+    let mut moved = Vec::new();
+    for (p, pred) in cand.preds.iter().enumerate() {
+        let Some((q, perm)) = &pm.to[p] else { continue };
+        if pred.trivial {
+            continue;
+        }
+        // A renamed predicate: the names do not say what it should be.
+        let own = names[p]?;
+        sigma.to[own as usize] = Some((*q, perm.clone()));
+        if !pm.sends(p, own) {
+            let order = if perm.iter().enumerate().all(|(i, &j)| i as u32 == j) {
+                String::new()
+            } else if perm.iter().rev().enumerate().all(|(i, &j)| i as u32 == j) {
+                " (arguments reversed)".to_string()
+            } else {
+                format!(" (argument order {perm:?})")
+            };
+            moved.push(format!("`{}` ↦ `{}`{order}", pred.name, reference.preds[*q as usize].name));
+        }
+    }
+    if moved.is_empty() {
+        return None;
+    }
+    for (q, slot) in sigma.to.iter_mut().enumerate() {
+        if slot.is_none() {
+            *slot = Some((q as u32, (0..reference.preds[q].arity as u32).collect()));
+        }
+    }
+    let ident: Vec<u32> = (0..reference.objects.len() as u32).collect();
+    let symmetric = schema::match_schemas(reference, reference, &sigma, Some(&ident)).consistent();
+    Some(if symmetric {
+        format!(
+            "note: the mapping found is a non-identity symmetry of the reference domain ({}): the candidate is the reference task only up to it, and under the reference's own names it states a different task",
+            moved.join(", ")
+        )
+    } else {
+        format!("note: the mapping found pairs predicates against their names ({})", moved.join(", "))
+    })
 }
 
 fn unreadable(mut report: FaithfulnessReport, why: String) -> FaithfulnessReport {
@@ -248,7 +380,16 @@ fn permutations(k: usize) -> Vec<Box<[u32]>> {
 
 /// No predicate/object map matches the initial states: say whether objects or types differ
 /// (type drift) or only the facts about them, and still score the schemas where possible.
-fn no_mapping(mut report: FaithfulnessReport, cand: &Model, reference: &Model, limits: &Limits) -> FaithfulnessReport {
+/// With `same` (the reference's own domain), predicates and types mean themselves: only
+/// object renamings that keep `pins` (the constants) count.
+fn no_mapping(
+    mut report: FaithfulnessReport,
+    cand: &Model,
+    reference: &Model,
+    limits: &Limits,
+    same: bool,
+    pins: &[(u32, u32)],
+) -> FaithfulnessReport {
     let (nc, nr) = (cand.objects.len(), reference.objects.len());
     let mut type_drift = false;
     if nc != nr {
@@ -266,7 +407,7 @@ fn no_mapping(mut report: FaithfulnessReport, cand: &Model, reference: &Model, l
     } else {
         let (tc, tr) = (type_part(cand), type_part(reference));
         let mut budget = Budget::new(limits.max_nodes);
-        let types = init_mappings(&tc, &tr, 1, &mut budget);
+        let types = if same { identity_mappings(&tc, &tr, pins, &mut budget) } else { init_mappings(&tc, &tr, 1, &mut budget) };
         if types.found.is_empty() && !types.undecided {
             type_drift = true;
             report.explanation.push(
@@ -277,10 +418,28 @@ fn no_mapping(mut report: FaithfulnessReport, cand: &Model, reference: &Model, l
     }
     report.objects_preserved = !type_drift;
     if !type_drift {
-        report.explanation.push("the candidate's initial state differs from the reference's under every renaming".into());
+        report.explanation.push(if same {
+            "the candidate's initial state differs from the reference's under every renaming of its objects (the domain is the reference's: predicates keep their meaning)".into()
+        } else {
+            "the candidate's initial state differs from the reference's under every renaming".into()
+        });
     }
     report.explanation.extend(named_init_diff(cand, reference));
 
+    if same {
+        // Constants are the only objects schemas name, and the pins pair them.
+        let mut obj: Vec<u32> = (0..cand.objects.len() as u32).collect();
+        for &(a, b) in pins {
+            obj[a as usize] = b;
+        }
+        let sm = schema::identity(cand, reference, &PredMap::identity(cand), Some(&obj));
+        report.schema_f1 = sm.f1();
+        report.schema_consistent = sm.consistent();
+        if report.solvable {
+            report.drift = if type_drift { Some(Drift::TypeDrift) } else { None };
+        }
+        return report;
+    }
     // Schemas on their own: by predicate name where the names agree, else by structure alone.
     let by_name = PredMap {
         to: cand

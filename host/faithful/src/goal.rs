@@ -5,23 +5,33 @@
 //! facts its other facts imply (the top block of a stack is clear), so the test is semantic.
 //! When the reference's reachable states fit under [`crate::Limits::max_states`] they are all
 //! enumerated and the two goal-state sets compared (`Decision::Exact`). Otherwise each goal
-//! literal the other goal does not state is tested by a bounded greedy search for a reachable
-//! state that satisfies one goal and violates the literal: a state found is a witness; none
-//! found within the bound means the literal is taken as implied, that is, both goals are closed
-//! under the facts true in every goal state the search reached (`Decision::Closure`).
+//! literal the other goal does not state is decided on its own (`Decision::Closure`):
+//!
+//! - **implied**, when the invariants proved for the reference task (see
+//!   [`crate::invariant`]) rule out every reachable state that satisfies the one goal and
+//!   violates the literal, or a search exhausts them;
+//! - **not implied**, when a search finds a reachable state that does (a witness);
+//! - **undecided** otherwise, and then so is the goal ([`Decision::Undecided`]).
+//!
+//! Nothing is taken from the goal states a search happened to find: a closure under them
+//! would add facts the goal does not imply (with 11 blocks, a bounded search that never
+//! stacks one tower on the other "finds" that a tower's bottom block is on the table).
 //!
 //! Among several init-preserving object maps (symmetric blocks), the one that aligns the goals
-//! is looked for by the same refinement search, pruned by the goals' closures: a map must send
-//! every candidate goal literal to one implied by the reference goal, and back.
+//! is looked for by the same refinement search, pruned by the goal states in the pool: a map
+//! must send every candidate goal literal to one that holds in every reference goal state
+//! found, and back. That pruning only rejects (a pool state is a real reachable state), so it
+//! is sound.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use onebrain_core::Decision;
 use onebrain_pddl::{AtomId, GroundTask, State};
 
+use crate::invariant::Invariants;
 use crate::mapping::{object_maps, Budget, PredMap};
 use crate::model::{Fact, GoalLit, Model};
+use crate::search::{Found, Hadd};
 use crate::Limits;
 
 /// A goal literal compiled against the reference's ground task.
@@ -31,6 +41,15 @@ enum Ev {
     Const(bool),
     /// `positive` ⇔ the atom must hold.
     Atom(AtomId, bool),
+}
+
+impl Ev {
+    fn negate(self) -> Ev {
+        match self {
+            Ev::Const(b) => Ev::Const(!b),
+            Ev::Atom(a, pos) => Ev::Atom(a, !pos),
+        }
+    }
 }
 
 fn holds(ev: Ev, s: &State) -> bool {
@@ -44,6 +63,14 @@ fn sat(g: &[Ev], s: &State) -> bool {
     g.iter().all(|&e| holds(e, s))
 }
 
+/// The atom literals of `g` (constants dropped: callers check for `Const(false)` first).
+fn atom_lits(g: &[Ev]) -> Vec<(AtomId, bool)> {
+    let mut v: Vec<(AtomId, bool)> = g.iter().filter_map(|e| if let Ev::Atom(a, p) = *e { Some((a, p)) } else { None }).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// The reference model with its ground task and, where small enough, its reachable states.
 pub(crate) struct Space<'a> {
     pub model: &'a Model,
@@ -54,6 +81,9 @@ pub(crate) struct Space<'a> {
     cache: HashMap<GoalLit, Ev>,
     init_set: HashSet<Fact>,
     max_search_nodes: usize,
+    /// Built on first use: only goals that are not literally equal need them.
+    invariants: Option<Invariants>,
+    hadd: Option<Hadd>,
 }
 
 impl<'a> Space<'a> {
@@ -67,6 +97,8 @@ impl<'a> Space<'a> {
             cache: HashMap::new(),
             init_set: model.init.iter().cloned().collect(),
             max_search_nodes: limits.max_search_nodes,
+            invariants: None,
+            hadd: None,
         }
     }
 
@@ -93,50 +125,39 @@ impl<'a> Space<'a> {
         goal.iter().map(|g| self.ev(g)).collect()
     }
 
-    /// Greedy best-first search (goal-count heuristic) for a reachable state satisfying `g`.
+    /// The reference task's proved invariants, built on first use.
+    fn invariants(&mut self) -> &Invariants {
+        if self.invariants.is_none() {
+            self.invariants = Some(Invariants::new(self.model, &self.task));
+        }
+        self.invariants.as_ref().expect("just built")
+    }
+
+    /// A reachable state satisfying `g`: from the pool, or by a bounded search (whose find
+    /// joins the pool, so later closures and searches see it).
     fn find(&mut self, g: &[Ev]) -> Found {
-        if self.states.iter().any(|s| sat(g, s)) {
-            return Found::State;
+        if let Some(s) = self.states.iter().find(|s| sat(g, s)) {
+            return Found::State(s.clone());
         }
         if self.complete || g.contains(&Ev::Const(false)) {
             return Found::Exhausted;
         }
-        let h = |s: &State| g.iter().filter(|&&e| !holds(e, s)).count();
-        let start = self.task.init().clone();
-        let mut seen: HashSet<State> = HashSet::new();
-        let mut heap = BinaryHeap::new();
-        let mut store = vec![start.clone()];
-        heap.push((Reverse(h(&start)), Reverse(0usize)));
-        seen.insert(start);
-        let mut expanded = 0;
-        while let Some((Reverse(hv), Reverse(i))) = heap.pop() {
-            if hv == 0 {
-                // Kept in the pool: later closures and searches see it.
-                self.states.push(store[i].clone());
-                return Found::State;
-            }
-            expanded += 1;
-            if expanded > self.max_search_nodes {
-                return Found::Limit;
-            }
-            let s = store[i].clone();
-            for a in self.task.applicable(&s).collect::<Vec<_>>() {
-                let t = self.task.apply(&s, a);
-                if seen.insert(t.clone()) {
-                    heap.push((Reverse(h(&t)), Reverse(store.len())));
-                    store.push(t);
-                }
-            }
-        }
-        Found::Exhausted
+        self.search(&atom_lits(g))
     }
-}
 
-enum Found {
-    /// A reachable state satisfies the target.
-    State,
-    Exhausted,
-    Limit,
+    /// The bounded search for a state with every literal of `lits`.
+    fn search(&mut self, lits: &[(AtomId, bool)]) -> Found {
+        if self.hadd.is_none() {
+            self.hadd = Some(Hadd::new(&self.task));
+        }
+        let pos: Vec<AtomId> = lits.iter().filter(|l| l.1).map(|l| l.0).collect();
+        let neg: Vec<AtomId> = lits.iter().filter(|l| !l.1).map(|l| l.0).collect();
+        let found = self.hadd.as_ref().expect("just built").find(&self.task, &pos, &neg, self.max_search_nodes);
+        if let Found::State(s) = &found {
+            self.states.push(s.clone());
+        }
+        found
+    }
 }
 
 /// Breadth-first enumeration of reachable states, up to `max` of them.
@@ -222,16 +243,31 @@ pub(crate) fn map_goal(cand: &Model, pm: &PredMap, f: &[u32]) -> Result<Vec<Goal
 
 /// Outcome of one implication test "does `from` imply literal `l`?".
 enum Implied {
-    Yes { assumed: bool },
+    /// Yes; `closure` when it took the invariants or a search rather than the literal goal
+    /// or the enumerated state space.
+    Yes { closure: bool },
+    /// No: a reachable state satisfies `from` and violates `l`.
     No,
+    /// Neither proved nor refuted within the bounds.
+    Unknown,
 }
 
-/// Decides goal preservation. `m0` is an init-preserving object map under `pm`.
+/// Outcome of one equivalence test.
+enum Equiv {
+    Yes { closure: bool },
+    No,
+    /// Why it is undecided, in words.
+    Unknown(String),
+}
+
+/// Decides goal preservation. `m0` is an init-preserving object map under `pm`; `pins`
+/// are object pairs every map must keep (domain constants when the domain is the reference's).
 pub(crate) fn compare(
     space: &mut Space,
     cand: &Model,
     pm: &PredMap,
     m0: &[u32],
+    pins: &[(u32, u32)],
     limits: &Limits,
     budget: &mut Budget,
 ) -> GoalVerdict {
@@ -265,7 +301,7 @@ pub(crate) fn compare(
     fa.extend(cand_goal_a.iter().map(tag));
     let mut fb = reference.init.clone();
     fb.extend(reference.goal.iter().map(tag));
-    if let Some(f) = object_maps(n, &fa, &fb, &mut |_| true, 1, budget).into_iter().next() {
+    if let Some(f) = object_maps(n, &fa, &fb, pins, &mut |_| true, 1, budget).into_iter().next() {
         verdict.preserved = true;
         verdict.objects = f;
         return verdict;
@@ -280,7 +316,7 @@ pub(crate) fn compare(
     let er = space.compile(&reference.goal);
     let e0 = space.compile(&g0);
     if !space.complete {
-        // Put a goal state of each goal in the pool, so the closures below say something.
+        // Put a goal state of each goal in the pool, so the pruning below says something.
         let _ = space.find(&er);
         let _ = space.find(&e0);
     }
@@ -316,21 +352,24 @@ pub(crate) fn compare(
             }
             true
         };
-        object_maps(n, &init_a, &reference.init, &mut accept, limits.max_mappings, budget)
+        object_maps(n, &init_a, &reference.init, pins, &mut accept, limits.max_mappings, budget)
     };
-    let mut assumed_any = false;
+    let mut undecided: Option<String> = None;
     for f in &maps {
         let g = map_goal(cand, pm, f).expect("checked above");
-        match equivalent(space, &g, limits) {
-            Some(assumed) => {
+        match equivalent(space, &g) {
+            Equiv::Yes { closure } => {
                 verdict.preserved = true;
                 verdict.objects = f.clone();
-                if assumed {
+                if closure {
                     verdict.decision = Decision::Closure;
                 }
                 return verdict;
             }
-            None => continue,
+            Equiv::No => {}
+            Equiv::Unknown(why) => {
+                undecided.get_or_insert(why);
+            }
         }
     }
     if budget.exhausted() {
@@ -338,8 +377,14 @@ pub(crate) fn compare(
         verdict.explanation.push(format!("undecided: the goal-alignment search exceeded {} nodes", budget.limit));
         return verdict;
     }
+    if let Some(why) = undecided {
+        verdict.decision = Decision::Undecided;
+        verdict.explanation.push(why);
+        return verdict;
+    }
 
-    // 3. Not equivalent: is it weaker under some map? Only the first condition prunes now.
+    // 3. Not equivalent under any map tried: is it weaker under some map? Only the first
+    // condition prunes now.
     let weaker_maps = {
         let cand_goal = &cand.goal;
         let mut accept = |partial: &[Option<u32>]| -> bool {
@@ -348,23 +393,13 @@ pub(crate) fn compare(
                 None => true,
             })
         };
-        object_maps(n, &init_a, &reference.init, &mut accept, limits.max_mappings, budget)
+        object_maps(n, &init_a, &reference.init, pins, &mut accept, limits.max_mappings, budget)
     };
     let mut chosen = m0.to_vec();
     for f in &weaker_maps {
         let g = map_goal(cand, pm, f).expect("checked above");
         let er = space.compile(&reference.goal);
-        let mut implied_all = true;
-        for l in &g {
-            match implies(space, &er, &reference.goal, l) {
-                Implied::Yes { assumed } => assumed_any |= assumed,
-                Implied::No => {
-                    implied_all = false;
-                    break;
-                }
-            }
-        }
-        if implied_all {
+        if g.iter().all(|l| matches!(implies(space, &er, &reference.goal, l), Implied::Yes { .. })) {
             verdict.weaker = true;
             chosen = f.clone();
             break;
@@ -396,53 +431,89 @@ pub(crate) fn compare(
     if verdict.explanation.is_empty() {
         verdict.explanation.push("the goals are not equivalent under any object mapping tried".into());
     }
-    if assumed_any || !space.complete {
+    if !space.complete {
         verdict.decision = Decision::Closure;
     }
     verdict
 }
 
-/// `Some(assumed)` when `g` (reference names) is equivalent to the reference goal: `assumed`
-/// when some implication was taken from the bounded search rather than proved.
-fn equivalent(space: &mut Space, g: &[GoalLit], _limits: &Limits) -> Option<bool> {
+/// Is `g` (reference names) equivalent to the reference goal?
+fn equivalent(space: &mut Space, g: &[GoalLit]) -> Equiv {
     let reference = space.model;
     let er = space.compile(&reference.goal);
     let eg = space.compile(g);
     if space.complete {
         let same = space.states.iter().all(|s| sat(&er, s) == sat(&eg, s));
-        return same.then_some(false);
+        return if same { Equiv::Yes { closure: false } } else { Equiv::No };
     }
-    let mut assumed = false;
+    let mut closure = false;
+    let mut unknown: Option<String> = None;
+    let limit = space.max_search_nodes;
     for l in g {
         match implies(space, &er, &reference.goal, l) {
-            Implied::Yes { assumed: a } => assumed |= a,
-            Implied::No => return None,
+            Implied::Yes { closure: c } => closure |= c,
+            Implied::No => return Equiv::No,
+            Implied::Unknown => {
+                unknown.get_or_insert_with(|| {
+                    format!(
+                        "undecided: within {limit} search nodes, neither a proof nor a counterexample that the reference goal implies the candidate's goal fact {} (in reference names)",
+                        reference.goal_name(l)
+                    )
+                });
+            }
         }
     }
     for r in &reference.goal {
         match implies(space, &eg, g, r) {
-            Implied::Yes { assumed: a } => assumed |= a,
-            Implied::No => return None,
+            Implied::Yes { closure: c } => closure |= c,
+            Implied::No => return Equiv::No,
+            Implied::Unknown => {
+                unknown.get_or_insert_with(|| {
+                    format!(
+                        "undecided: within {limit} search nodes, neither a proof nor a counterexample that the candidate goal implies reference goal fact {}",
+                        reference.goal_name(r)
+                    )
+                });
+            }
         }
     }
-    Some(assumed)
+    match unknown {
+        Some(why) => Equiv::Unknown(why),
+        None => Equiv::Yes { closure },
+    }
 }
 
 /// Does every reachable state satisfying `from` (compiled `ev`, literals `lits`) satisfy `l`?
 fn implies(space: &mut Space, ev: &[Ev], lits: &[GoalLit], l: &GoalLit) -> Implied {
     if lits.contains(l) {
-        return Implied::Yes { assumed: false };
+        return Implied::Yes { closure: false };
     }
     let mut target = ev.to_vec();
-    let el = space.ev(l);
-    target.push(match el {
-        Ev::Const(b) => Ev::Const(!b),
-        Ev::Atom(a, pos) => Ev::Atom(a, !pos),
-    });
-    match space.find(&target) {
-        Found::State => Implied::No,
-        Found::Exhausted => Implied::Yes { assumed: false },
-        Found::Limit => Implied::Yes { assumed: true },
+    target.push(space.ev(l).negate());
+    if space.complete || target.contains(&Ev::Const(false)) {
+        return match space.find(&target) {
+            Found::State(_) => Implied::No,
+            _ => Implied::Yes { closure: false },
+        };
+    }
+    // A witness already in the pool settles it at once.
+    if space.states.iter().any(|s| sat(&target, s)) {
+        return Implied::No;
+    }
+    let lits = atom_lits(&target);
+    let n = space.task.num_atoms();
+    space.invariants();
+    let inv = space.invariants.as_ref().expect("built above");
+    if inv.unreachable(&space.task, &lits) {
+        return Implied::Yes { closure: true };
+    }
+    // Search for a witness, told what the target implies: adding implied literals loses no
+    // witness and guides the heuristic to a full description of one.
+    let guided = inv.consequences(n, &lits).unwrap_or(lits);
+    match space.search(&guided) {
+        Found::State(_) => Implied::No,
+        Found::Exhausted => Implied::Yes { closure: true },
+        Found::Limit => Implied::Unknown,
     }
 }
 

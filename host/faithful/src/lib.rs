@@ -2,17 +2,26 @@
 //!
 //! [`check`] compares a candidate (domain, problem) with the reference spec of the same task,
 //! and returns the [`FaithfulnessReport`] of `onebrain faithful`. Names never decide: the
-//! candidate may rename every predicate, action, object and type (Mystery BlocksWorld does).
+//! candidate may rename every predicate, action, object and type (Mystery BlocksWorld does),
+//! except that a candidate written against the reference's own domain keeps its names.
 //!
 //! 1. **Mapping.** A bijection of predicates (with an argument order) and objects under which
 //!    the candidate's initial state equals the reference's, found by backtracking with colour
 //!    refinement; a node budget ([`Limits::max_nodes`]) that runs out gives
 //!    [`Decision::Undecided`], never a guess. Types count as one-place facts, so a typed and an
-//!    untyped spec of the same task correspond.
+//!    untyped spec of the same task correspond. When the candidate's domain *is* the
+//!    reference's (the same text once comments, case and layout are normalised, as in
+//!    problem mode), its predicates, actions, types and constants mean themselves and only
+//!    objects are renamed: a grid read with `up` as `right` is another grid. A generated
+//!    domain keeps the name-free mapping; when that pairs predicates against the names they
+//!    share with the reference (a symmetry of the reference domain), the report says so.
 //! 2. **Goal.** The mapped candidate goal and the reference goal hold in the same reachable
-//!    states of the reference model: enumerated exactly when small ([`Decision::Exact`]),
-//!    otherwise closed under the facts true in every goal state a bounded search finds
-//!    ([`Decision::Closure`]). A weaker goal is [`Drift::GoalWeakening`].
+//!    states of the reference model: enumerated exactly when small ([`Decision::Exact`]).
+//!    Otherwise every fact one goal states and the other does not is proved implied from
+//!    invariants the checker proves for the reference task ("each block has exactly one
+//!    support"), or refuted by a reachable state a search finds ([`Decision::Closure`]);
+//!    neither, within the bounds, is [`Decision::Undecided`]. A weaker goal is
+//!    [`Drift::GoalWeakening`].
 //! 3. **Objects and types.** No object map at all, because objects or types differ, is
 //!    [`Drift::TypeDrift`]; a map that exists only fails on other facts is a changed initial
 //!    state (unfaithful, no drift category).
@@ -60,9 +69,11 @@
 
 mod check;
 mod goal;
+mod invariant;
 mod mapping;
 mod model;
 mod schema;
+mod search;
 
 pub use model::ModelError;
 pub use onebrain_core::{Decision, Drift, FaithfulnessReport, Spec};
@@ -85,7 +96,9 @@ pub struct Limits {
     /// Reachable reference states enumerated for an exact goal decision. 6-block BlocksWorld
     /// has 4,051 and 7-block 37,633; above the limit the goal is decided by closure.
     pub max_states: usize,
-    /// Expanded states per bounded goal search in closure mode.
+    /// Expanded states per bounded search in closure mode: for a reachable state that
+    /// satisfies one goal and violates a fact of the other (a witness), when the invariants
+    /// do not prove the fact implied. Running out gives [`Decision::Undecided`].
     pub max_search_nodes: usize,
 }
 

@@ -22,6 +22,17 @@ pub(crate) struct PredMap {
 }
 
 impl PredMap {
+    /// Every predicate of `m` to itself, arguments in order: the map when the candidate's
+    /// domain is the reference's own.
+    pub fn identity(m: &Model) -> PredMap {
+        PredMap { to: m.preds.iter().enumerate().map(|(i, p)| Some((i as u32, (0..p.arity as u32).collect()))).collect() }
+    }
+
+    /// True when it sends predicate `p` to `q` with its arguments in order.
+    pub fn sends(&self, p: usize, q: u32) -> bool {
+        self.to[p].as_ref().is_some_and(|(t, perm)| *t == q && perm.iter().enumerate().all(|(i, &j)| i as u32 == j))
+    }
+
     /// The image of candidate fact `f` under the predicate map and object map `obj`.
     pub fn map_fact(&self, f: &Fact, obj: &[u32]) -> Option<Fact> {
         let (p, perm) = self.to[f.pred as usize].as_ref()?;
@@ -76,12 +87,14 @@ pub(crate) enum Stop {
 }
 
 /// Finds object bijections `f` (candidate → reference) with `f(facts_a) = facts_b`, where
-/// `facts_a` already use reference predicates and argument order, and `accept(partial)`
-/// holds at every node (it sees the objects pinned so far). Returns up to `max` solutions.
+/// `facts_a` already use reference predicates and argument order, `f(a) = b` for every
+/// `(a, b)` in `pins`, and `accept(partial)` holds at every node (it sees the objects pinned
+/// so far). Returns up to `max` solutions.
 pub(crate) fn object_maps(
     n: usize,
     facts_a: &[Fact],
     facts_b: &[Fact],
+    pins: &[(u32, u32)],
     accept: &mut dyn FnMut(&[Option<u32>]) -> bool,
     max: usize,
     budget: &mut Budget,
@@ -109,7 +122,12 @@ pub(crate) fn object_maps(
         }
     }
     let g = Graph { n, facts, incident, target: sorted_b };
-    let colors = vec![0u32; 2 * n];
+    // A pinned pair starts in a colour class of its own.
+    let mut colors = vec![0u32; 2 * n];
+    for (k, &(a, b)) in pins.iter().enumerate() {
+        colors[a as usize] = k as u32 + 1;
+        colors[n + b as usize] = k as u32 + 1;
+    }
     let _ = g.search(colors, accept, max, budget, &mut out);
     out
 }
@@ -349,6 +367,20 @@ pub(crate) fn init_mappings(a: &Model, b: &Model, max: usize, budget: &mut Budge
     res
 }
 
+/// Stage one when the candidate's domain is the reference's own: predicates map to
+/// themselves, so only an object map is looked for (keeping `pins`, the constants).
+pub(crate) fn identity_mappings(a: &Model, b: &Model, pins: &[(u32, u32)], budget: &mut Budget) -> InitMappings {
+    let mut res = InitMappings { found: Vec::new(), undecided: false };
+    if a.objects.len() == b.objects.len() && a.preds.len() == b.preds.len() {
+        let pm = PredMap::identity(a);
+        if let Some(f) = object_maps(a.objects.len(), &a.init, &b.init, pins, &mut |_| true, 1, budget).into_iter().next() {
+            res.found.push((pm, f));
+        }
+    }
+    res.undecided = res.found.is_empty() && budget.exhausted();
+    res
+}
+
 #[allow(clippy::too_many_arguments)]
 fn enumerate_preds(
     i: usize,
@@ -368,7 +400,7 @@ fn enumerate_preds(
         }
         let ident: Vec<u32> = (0..a.objects.len() as u32).collect();
         let facts_a: Vec<Fact> = a.init.iter().map(|f| map.map_fact(f, &ident).expect("init predicate mapped")).collect();
-        let found = object_maps(a.objects.len(), &facts_a, &b.init, &mut |_| true, 1, budget);
+        let found = object_maps(a.objects.len(), &facts_a, &b.init, &[], &mut |_| true, 1, budget);
         if budget.exhausted() {
             return Err(Stop::Budget);
         }
@@ -429,7 +461,7 @@ mod tests {
         let r = model(BW, "(define (problem p) (:domain bw) (:objects a b c) (:init (handempty) (ontable a) (ontable b) (ontable c) (clear a) (clear b) (clear c)) (:goal (on a b)))");
         let mut budget = Budget::new(10_000);
         let ident: Vec<u32> = (0..3).collect();
-        let maps = object_maps(3, &r.init, &r.init, &mut |_| true, 100, &mut budget);
+        let maps = object_maps(3, &r.init, &r.init, &[], &mut |_| true, 100, &mut budget);
         assert_eq!(maps.len(), 6);
         assert!(maps.contains(&ident));
         let c = model(BW, "(define (problem p) (:domain bw) (:objects a b c) (:init (handempty) (ontable a) (on b a) (ontable c) (clear b) (clear c)) (:goal (on a b)))");

@@ -215,6 +215,25 @@ pub(crate) fn match_schemas(cand: &Model, reference: &Model, pm: &PredMap, obj: 
     }
 }
 
+/// Each candidate action paired with the reference action at its own index, parameters in
+/// order: the pairing when the candidate's domain is the reference's own.
+pub(crate) fn identity(cand: &Model, reference: &Model, pm: &PredMap, obj: Option<&[u32]>) -> SchemaMatch {
+    let mut pairs = Vec::new();
+    for (i, ca) in cand.actions.iter().enumerate() {
+        let Some(ra) = reference.actions.get(i) else { break };
+        let params: Vec<Option<u32>> = (0..ca.params.len()).map(|k| (k < ra.params.len()).then_some(k as u32)).collect();
+        let rset: HashSet<SchemaLit> = ra.lits.iter().map(normal).collect();
+        let score = ca.lits.iter().filter_map(|l| map_lit(l, pm, &params, obj)).filter(|l| rset.contains(l)).count();
+        pairs.push(Pair { cand: i, reference: i, params, score });
+    }
+    SchemaMatch {
+        matched: pairs.iter().map(|p| p.score).sum(),
+        cand_total: cand.actions.iter().map(|a| a.lits.len()).sum(),
+        ref_total: reference.actions.iter().map(|a| a.lits.len()).sum(),
+        pairs,
+    }
+}
+
 /// What differs, in words, split by drift category.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct SchemaDiff {
