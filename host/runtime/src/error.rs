@@ -75,9 +75,10 @@ pub enum PluginErrorKind {
     /// task of another domain.
     #[error("returned an invalid value: {0}")]
     Invalid(String),
-    /// A domain adapter's `name()` is not its manifest's name: one plugin
+    /// A domain adapter's `name()` is not the name it is installed under (its
+    /// folder's and manifest's, or a bare component's file name): one plugin
     /// cannot answer for another's domain.
-    #[error("says its name is `{reported}`, but its manifest and folder name it `{manifest}`")]
+    #[error("says its name is `{reported}`, but it is installed as `{manifest}` (its folder's and manifest's name, or its file's)")]
     Identity {
         /// The manifest's name.
         manifest: String,
