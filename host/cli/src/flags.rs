@@ -91,6 +91,10 @@ pub struct SolveArgs {
     /// Override the config's mode (full, problem).
     #[arg(long)]
     pub mode: Option<String>,
+    /// Override the config's decoding constraint: `grammar` (well-formed PDDL over the
+    /// domain's vocabulary) or `none`.
+    #[arg(long)]
+    pub constrain: Option<String>,
     /// Trained role parameters to load (a checkpoint folder written by `onebrain train`).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
@@ -112,6 +116,9 @@ pub struct EvalArgs {
     /// checkpoint beside the base model with one config.
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
+    /// Override the config's decoding constraint (`grammar` or `none`).
+    #[arg(long)]
+    pub constrain: Option<String>,
     /// Rewrite the report from the trace without running anything.
     #[arg(long)]
     pub report_only: bool,

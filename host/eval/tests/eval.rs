@@ -100,6 +100,8 @@ fn record(
             judge_ms: 50.0,
             plugins_ms: 2.0,
         },
+        repeated_repairs: 0,
+        discarded_repeats: 0,
         error: None,
     }
 }
@@ -375,6 +377,8 @@ impl LanguageModel for Echo {
             prefill_secs: 0.0,
             decode_secs: 0.0,
             stop_reason: StopReason::Eos,
+            logprobs: Vec::new(),
+            constraint: None,
         })
     }
     fn judge(&mut self, _: &str) -> Result<f32, BoxError> {

@@ -16,7 +16,8 @@ use crate::extract::{extract_spec, Mode};
 use crate::plan::{parse_plan_lines, validate_plan};
 use crate::prompts::{prompt_hash, TaskContext};
 use crate::record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
-use crate::strategy::{EpisodeConfig, Strategy};
+use crate::strategy::{Constrain, EpisodeConfig, ExampleChoice, RepeatPolicy, Strategy, MAX_RESAMPLES};
+use onebrain_model::ConstraintSpec;
 
 /// What a task brings to an episode besides its text.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,8 +29,11 @@ pub struct EpisodeInput {
     /// The domain plugin's PDDL: given to the model in `problem` mode.
     pub domain_pddl: Option<String>,
     /// A worked example of the domain (a task text and its problem PDDL): LLM+P's
-    /// in-context example, and every prompt's with `in-context-example`.
+    /// in-context example, and every prompt's with `example = "same-domain"`.
     pub example: Option<(String, String)>,
+    /// A worked example of another domain plugin, for `example = "other-domain"`: its text
+    /// names the other domain, so the model is not led to take its objects.
+    pub foreign_example: Option<(String, String)>,
 }
 
 /// What the episode needs next.
@@ -118,6 +122,8 @@ pub struct Episode {
     search: Search,
     /// The generation asked for last: its role, prompt and sampling go into the step record.
     pending: Option<(Role, String, SamplingConfig)>,
+    /// Repeats of the current repair thrown away so far (`editor-repeats = "resample"`).
+    resamples: u32,
 }
 
 impl Episode {
@@ -129,10 +135,11 @@ impl Episode {
             task: input.task.text.clone(),
             mode: cfg.mode,
             // LLM+P places its example itself, after the task.
-            example: input
-                .example
-                .clone()
-                .filter(|_| cfg.in_context_example && cfg.strategy != Strategy::LlmPlusP),
+            example: match (cfg.example, cfg.strategy) {
+                (_, Strategy::LlmPlusP) | (ExampleChoice::None, _) => None,
+                (ExampleChoice::SameDomain, _) => input.example.clone(),
+                (ExampleChoice::OtherDomain, _) => input.foreign_example.clone(),
+            },
         };
         let record = EpisodeRecord {
             task_id: input.task.id.clone(),
@@ -154,6 +161,8 @@ impl Episode {
             rewards: None,
             faithfulness: None,
             timings: EpisodeTimings::default(),
+            repeated_repairs: 0,
+            discarded_repeats: 0,
             error: None,
         };
         Episode {
@@ -166,6 +175,7 @@ impl Episode {
             started: None,
             search: Search::default(),
             pending: None,
+            resamples: 0,
         }
     }
 
@@ -295,7 +305,52 @@ impl Episode {
             // the prose a small model adds after it would cost seconds per step.
             sampling.stop = vec!["```".into()];
         }
+        sampling.constraint = self.constraint();
         self.ask(Phase::Generating { index }, role, prompt, sampling)
+    }
+
+    /// The grammar this strategy's answers are held to, when `constrain = "grammar"`.
+    fn constraint(&self) -> Option<ConstraintSpec> {
+        if self.cfg.constrain == Constrain::None {
+            return None;
+        }
+        let limits = self.cfg.grammar;
+        let domain = self.input.domain_pddl.clone();
+        match self.cfg.strategy {
+            Strategy::Direct | Strategy::Tot => {
+                let objects = self.reference_objects()?;
+                let domain = domain?;
+                Some(if self.cfg.strategy == Strategy::Direct {
+                    ConstraintSpec::Plan { domain, objects, limits }
+                } else {
+                    ConstraintSpec::NextAction { domain, objects }
+                })
+            }
+            _ => match self.cfg.mode {
+                Mode::Full => Some(ConstraintSpec::Full { limits }),
+                Mode::Problem => Some(ConstraintSpec::Problem { domain: domain?, prefix: self.ctx.primer(), limits }),
+            },
+        }
+    }
+
+    /// The reference task's objects with their types: the vocabulary of a plan grammar.
+    fn reference_objects(&self) -> Option<Vec<(String, String)>> {
+        let r = self.input.task.reference.as_ref()?;
+        let p = onebrain_pddl::parse_problem(&r.problem).ok()?;
+        Some(p.objects.iter().map(|o| (o.name.to_ascii_lowercase(), o.ty.to_ascii_lowercase())).collect())
+    }
+
+    /// True when `text` (a spec answer, primer included) says what an earlier candidate of this
+    /// episode said, up to whitespace and case.
+    fn repeats_earlier(&self, text: &str) -> bool {
+        let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase();
+        let now = norm(text);
+        let primer = self.ctx.primer();
+        self.record
+            .steps
+            .iter()
+            .filter(|s| s.verdict.is_some())
+            .any(|s| norm(&format!("{primer}{}", s.output)) == now)
     }
 
     fn ask(
@@ -368,12 +423,27 @@ impl Episode {
     fn on_generated(&mut self, index: u32, g: Generation) -> Request {
         let (role, prompt, sampling) = self.pending.take().expect("a generation was asked for");
         let kind = self.kind(index);
-        if index > 0
-            && matches!(
-                self.cfg.strategy,
-                Strategy::MultiRole | Strategy::SelfRefine
-            )
-        {
+        let repair = index > 0 && matches!(self.cfg.strategy, Strategy::MultiRole | Strategy::SelfRefine);
+        if repair && self.repeats_earlier(&format!("{}{}", self.ctx.primer(), g.text)) {
+            if self.cfg.editor_repeats == RepeatPolicy::Resample && self.resamples < MAX_RESAMPLES {
+                // Thrown away: its time counts, it spends no budget. Each retry samples hotter.
+                self.resamples += 1;
+                self.record.timings.generation_ms += (g.prefill_secs + g.decode_secs) * 1e3;
+                self.record.discarded_repeats += 1;
+                let t = self.cfg.temperature * (1.0 + 0.25 * (self.resamples - 1) as f32);
+                let seed = self.cfg.seed.wrapping_add(1000 * u64::from(index) + u64::from(self.resamples));
+                let resampled = SamplingConfig {
+                    temperature: t,
+                    top_p: self.cfg.top_p,
+                    seed,
+                    ..sampling
+                };
+                return self.ask(Phase::Generating { index }, role, prompt, resampled);
+            }
+            self.record.repeated_repairs += 1;
+        }
+        self.resamples = 0;
+        if repair {
             self.record.repairs += 1;
         }
         let mut step = self.step_from(index, kind, role, prompt, &g, sampling);
@@ -695,6 +765,7 @@ fn stop_name(r: &StopReason) -> String {
         StopReason::StopString(s) => format!("stop:{s}"),
         StopReason::MaxTokens => "max-tokens".into(),
         StopReason::ContextFull => "context-full".into(),
+        StopReason::Complete => "complete".into(),
     }
 }
 

@@ -31,7 +31,8 @@
 //! impl LanguageModel for Canned {
 //!     fn generate(&mut self, _: Role, _: &str, _: &SamplingConfig) -> Result<Generation, onebrain_core::BoxError> {
 //!         Ok(Generation { text: ")\n  (:init) (:goal (and)))\n```".into(), tokens: vec![1, 2], prompt_tokens: 10, cached_prompt_tokens: 0,
-//!             prefill_tokens: 10, prefill_secs: 0.0, decode_secs: 0.0, stop_reason: StopReason::Eos })
+//!             prefill_tokens: 10, prefill_secs: 0.0, decode_secs: 0.0, stop_reason: StopReason::Eos,
+//!             logprobs: vec![], constraint: None })
 //!     }
 //!     fn judge(&mut self, _: &str) -> Result<f32, onebrain_core::BoxError> { Ok(0.9) }
 //!     fn name(&self) -> String { "canned".into() }
@@ -50,6 +51,7 @@
 //!     description: "A domain.".into(),
 //!     domain_pddl: Some("(define (domain d))".into()),
 //!     example: None,
+//!     foreign_example: None,
 //! };
 //! let rec = run_episode(Episode::new(input, &cfg, "canned"), &cfg, &mut Canned, &Yes, &Finalizer::default(), &mut |_| {});
 //! assert!(rec.solved && rec.b0);
@@ -83,7 +85,7 @@ pub use prompts::{format_diagnostics, prompt_hash, raw_feedback, TaskContext, SY
 pub use record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
 pub use setup::{episode_input, load_model, Services};
 pub use solve::{render_event, solve, solve_with, SolveOptions, TaskInput};
-pub use strategy::{EpisodeConfig, Strategy, TotConfig};
+pub use strategy::{Constrain, EpisodeConfig, ExampleChoice, RepeatPolicy, Strategy, TotConfig, MAX_RESAMPLES};
 
 /// The model types the records and the [`LanguageModel`] trait use.
 pub use onebrain_model::{Generation, Role, SamplingConfig, StopReason};

@@ -33,7 +33,7 @@ pub struct TaskContext {
     /// Full or problem mode.
     pub mode: Mode,
     /// A worked example (task text, problem PDDL) shown before the task, when the config
-    /// asks for one (`in-context-example`).
+    /// asks for one (`example`).
     pub example: Option<(String, String)>,
 }
 

@@ -138,6 +138,13 @@ pub struct EpisodeRecord {
     pub faithfulness: Option<FaithfulnessReport>,
     /// Where the time went.
     pub timings: EpisodeTimings,
+    /// Repairs that repeated an earlier candidate of the episode and were kept (and so spent
+    /// a budget unit on a known answer).
+    #[serde(default)]
+    pub repeated_repairs: u32,
+    /// Repeated repairs thrown away and generated again (`editor-repeats = "resample"`).
+    #[serde(default)]
+    pub discarded_repeats: u32,
     /// Why the episode stopped early (a model error, a plugin error), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

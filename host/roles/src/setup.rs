@@ -74,16 +74,21 @@ impl Services {
             .ok_or_else(|| RolesError::UnknownDomain(name.to_string()))
     }
 
-    /// What an episode on `task` needs from its domain plugin.
+    /// What an episode on `task` needs from its domain plugin, and a worked example from
+    /// another loaded domain plugin (for `example = "other-domain"`).
     pub fn episode_input(&self, task: Task) -> Result<EpisodeInput, RolesError> {
         let adapter = self.domain(&task.domain)?;
-        episode_input(adapter.as_ref(), task)
+        let mut input = episode_input(adapter.as_ref(), task)?;
+        if let Some(other) = self.domains.iter().find(|d| d.name() != adapter.name()) {
+            input.foreign_example = foreign_example(other.as_ref())?;
+        }
+        Ok(input)
     }
 }
 
 /// What an episode on `task` needs from `adapter`: the description, the domain PDDL, and a
 /// worked example (LLM+P's in-context example, or every strategy's with
-/// `in-context-example`); the example is one cheap `generate` call.
+/// `example = "same-domain"`); the example is one cheap `generate` call.
 pub fn episode_input(adapter: &dyn DomainAdapter, task: Task) -> Result<EpisodeInput, RolesError> {
     let err = |e: onebrain_core::BoxError| RolesError::Domain {
         domain: adapter.name(),
@@ -98,7 +103,16 @@ pub fn episode_input(adapter: &dyn DomainAdapter, task: Task) -> Result<EpisodeI
         description,
         domain_pddl,
         example,
+        foreign_example: None,
     })
+}
+
+/// `adapter`'s worked example, labelled with its domain so a reader (and the model) sees it
+/// is another domain's: it shows the format, and copying it can never be the answer.
+pub fn foreign_example(adapter: &dyn DomainAdapter) -> Result<Option<(String, String)>, RolesError> {
+    let err = |e: onebrain_core::BoxError| RolesError::Domain { domain: adapter.name(), message: e.to_string() };
+    let ex = adapter.generate(EXAMPLE_SEED, EXAMPLE_SIZE).map_err(err)?;
+    Ok(ex.reference.map(|r| (format!("(a task of another domain, `{}`) {}", adapter.name(), ex.text.trim()), r.problem)))
 }
 
 /// Loads the model `cfg` names, with the trained role parameters of `cfg.checkpoint` (a

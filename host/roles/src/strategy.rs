@@ -74,6 +74,58 @@ impl std::str::FromStr for Strategy {
     }
 }
 
+/// Whether answers are held to a grammar while they are generated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Constrain {
+    /// Grammar-constrained decoding (`onebrain-grammar`): every spec answer is well-formed
+    /// PDDL over the domain's vocabulary, every plan answer uses the domain's actions.
+    #[default]
+    Grammar,
+    /// Free decoding (the model writes whatever it writes).
+    None,
+}
+
+impl std::str::FromStr for Constrain {
+    type Err = RolesError;
+
+    fn from_str(s: &str) -> Result<Constrain, RolesError> {
+        match s {
+            "grammar" => Ok(Constrain::Grammar),
+            "none" => Ok(Constrain::None),
+            other => Err(RolesError::Config(format!("unknown constrain `{other}` (expected grammar or none)"))),
+        }
+    }
+}
+
+/// Which worked example every prompt shows (LLM+P always shows its own domain's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExampleChoice {
+    /// No example (the paper's setting).
+    #[default]
+    None,
+    /// A task of the same domain with its problem PDDL: teaches the format, and invites copying.
+    SameDomain,
+    /// A task of another domain plugin: teaches the format, and a copy is never the answer.
+    OtherDomain,
+}
+
+/// What the Editor does when a repair repeats a candidate of its own episode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RepeatPolicy {
+    /// Keep it (the paper's plain greedy Algorithm 1): the repair spends its budget unit.
+    Keep,
+    /// Ask again, sampling at the episode's temperature (then hotter), until the repair is new
+    /// or [`MAX_RESAMPLES`] tries are spent.
+    #[default]
+    Resample,
+}
+
+/// The most extra generations one repair may take to differ from the earlier candidates.
+pub const MAX_RESAMPLES: u32 = 4;
+
 /// Tree-of-Thought search sizes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -133,11 +185,15 @@ pub struct EpisodeConfig {
     pub repair_cost: f32,
     /// τ: the Judge's threshold.
     pub judge_threshold: f32,
-    /// Show a worked example of the domain (from the domain plugin) in every prompt, before
-    /// the task. Off in the paper's setting; a weak untrained model that never writes a
-    /// solvable spec gives PPO no reward signal, and the example is how a small training run
-    /// starts from nonzero success. LLM+P always has its example.
-    pub in_context_example: bool,
+    /// Which worked example every prompt shows, before the task: none (the paper's setting),
+    /// one of the same domain, or one of another domain plugin. LLM+P always has its own.
+    pub example: ExampleChoice,
+    /// Grammar-constrained decoding, or none.
+    pub constrain: Constrain,
+    /// Bounds of the grammars.
+    pub grammar: onebrain_model::GrammarLimits,
+    /// What a repair that repeats an earlier candidate does.
+    pub editor_repeats: RepeatPolicy,
     /// Tree-of-Thought sizes.
     pub tot: TotConfig,
 }
@@ -159,7 +215,10 @@ impl Default for EpisodeConfig {
             lambda_judge: 0.3,
             repair_cost: 0.1,
             judge_threshold: 0.5,
-            in_context_example: false,
+            example: ExampleChoice::None,
+            constrain: Constrain::Grammar,
+            grammar: onebrain_model::GrammarLimits::default(),
+            editor_repeats: RepeatPolicy::Resample,
             tot: TotConfig::default(),
         }
     }

@@ -73,6 +73,8 @@ impl LanguageModel for Scripted {
             prefill_secs: 0.01,
             decode_secs: 0.02,
             stop_reason: StopReason::Eos,
+            logprobs: Vec::new(),
+            constraint: None,
         })
     }
 
@@ -175,6 +177,7 @@ fn input(id: &str) -> EpisodeInput {
             "Block a is on the table.".into(),
             "(define (problem ex) (:domain bw))".into(),
         )),
+        foreign_example: None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use onebrain_model::Role;
+use onebrain_model::{ConstraintSpec, Role};
 use onebrain_roles::EpisodeRecord;
 
 use crate::config::Ablation;
@@ -37,6 +37,9 @@ pub struct PolicySample {
     pub old_logp: Option<Vec<f32>>,
     /// log π_ref per output token (KL penalty only).
     pub ref_logp: Option<Vec<f32>>,
+    /// The decoding constraint the output was sampled under, with its token budget: the
+    /// learner replays its masks so the policy it trains is the constrained one.
+    pub constraint: Option<(ConstraintSpec, usize)>,
 }
 
 impl PolicySample {
@@ -63,6 +66,7 @@ impl PolicySample {
             ret: 0.0,
             old_logp: None,
             ref_logp: None,
+            constraint: None,
         }
     }
 }
@@ -174,9 +178,9 @@ impl Batch {
                 let prompt = encode(&step.prompt)?;
                 let output = step.output_tokens.clone();
                 let at = (episode, *group, step.index);
-                batch
-                    .policy
-                    .push(PolicySample::new(step.role, prompt, output, at, reward));
+                let mut sample = PolicySample::new(step.role, prompt, output, at, reward);
+                sample.constraint = step.sampling.constraint.clone().map(|c| (c, step.sampling.max_tokens));
+                batch.policy.push(sample);
             }
             if ablation.trains(Role::Judge) {
                 let judged = rec.steps.iter().find(|s| s.judge_prompt.is_some());
@@ -337,6 +341,8 @@ mod tests {
             rewards: Some(rewards),
             faithfulness: None,
             timings: EpisodeTimings::default(),
+            repeated_repairs: 0,
+            discarded_repeats: 0,
             error: None,
         }
     }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor, Var};
-use onebrain_model::{BatchLogprobs, Brain, PromptHead, Role};
+use onebrain_model::{BatchLogprobs, Brain, PromptHead, Role, TokenSet};
 use rand::{rngs::StdRng, seq::SliceRandom, SeedableRng};
 
 use crate::adamw::{clip_grad_norm, AdamW, AdamWParams};
@@ -102,6 +102,9 @@ pub struct Learner {
     ablation: Ablation,
     seed: u64,
     updates: u64,
+    /// Per policy sample of the current update, the masks its constraint gave each output
+    /// token (absent for free decoding): rebuilt by replay at the start of every update.
+    masks: HashMap<usize, Vec<TokenSet>>,
 }
 
 impl std::fmt::Debug for Learner {
@@ -166,6 +169,7 @@ impl Learner {
             ablation,
             seed,
             updates: 0,
+            masks: HashMap::new(),
         })
     }
 
@@ -234,6 +238,14 @@ impl Learner {
         let args = self.args.clone();
         let mut stats = UpdateStats::default();
 
+        // 0. The constrained samples' masks, replayed once for the whole update.
+        self.masks.clear();
+        for (i, s) in batch.policy.iter().enumerate() {
+            if let Some((spec, max_tokens)) = &s.constraint {
+                let masks = self.brain.constraint_masks(spec, *max_tokens, &s.output)?;
+                self.masks.insert(i, masks);
+            }
+        }
         // 1. The old policy's log-probabilities and values, when the update needs them first.
         let score_from_first_pass = !args.needs_scoring_pass();
         // Prompt heads (`detach-prompt`), shared by every sample of the same prompt.
@@ -309,6 +321,7 @@ impl Learner {
             }
         }
         self.updates += 1;
+        self.masks.clear();
         // Generation must not reuse prompt caches computed under the old parameters; the
         // fingerprint check would catch it, dropping them frees the memory now.
         self.brain.clear_prefix_cache();
@@ -340,7 +353,7 @@ impl Learner {
                     let refs = match &self.reference {
                         Some(r) if self.args.kl_coef > 0.0 => {
                             let items = items(&batch.policy, &rows_idx);
-                            let lp = r.batch_logprobs(role, &items)?;
+                            let lp = r.batch_logprobs_masked(role, &items, &self.masks_of(&rows_idx))?;
                             Some(rows(
                                 &lp.logprobs,
                                 rows_idx.iter().map(|&i| batch.policy[i].output.len()),
@@ -520,7 +533,7 @@ impl Learner {
             let n = items.iter().map(|(p, c)| p.len() + c.len()).sum();
             return Ok(vec![(
                 idx.to_vec(),
-                self.brain.batch_logprobs(role, &items)?,
+                self.brain.batch_logprobs_masked(role, &items, &self.masks_of(idx))?,
                 n,
             )]);
         }
@@ -529,9 +542,12 @@ impl Learner {
             let s = &batch.policy[i];
             let split = s.prompt.len().saturating_sub(1);
             let head = heads.get(&self.brain, role, &s.prompt[..split])?;
-            let lp = self
-                .brain
-                .tail_logprobs(head, &s.prompt[split..], &s.output)?;
+            let lp = self.brain.tail_logprobs_masked(
+                head,
+                &s.prompt[split..],
+                &s.output,
+                self.masks.get(&i).map(Vec::as_slice),
+            )?;
             out.push((vec![i], lp, s.prompt.len() - split + s.output.len()));
         }
         Ok(out)
@@ -579,15 +595,27 @@ impl Learner {
         Ok(())
     }
 
+    /// The masks of samples `idx` of the current update, in order.
+    fn masks_of(&self, idx: &[usize]) -> Vec<Option<&[TokenSet]>> {
+        idx.iter().map(|i| self.masks.get(i).map(Vec::as_slice)).collect()
+    }
+
     /// The mean log-probability per output token of `samples` under the current policy
-    /// (a diagnostic; tests use it to see an update move the policy).
+    /// (constrained, for samples that were) — a diagnostic; tests use it to see an update
+    /// move the policy.
     pub fn mean_logprob(&self, samples: &[PolicySample]) -> Result<f32, TrainError> {
         let mut sum = 0.0;
         let mut n = 0usize;
         for s in samples {
-            let lp = self
-                .brain
-                .batch_logprobs(s.role, &[(s.prompt.clone(), s.output.clone())])?;
+            let masks = match &s.constraint {
+                Some((spec, max_tokens)) => Some(self.brain.constraint_masks(spec, *max_tokens, &s.output)?),
+                None => None,
+            };
+            let lp = self.brain.batch_logprobs_masked(
+                s.role,
+                &[(s.prompt.clone(), s.output.clone())],
+                &[masks.as_deref()],
+            )?;
             sum += lp.logprobs.sum_all()?.to_scalar::<f32>()?;
             n += s.output.len();
         }

@@ -15,6 +15,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             std::env::current_dir()?.join(dir)
         });
     }
+    if let Some(c) = &args.constrain {
+        cfg.episode.constrain = c.parse::<onebrain_roles::Constrain>()?;
+    }
     if let Some(dir) = &args.out_dir {
         cfg.out_dir = std::env::current_dir()?.join(dir);
     }

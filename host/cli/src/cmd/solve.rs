@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use onebrain_eval::planbench_task;
 use onebrain_roles::{
-    config_base, render_event, solve, Mode, SolveConfig, SolveOptions, Strategy, TaskInput,
+    config_base, render_event, solve, Constrain, Mode, SolveConfig, SolveOptions, Strategy, TaskInput,
 };
 
 use crate::cmd::print_json;
@@ -16,6 +16,9 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
     }
     if let Some(m) = &args.mode {
         config.episode.mode = m.parse::<Mode>().map_err(anyhow::Error::msg)?;
+    }
+    if let Some(c) = &args.constrain {
+        config.episode.constrain = c.parse::<Constrain>()?;
     }
     if let Some(dir) = &args.checkpoint {
         config.checkpoint = Some(absolute(dir)?);
