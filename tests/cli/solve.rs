@@ -126,3 +126,74 @@ fn solve_generated_task_shows_each_role_and_keeps_the_budget() {
             ["output"]
     );
 }
+
+/// Issue 18: a task from any problem file of a plugin's domain. The plugin states it in words,
+/// the file is the reference, and under the grammar every answer parses and none runs to the
+/// token cap.
+#[test]
+fn r18_solve_a_problem_file_constrained() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    // The fixture's problem, renamed to the plugin's domain.
+    let dir = tempfile::tempdir().unwrap();
+    let problem = dir.path().join("stack.pddl");
+    let text = std::fs::read_to_string(fixture("blocks-problem-stack.pddl")).unwrap();
+    std::fs::write(&problem, text.replace("(:domain blocks)", "(:domain blocksworld-4ops)")).unwrap();
+    let rec = solve(&["--domain", "blocksworld", "--problem-file"]).arg(&problem).json();
+    assert!(rec["task_text"].as_str().is_some_and(|t| !t.trim().is_empty()), "{rec}");
+    assert!(rec["faithfulness"].is_object(), "the file is the reference: {rec}");
+    for step in rec["steps"].as_array().unwrap() {
+        assert_ne!(step["stop_reason"], "max-tokens", "{step}");
+        assert!(step["spec"].is_object(), "every constrained answer is a problem: {step}");
+        let diags = step["verdict"]["diagnostics"].as_array().unwrap();
+        assert!(
+            diags.iter().all(|d| d["category"] != "syntax"),
+            "no syntax failure under the grammar: {diags:?}"
+        );
+        assert!(step["sampling"]["constraint"]["grammar"] == "problem", "{step}");
+    }
+}
+
+#[test]
+fn r18_bad_pddl_task_sources_name_the_file_and_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken-domain.pddl");
+    std::fs::write(&broken, "(define (domain d)\n  (:predicates (p ?x)\n").unwrap();
+    let err = solve(&["--text", "do it", "--domain-file"]).arg(&broken).fails_with(1);
+    assert!(err.contains("broken-domain.pddl") && err.contains("line"), "{err}");
+    let err = solve(&["--text", "do it", "--domain-file"]).arg(dir.path().join("absent.pddl")).fails_with(1);
+    assert!(err.contains("absent.pddl"), "{err}");
+    // A gripper problem is not a BlocksWorld task.
+    let err = solve(&["--domain", "blocksworld", "--problem-file"]).arg(fixture("gripper-problem.pddl")).fails_with(1);
+    assert!(err.contains("gripper-problem.pddl") && err.contains("of domain `gripper`"), "{err}");
+    let err = solve(&["--domain", "blocksworld", "--problem-file"]).arg(fixture("gripper-problem-malformed.pddl")).fails_with(1);
+    assert!(err.contains("gripper-problem-malformed.pddl") && err.contains("line"), "{err}");
+    let err = solve(&["--domain-file"])
+        .arg(fixture("blocks-domain.pddl"))
+        .arg("--text")
+        .arg("x")
+        .arg("--reference-problem")
+        .arg(fixture("gripper-problem.pddl"))
+        .fails_with(1);
+    assert!(err.contains("gripper-problem.pddl") && err.contains("of domain"), "{err}");
+}
+
+/// A domain no plugin has: the model writes the problem for the given domain file.
+#[test]
+fn r18_solve_with_a_domain_file_and_a_reference() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let rec = solve(&["--text", "Block a is on the table, block b is on a. Put a on b."])
+        .arg("--domain-file")
+        .arg(fixture("blocks-domain.pddl"))
+        .arg("--reference-problem")
+        .arg(fixture("blocks-problem-stack.pddl"))
+        .json();
+    assert_eq!(rec["mode"], "problem");
+    assert!(rec["faithfulness"].is_object(), "{rec}");
+    assert!(rec["steps"][0]["spec"].is_object(), "{rec}");
+}

@@ -12,6 +12,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod constraint;
 pub mod verifier;
 
 use std::fmt;

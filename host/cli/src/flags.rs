@@ -59,14 +59,25 @@ pub struct TrainArgs {
 
 /// `onebrain solve`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("task").required(true).args(["text", "file", "seed", "planbench"])))]
+#[command(group(clap::ArgGroup::new("task").required(true).args(["text", "file", "seed", "planbench", "problem_file"])))]
 pub struct SolveArgs {
     /// The solve config (model, episode, solver, plugins).
     #[arg(long, default_value = "configs/solve.toml")]
     pub config: PathBuf,
     /// The domain plugin that describes the task (`blocksworld`, `logistics`, …).
+    #[arg(long, required_unless_present = "domain_file", conflicts_with = "domain_file")]
+    pub domain: Option<String>,
+    /// A domain no plugin has, as a PDDL file: the model writes the problem for it
+    /// (`problem` mode) from `--text` or `--file`.
+    #[arg(long, conflicts_with_all = ["seed", "planbench", "problem_file"])]
+    pub domain_file: Option<PathBuf>,
+    /// With `--domain-file`: a reference problem, for the faithfulness check.
+    #[arg(long, requires = "domain_file")]
+    pub reference_problem: Option<PathBuf>,
+    /// A problem file of the plugin's domain: the plugin states it in words, and the file is
+    /// the reference for the faithfulness check.
     #[arg(long)]
-    pub domain: String,
+    pub problem_file: Option<PathBuf>,
     /// The task text.
     #[arg(long)]
     pub text: Option<String>,
@@ -198,6 +209,9 @@ pub enum BenchTarget {
     Model,
     /// One forward+backward over 4 × 512 tokens with SmolLM2-135M: adapters only, then the full backbone.
     Training,
+    /// Grammar-constrained against free decoding of the same Actor prompts (default model):
+    /// mask time per token and its share of decode, grammar build time, forced tokens.
+    Constraint,
 }
 
 /// `onebrain plugins`.

@@ -39,6 +39,18 @@ pub enum TaskError {
     /// A PlanBench task id like `blocksworld/2` names no task.
     #[error("no PlanBench task `{0}`")]
     NoSuchTask(String),
+    /// A problem file of a `folder` benchmark is unusable (unreadable, does not parse, or of
+    /// another domain); the message names the file and the line.
+    #[error(transparent)]
+    ProblemFile(#[from] onebrain_roles::RolesError),
+    /// A `folder` benchmark's folder cannot be listed, or holds no `.pddl` file.
+    #[error("cannot read problem folder {path}: {message}")]
+    Folder {
+        /// The folder.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
     /// The domain plugin failed to generate a task.
     #[error("domain plugin `{domain}` failed to generate seed {seed}: {message}")]
     Generate {
@@ -61,6 +73,10 @@ pub enum SourceKind {
     Planetarium,
     /// Tasks the domain plugin generates, one per seed from `first-seed`, of `size` objects.
     Generated,
+    /// A folder of problem files of the plugin's domain (`folder`, relative to the data
+    /// folder unless absolute): the plugin states each in words, and the file is its
+    /// reference.
+    Folder,
 }
 
 fn default_max_objects() -> u32 {
@@ -91,6 +107,9 @@ pub struct Benchmark {
     /// Planetarium: the rows' file, relative to the data folder.
     #[serde(default)]
     pub file: Option<PathBuf>,
+    /// Folder: the folder of `.pddl` problem files.
+    #[serde(default)]
+    pub folder: Option<PathBuf>,
     /// Planetarium: rows with more objects are skipped (prompts stay short).
     #[serde(default = "default_max_objects")]
     pub max_objects: u32,
@@ -236,6 +255,29 @@ impl Benchmark {
                         }
                     })
                     .collect())
+            }
+            SourceKind::Folder => {
+                let dir = data.join(self.folder.as_ref().ok_or_else(|| missing("folder"))?);
+                let err = |message: String| TaskError::Folder { path: dir.clone(), message };
+                let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                    .map_err(|e| err(e.to_string()))?
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "pddl"))
+                    .collect();
+                if files.is_empty() {
+                    return Err(err("no .pddl file in it".into()));
+                }
+                files.sort();
+                spread(files.len(), self.sample, self.offset)
+                    .into_iter()
+                    .map(|i| {
+                        let mut t = onebrain_roles::task_from_problem_file(adapter, &files[i])?;
+                        t.id = format!("folder/{}", t.id);
+                        t.domain = self.domain.clone();
+                        Ok(t)
+                    })
+                    .collect()
             }
             SourceKind::Generated => {
                 let size = self.size.ok_or_else(|| missing("size"))?;

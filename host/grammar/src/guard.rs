@@ -15,11 +15,17 @@ use std::sync::Arc;
 
 use crate::lark::{Limits, Vocabulary};
 
+/// Tokens that must be left when a new object name starts: enough to close the objects and
+/// write an empty `:init` and a one-fact goal.
+const OBJECTS_RESERVE: usize = 24;
 /// Tokens that must be left when a new `:init` fact opens: enough to finish it, close the
 /// section and write a one-fact goal (`(:goal (and (on a b)))` is ~12 tokens).
-const INIT_RESERVE: usize = 40;
+const INIT_RESERVE: usize = 28;
 /// Tokens that must be left when a new goal fact opens: the fact and three closing parens.
-const GOAL_RESERVE: usize = 14;
+const GOAL_RESERVE: usize = 12;
+/// Below this many tokens left, a token of blanks only is refused where anything else is
+/// allowed: spacing must not eat the budget the closing parentheses need.
+const BLANKS_RESERVE: usize = 12;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Section {
@@ -66,6 +72,8 @@ struct Scan {
     stack: Vec<Frame>,
     word: String,
     comment: bool,
+    /// Object names begun so far (counted at their first character).
+    names_started: usize,
 }
 
 fn section_of(frames: &[Frame]) -> Option<Section> {
@@ -115,7 +123,12 @@ impl Scan {
                     }
                 }
                 b' ' | b'\t' | b'\r' | b'\n' => self.end_word(out),
-                _ => self.word.push(char::from(b.to_ascii_lowercase())),
+                _ => {
+                    if self.word.is_empty() && self.stack.last().and_then(Frame::head) == Some(":objects") {
+                        self.names_started += 1;
+                    }
+                    self.word.push(char::from(b.to_ascii_lowercase()))
+                }
             }
         }
     }
@@ -215,9 +228,16 @@ impl Guard {
 
     /// Whether a token with these bytes may come next, as the `tokens`-th token of the answer.
     pub(crate) fn admits(&self, bytes: &[u8], tokens: usize) -> bool {
+        let left = self.max_tokens.saturating_sub(tokens);
+        if left < BLANKS_RESERVE && !bytes.is_empty() && bytes.iter().all(u8::is_ascii_whitespace) {
+            return false;
+        }
         let mut scan = self.scan.clone();
         let mut events = Vec::new();
         scan.feed(bytes, &mut events);
+        if scan.names_started > self.scan.names_started && left < OBJECTS_RESERVE {
+            return false;
+        }
         let mut new_facts: Vec<&Fact> = Vec::new();
         let mut objects_now = None;
         for e in &events {
@@ -368,6 +388,10 @@ mod tests {
         let g = guard("a b) (:init ");
         assert!(g.admits(b"(", 10));
         assert!(!g.admits(b"(", 400 - INIT_RESERVE + 1), "no room left to finish the answer");
+        let g = guard("a ");
+        assert!(g.admits(b"b ", 10));
+        assert!(!g.admits(b"b ", 400 - OBJECTS_RESERVE + 1), "no room for another object");
+        assert!(!g.admits(b"  ", 399), "blanks cannot eat the last tokens");
         assert!(g.admits(b")", 399));
     }
 }

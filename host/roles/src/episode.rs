@@ -405,6 +405,7 @@ impl Episode {
             output_tokens: g.tokens.clone(),
             sampling,
             stop_reason: stop_name(&g.stop_reason),
+            constraint: g.constraint.clone(),
             extraction: None,
             spec: None,
             verdict: None,

@@ -26,6 +26,15 @@ pub enum RolesError {
         #[source]
         source: std::io::Error,
     },
+    /// A PDDL file given as a task, a domain or a reference is unusable: it does not parse
+    /// (the message has the line and column), or it belongs to another domain.
+    #[error("{path}: {message}")]
+    Pddl {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with its position.
+        message: String,
+    },
     /// The language model could not be loaded.
     #[error("cannot load the model: {0}")]
     Model(#[source] onebrain_model::Error),

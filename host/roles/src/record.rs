@@ -36,8 +36,12 @@ pub struct StepRecord {
     pub output_tokens: Vec<u32>,
     /// How it was sampled, seed included.
     pub sampling: SamplingConfig,
-    /// Why generation stopped (`eos`, `max-tokens`, …).
+    /// Why generation stopped (`eos`, `max-tokens`, `complete`, …).
     pub stop_reason: String,
+    /// The decoding constraint's counters (mask time, forced tokens, guard refusals), when
+    /// one applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<onebrain_model::ConstraintStats>,
     /// What the extractor found (spec steps only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extraction: Option<Extraction>,

@@ -1,13 +1,13 @@
 //! `onebrain solve`: one task, one episode, each step reported as it happens.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use onebrain_core::Task;
+use onebrain_core::{DomainAdapter, Spec, Task};
 
 use crate::config::SolveConfig;
 use crate::driver::run_episode;
-use crate::episode::Episode;
+use crate::episode::{Episode, EpisodeInput};
 use crate::error::RolesError;
 use crate::model::LanguageModel;
 use crate::record::{EpisodeRecord, Event};
@@ -29,6 +29,18 @@ pub enum TaskInput {
     },
     /// A task already built (e.g. a PlanBench task from `onebrain_eval::planbench_task`).
     Task(Task),
+    /// A problem file of the plugin's domain: the plugin's `describe` writes the task text,
+    /// and the file is the reference for the faithfulness check.
+    ProblemFile(PathBuf),
+}
+
+/// A domain no plugin has: its PDDL file, for `problem` mode (the model writes the problem).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DomainFile {
+    /// The domain PDDL file.
+    pub path: PathBuf,
+    /// A reference problem for the faithfulness check, if any.
+    pub reference_problem: Option<PathBuf>,
 }
 
 /// What `onebrain solve` was asked.
@@ -43,6 +55,72 @@ pub struct SolveOptions {
     pub domain: String,
     /// The task.
     pub task: TaskInput,
+    /// A domain given as a PDDL file instead of a plugin (`--domain-file`).
+    pub domain_file: Option<DomainFile>,
+}
+
+fn read_file(path: &Path) -> Result<String, RolesError> {
+    std::fs::read_to_string(path).map_err(|source| RolesError::TaskFile { path: path.to_path_buf(), source })
+}
+
+fn pddl_err(path: &Path, message: impl std::fmt::Display) -> RolesError {
+    RolesError::Pddl { path: path.to_path_buf(), message: message.to_string() }
+}
+
+/// The task a problem file of `adapter`'s domain states: the plugin describes it in words,
+/// and the file is its reference. A file that does not parse, or names another domain, is an
+/// error naming the file (and the line).
+pub fn task_from_problem_file(adapter: &dyn DomainAdapter, path: &Path) -> Result<Task, RolesError> {
+    let problem = read_file(path)?;
+    let parsed = onebrain_pddl::parse_problem(&problem).map_err(|e| pddl_err(path, e))?;
+    let domain_pddl = adapter.domain_pddl().map_err(|e| RolesError::Domain { domain: adapter.name(), message: e.to_string() })?;
+    let domain = onebrain_pddl::parse_domain(&domain_pddl).map_err(|e| RolesError::Domain { domain: adapter.name(), message: e.to_string() })?;
+    if !parsed.domain_name.eq_ignore_ascii_case(&domain.name) {
+        return Err(pddl_err(
+            path,
+            format!(
+                "line {}, column {}: the problem is of domain `{}`, but the `{}` plugin's domain is `{}`",
+                parsed.domain_span.line, parsed.domain_span.column, parsed.domain_name, adapter.name(), domain.name
+            ),
+        ));
+    }
+    let text = adapter.describe(&problem).map_err(|e| RolesError::Domain { domain: adapter.name(), message: e.to_string() })?;
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(Task {
+        id: format!("{}/{stem}", adapter.name()),
+        domain: adapter.name(),
+        text,
+        reference: Some(Spec { domain: domain_pddl, problem }),
+    })
+}
+
+/// The episode input of a task over a domain file: the domain PDDL is given (`problem`
+/// mode), the description says so, and a reference problem (checked against the domain)
+/// enables the faithfulness check.
+fn domain_file_input(d: &DomainFile, task_text: String, task_name: String) -> Result<EpisodeInput, RolesError> {
+    let domain_pddl = read_file(&d.path)?;
+    let domain = onebrain_pddl::parse_domain(&domain_pddl).map_err(|e| pddl_err(&d.path, e))?;
+    let reference = match &d.reference_problem {
+        Some(p) => {
+            let problem = read_file(p)?;
+            let parsed = onebrain_pddl::parse_problem(&problem).map_err(|e| pddl_err(p, e))?;
+            if !parsed.domain_name.eq_ignore_ascii_case(&domain.name) {
+                return Err(pddl_err(
+                    p,
+                    format!("line {}, column {}: the problem is of domain `{}`, not `{}` ({})", parsed.domain_span.line, parsed.domain_span.column, parsed.domain_name, domain.name, d.path.display()),
+                ));
+            }
+            Some(Spec { domain: domain_pddl.clone(), problem })
+        }
+        None => None,
+    };
+    Ok(EpisodeInput {
+        task: Task { id: format!("{}/{task_name}", domain.name), domain: domain.name.clone(), text: task_text, reference },
+        description: format!("The `{}` domain, given as the PDDL below.", domain.name),
+        domain_pddl: Some(domain_pddl),
+        example: None,
+        foreign_example: None,
+    })
 }
 
 /// Loads the model, the verifier and the plugins, runs one episode, and returns its record.
@@ -53,6 +131,26 @@ pub fn solve(
 ) -> Result<EpisodeRecord, RolesError> {
     opts.config.validate()?;
     let services = Services::load(&opts.config, &opts.base)?;
+    if let Some(d) = &opts.domain_file {
+        // No plugin: the model writes the problem for the given domain.
+        let (text, name) = match &opts.task {
+            TaskInput::Text(t) => (t.clone(), "input".to_string()),
+            TaskInput::File(p) => (read_file(p)?, p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()),
+            _ => return Err(RolesError::Config("--domain-file takes the task as --text or --file".into())),
+        };
+        if text.trim().is_empty() {
+            return Err(RolesError::Config("the task text is empty".into()));
+        }
+        let mut input = domain_file_input(d, text, name)?;
+        if let Some(other) = services.domains.first() {
+            input.foreign_example = crate::setup::foreign_example(other.as_ref())?;
+        }
+        let mut cfg = opts.config.clone();
+        cfg.episode.mode = crate::extract::Mode::Problem;
+        let mut model = load_model(&cfg, &opts.base)?;
+        let episode = Episode::new(input, &cfg.episode, &model.name());
+        return Ok(run_episode(episode, &cfg.episode, &mut model, services.verifier.as_ref(), &services.finalizer, on_event));
+    }
     let task = build_task(opts, &services)?;
     let mut model = load_model(&opts.config, &opts.base)?;
     solve_with(&opts.config, &services, &mut model, task, on_event)
@@ -111,6 +209,7 @@ fn build_task(opts: &SolveOptions, services: &Services) -> Result<Task, RolesErr
                     message: e.to_string(),
                 })
         }
+        TaskInput::ProblemFile(p) => task_from_problem_file(services.domain(&opts.domain)?.as_ref(), p),
         TaskInput::Task(t) => {
             let mut t = t.clone();
             if !opts.domain.is_empty() {

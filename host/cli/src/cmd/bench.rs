@@ -85,6 +85,27 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             print_reports("Generation (onebrain bench model)", &reports, args.json)?;
         }
+        BenchTarget::Constraint => {
+            let tasks: Vec<String> = ["blocksworld_3/2", "mystery_blocksworld_3/4", "logistics/2", "blocksworld/10"]
+                .iter()
+                .map(|s| s.to_string())
+                .take(args.reps.clamp(1, 4))
+                .collect();
+            let r = onebrain_bench::constraint::run(Path::new("configs/solve-demo.toml"), &args.data, &tasks)
+                .map_err(|e| anyhow!(e))?;
+            if args.json {
+                return print_json(&r);
+            }
+            println!("## Constrained decoding (onebrain bench constraint --reps {})
+", tasks.len());
+            print!("{}", r.table());
+            println!(
+                "\ntoken environment (trie + parser factory), once per model: {:.0} ms; mask {:.0} µs/token, {:.1} % of constrained decode time (target ≤ 10 %)",
+                r.env_ms,
+                r.mask_us_per_token(),
+                100.0 * r.mask_share()
+            );
+        }
         BenchTarget::Training => {
             let mut reports = Vec::new();
             for train_backbone in [false, true] {

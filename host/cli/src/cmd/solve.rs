@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use onebrain_eval::planbench_task;
 use onebrain_roles::{
-    config_base, render_event, solve, Constrain, Mode, SolveConfig, SolveOptions, Strategy, TaskInput,
+    config_base, render_event, solve, Constrain, DomainFile, Mode, SolveConfig, SolveOptions, Strategy, TaskInput,
 };
 
 use crate::cmd::print_json;
@@ -23,7 +23,10 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.checkpoint {
         config.checkpoint = Some(absolute(dir)?);
     }
-    let task = if let Some(text) = args.text {
+    let domain = args.domain.clone().unwrap_or_default();
+    let task = if let Some(path) = args.problem_file {
+        TaskInput::ProblemFile(path)
+    } else if let Some(text) = args.text {
         TaskInput::Text(text)
     } else if let Some(file) = args.file {
         TaskInput::File(file)
@@ -38,15 +41,16 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
             .as_deref()
             .expect("clap requires one task source");
         TaskInput::Task(
-            planbench_task(&args.data, id, &args.domain)
+            planbench_task(&args.data, id, &domain)
                 .with_context(|| format!("cannot load PlanBench task {id}"))?,
         )
     };
     let opts = SolveOptions {
         config,
         base: config_base(&args.config),
-        domain: args.domain,
+        domain,
         task,
+        domain_file: args.domain_file.map(|path| DomainFile { path, reference_problem: args.reference_problem }),
     };
     let json = args.json;
     let record = solve(&opts, &mut |event| {
