@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job (`make demo`): the multi-role episode (Actor -> verifier -> Judge
-# -> Editor) with the default model (Qwen2.5-Coder-0.5B) on a few PlanBench tasks read in
+# -> Editor) under grammar-constrained decoding, with the default model (Qwen2.5-Coder-0.5B) on a few PlanBench tasks read in
 # place from ../shared/data, in `problem` mode (the domain plugin gives the domain). Each step
 # is printed as it happens: the model's output, the verifier's verdict and diagnostics, the
 # Judge's score, the Editor's repair, then the rewards, faithfulness, final PDDL and plan.
@@ -36,7 +36,7 @@ domain_of() {
 }
 
 for task in $TASKS; do
-  step "PlanBench $task: Actor -> verifier -> Judge -> Editor (at most 5 repairs, 6 verifier calls)" \
+  step "PlanBench $task: Actor -> verifier -> Judge -> Editor, grammar-constrained (at most 5 repairs, 6 verifier calls)" \
     "$BIN" solve --config "$CONFIG" --domain "$(domain_of "$task")" --planbench "$task" --data "$DATA"
 done
 

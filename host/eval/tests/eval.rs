@@ -60,6 +60,7 @@ fn record(
             output_tokens: vec![1; 10],
             sampling: SamplingConfig::greedy(10),
             stop_reason: "eos".into(),
+            constraint: None,
             extraction: None,
             spec: Some(Spec::default()),
             verdict: Some(verdict(*c)),

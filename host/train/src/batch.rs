@@ -307,6 +307,7 @@ mod tests {
             output_tokens: vec![7; 3],
             sampling: SamplingConfig::greedy(3),
             stop_reason: "eos".into(),
+            constraint: None,
             extraction: None,
             spec: Some(Spec::default()),
             verdict: None,
