@@ -133,26 +133,26 @@ impl<'a> Space<'a> {
         self.invariants.as_ref().expect("just built")
     }
 
-    /// A reachable state satisfying `g`: from the pool, or by a bounded search (whose find
-    /// joins the pool, so later closures and searches see it).
-    fn find(&mut self, g: &[Ev]) -> Found {
+    /// A reachable state satisfying `g`: from the pool, or by a search of at most
+    /// `max_nodes` expansions (whose find joins the pool, so later closures and searches see it).
+    fn find(&mut self, g: &[Ev], max_nodes: usize) -> Found {
         if let Some(s) = self.states.iter().find(|s| sat(g, s)) {
             return Found::State(s.clone());
         }
         if self.complete || g.contains(&Ev::Const(false)) {
             return Found::Exhausted;
         }
-        self.search(&atom_lits(g))
+        self.search(&atom_lits(g), max_nodes)
     }
 
     /// The bounded search for a state with every literal of `lits`.
-    fn search(&mut self, lits: &[(AtomId, bool)]) -> Found {
+    fn search(&mut self, lits: &[(AtomId, bool)], max_nodes: usize) -> Found {
         if self.hadd.is_none() {
             self.hadd = Some(Hadd::new(&self.task));
         }
         let pos: Vec<AtomId> = lits.iter().filter(|l| l.1).map(|l| l.0).collect();
         let neg: Vec<AtomId> = lits.iter().filter(|l| !l.1).map(|l| l.0).collect();
-        let found = self.hadd.as_ref().expect("just built").find(&self.task, &pos, &neg, self.max_search_nodes);
+        let found = self.hadd.as_ref().expect("just built").find(&self.task, &pos, &neg, max_nodes);
         if let Found::State(s) = &found {
             self.states.push(s.clone());
         }
@@ -315,10 +315,13 @@ pub(crate) fn compare(
     // 2. Semantic comparison.
     let er = space.compile(&reference.goal);
     let e0 = space.compile(&g0);
-    if !space.complete {
-        // Put a goal state of each goal in the pool, so the pruning below says something.
-        let _ = space.find(&er);
-        let _ = space.find(&e0);
+    if !space.complete && object_maps(n, &init_a, &reference.init, pins, &mut |_| true, 2, budget).len() > 1 {
+        // Several maps to choose from: put a goal state of each goal in the pool, so the
+        // pruning below says something. (With one map there is nothing to prune.) Only
+        // pruning rests on it, so a tenth of the search budget will do.
+        let nodes = space.max_search_nodes / 10;
+        let _ = space.find(&er, nodes);
+        let _ = space.find(&e0, nodes);
     }
     let cl_r = Closure::of(space, &er);
     let cl_0 = Closure::of(space, &e0);
@@ -354,21 +357,28 @@ pub(crate) fn compare(
         };
         object_maps(n, &init_a, &reference.init, pins, &mut accept, limits.max_mappings, budget)
     };
+    // Proofs first, for every map; searches only for the maps left open, so that a right
+    // map found by proof spares the searches that would refute the wrong ones.
     let mut undecided: Option<String> = None;
-    for f in &maps {
-        let g = map_goal(cand, pm, f).expect("checked above");
-        match equivalent(space, &g) {
-            Equiv::Yes { closure } => {
-                verdict.preserved = true;
-                verdict.objects = f.clone();
-                if closure {
-                    verdict.decision = Decision::Closure;
+    let mut open: Vec<&Vec<u32>> = Vec::new();
+    for search in [false, true] {
+        let todo: Vec<&Vec<u32>> = if search { std::mem::take(&mut open) } else { maps.iter().collect() };
+        for f in todo {
+            let g = map_goal(cand, pm, f).expect("checked above");
+            match equivalent(space, &g, search) {
+                Equiv::Yes { closure } => {
+                    verdict.preserved = true;
+                    verdict.objects = f.clone();
+                    if closure {
+                        verdict.decision = Decision::Closure;
+                    }
+                    return verdict;
                 }
-                return verdict;
-            }
-            Equiv::No => {}
-            Equiv::Unknown(why) => {
-                undecided.get_or_insert(why);
+                Equiv::No => {}
+                Equiv::Unknown(why) if search => {
+                    undecided.get_or_insert(why);
+                }
+                Equiv::Unknown(_) => open.push(f),
             }
         }
     }
@@ -399,7 +409,7 @@ pub(crate) fn compare(
     for f in &weaker_maps {
         let g = map_goal(cand, pm, f).expect("checked above");
         let er = space.compile(&reference.goal);
-        if g.iter().all(|l| matches!(implies(space, &er, &reference.goal, l), Implied::Yes { .. })) {
+        if g.iter().all(|l| matches!(implies(space, &er, &reference.goal, l, true), Implied::Yes { .. })) {
             verdict.weaker = true;
             chosen = f.clone();
             break;
@@ -409,7 +419,7 @@ pub(crate) fn compare(
     let g = map_goal(cand, pm, &chosen).expect("checked above");
     let eg = space.compile(&g);
     for r in &reference.goal {
-        if let Implied::No = implies(space, &eg, &g, r) {
+        if let Implied::No = implies(space, &eg, &g, r, true) {
             verdict.explanation.push(format!(
                 "reference goal fact {} is not implied by the candidate goal (dropped or changed)",
                 reference.goal_name(r)
@@ -419,7 +429,7 @@ pub(crate) fn compare(
     if !verdict.weaker {
         let er = space.compile(&reference.goal);
         for (l, c) in g.iter().zip(&cand.goal_sorted_by_image(pm, &chosen)) {
-            if let Implied::No = implies(space, &er, &reference.goal, l) {
+            if let Implied::No = implies(space, &er, &reference.goal, l, true) {
                 verdict.explanation.push(format!(
                     "candidate goal fact {} (reference {}) is not implied by the reference goal",
                     cand.goal_name(c),
@@ -437,8 +447,9 @@ pub(crate) fn compare(
     verdict
 }
 
-/// Is `g` (reference names) equivalent to the reference goal?
-fn equivalent(space: &mut Space, g: &[GoalLit]) -> Equiv {
+/// Is `g` (reference names) equivalent to the reference goal? Without `search`, only what
+/// the invariants prove or the pool shows is decided.
+fn equivalent(space: &mut Space, g: &[GoalLit], search: bool) -> Equiv {
     let reference = space.model;
     let er = space.compile(&reference.goal);
     let eg = space.compile(g);
@@ -450,7 +461,7 @@ fn equivalent(space: &mut Space, g: &[GoalLit]) -> Equiv {
     let mut unknown: Option<String> = None;
     let limit = space.max_search_nodes;
     for l in g {
-        match implies(space, &er, &reference.goal, l) {
+        match implies(space, &er, &reference.goal, l, search) {
             Implied::Yes { closure: c } => closure |= c,
             Implied::No => return Equiv::No,
             Implied::Unknown => {
@@ -464,7 +475,7 @@ fn equivalent(space: &mut Space, g: &[GoalLit]) -> Equiv {
         }
     }
     for r in &reference.goal {
-        match implies(space, &eg, g, r) {
+        match implies(space, &eg, g, r, search) {
             Implied::Yes { closure: c } => closure |= c,
             Implied::No => return Equiv::No,
             Implied::Unknown => {
@@ -484,14 +495,15 @@ fn equivalent(space: &mut Space, g: &[GoalLit]) -> Equiv {
 }
 
 /// Does every reachable state satisfying `from` (compiled `ev`, literals `lits`) satisfy `l`?
-fn implies(space: &mut Space, ev: &[Ev], lits: &[GoalLit], l: &GoalLit) -> Implied {
+/// Without `search`, `Unknown` where a search would be needed.
+fn implies(space: &mut Space, ev: &[Ev], lits: &[GoalLit], l: &GoalLit, search: bool) -> Implied {
     if lits.contains(l) {
         return Implied::Yes { closure: false };
     }
     let mut target = ev.to_vec();
     target.push(space.ev(l).negate());
     if space.complete || target.contains(&Ev::Const(false)) {
-        return match space.find(&target) {
+        return match space.find(&target, 0) {
             Found::State(_) => Implied::No,
             _ => Implied::Yes { closure: false },
         };
@@ -509,8 +521,11 @@ fn implies(space: &mut Space, ev: &[Ev], lits: &[GoalLit], l: &GoalLit) -> Impli
     }
     // Search for a witness, told what the target implies: adding implied literals loses no
     // witness and guides the heuristic to a full description of one.
+    if !search {
+        return Implied::Unknown;
+    }
     let guided = inv.consequences(n, &lits).unwrap_or(lits);
-    match space.search(&guided) {
+    match space.search(&guided, space.max_search_nodes) {
         Found::State(_) => Implied::No,
         Found::Exhausted => Implied::Yes { closure: true },
         Found::Limit => Implied::Unknown,
