@@ -94,15 +94,31 @@ impl DriftCounts {
     }
 }
 
-/// How the checker decided goal equivalence, over all results.
+/// How the checker decided goal equivalence, over a set of results.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionCounts {
-    /// By exhaustive comparison of reachable goal states.
+    /// By the same goal literally, or by exhaustive comparison of reachable goal states.
     pub exact: usize,
-    /// By closure over the goal states found within the bounds.
+    /// By closure: each fact one goal states and the other does not was proved implied from
+    /// invariants of the reference task, or refuted by a reachable state a search found.
     pub closure: usize,
     /// A limit was hit and the checker did not guess.
     pub undecided: usize,
+}
+
+impl DecisionCounts {
+    fn add(&mut self, d: Decision) {
+        match d {
+            Decision::Exact => self.exact += 1,
+            Decision::Closure => self.closure += 1,
+            Decision::Undecided => self.undecided += 1,
+        }
+    }
+
+    /// All results counted.
+    pub fn total(&self) -> usize {
+        self.exact + self.closure + self.undecided
+    }
 }
 
 /// The faithfulness metrics over a set of results (one [`FaithfulnessReport`] per task).
@@ -127,6 +143,11 @@ pub struct FaithfulnessMetrics {
     pub drift_categories: DriftCounts,
     /// How goal equivalence was decided, over all results.
     pub decisions: DecisionCounts,
+    /// How it was decided for the faithful results (C_i = 1): how much of FaithfulSuccess
+    /// rests on closure rather than on exact comparison. An undecided result is never
+    /// faithful, so `undecided` stays 0 here.
+    #[serde(default)]
+    pub faithful_decisions: DecisionCounts,
 }
 
 impl FaithfulnessMetrics {
@@ -152,10 +173,9 @@ impl FaithfulnessMetrics {
             if r.solvable && !c {
                 m.drift_categories.add(r.drift);
             }
-            match r.decision {
-                Decision::Exact => m.decisions.exact += 1,
-                Decision::Closure => m.decisions.closure += 1,
-                Decision::Undecided => m.decisions.undecided += 1,
+            m.decisions.add(r.decision);
+            if c {
+                m.faithful_decisions.add(r.decision);
             }
         }
         let nf = n as f64;
@@ -354,6 +374,16 @@ mod tests {
                 undecided: 1
             }
         );
+        // Of the four faithful results, one rests on closure.
+        assert_eq!(
+            m.faithful_decisions,
+            DecisionCounts {
+                exact: 3,
+                closure: 1,
+                undecided: 0
+            }
+        );
+        assert_eq!(m.faithful_decisions.total(), 4);
     }
 
     #[test]
@@ -518,5 +548,11 @@ mod tests {
         let v = serde_json::to_value(FaithfulnessMetrics::from_reports(&ten())).unwrap();
         assert_eq!(v["drift_categories"]["goal-weakening"], 1);
         assert_eq!(v["decisions"]["undecided"], 1);
+        assert_eq!(v["faithful_decisions"]["closure"], 1);
+        // A report written before the field existed still reads.
+        let mut old = v.clone();
+        old.as_object_mut().unwrap().remove("faithful_decisions");
+        let back: FaithfulnessMetrics = serde_json::from_value(old).unwrap();
+        assert_eq!(back.faithful_decisions, DecisionCounts::default());
     }
 }

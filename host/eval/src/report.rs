@@ -472,6 +472,35 @@ impl Report {
             if let Some(d) = self.strategies.iter().find_map(|x| x.disagreement) {
                 let _ = writeln!(s, "\nε̂ = share of tasks where the solver's verdict and faithfulness disagree; bound = ε̂ + sqrt(ln(k/δ)/2n), δ = {}, k = {}.", d.delta, d.checkpoints);
             }
+            let _ = writeln!(
+                s,
+                "\n### How the checker decided goal equivalence (results)\n"
+            );
+            let _ = writeln!(
+                s,
+                "| strategy | exact | closure | undecided | Faithful by exact | Faithful by closure |"
+            );
+            let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+            for x in &self.strategies {
+                if let Some(m) = &x.faithfulness {
+                    let (d, f) = (&m.decisions, &m.faithful_decisions);
+                    let share = |k: usize| match f.total() {
+                        0 => format!("{k}"),
+                        t => format!("{k} ({} %)", pct(k as f64 / t as f64)),
+                    };
+                    let _ = writeln!(
+                        s,
+                        "| {} | {} | {} | {} | {} | {} |",
+                        x.strategy,
+                        d.exact,
+                        d.closure,
+                        d.undecided,
+                        share(f.exact),
+                        share(f.closure)
+                    );
+                }
+            }
+            let _ = writeln!(s, "\nexact = the same goal, or every reachable state compared; closure = each goal fact the other goal lacks proved implied from invariants of the reference task, or refuted by a reachable state; undecided = neither within the checker's bounds (never counted faithful). The share in brackets is of the faithful results.");
             let _ = writeln!(s, "\n### Faithful success per domain (%)\n");
             let _ = writeln!(s, "| strategy | {} |", self.domains.join(" | "));
             let _ = writeln!(s, "|---|{}", "---:|".repeat(self.domains.len()));
@@ -721,4 +750,48 @@ fn judge_groups(j: &JudgeReport) -> Vec<(&'static str, Vec<f64>)> {
         g.push(("solved-unchecked", j.solved_unchecked.clone()));
     }
     g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use onebrain_core::Decision;
+
+    #[test]
+    fn the_faithfulness_section_says_how_much_of_faithful_rests_on_closure() {
+        let rep = |faithful: bool, decision: Decision| FaithfulnessReport {
+            solvable: true,
+            faithful,
+            goal_preserved: faithful,
+            decision,
+            ..Default::default()
+        };
+        let reports = [
+            rep(true, Decision::Exact),
+            rep(true, Decision::Exact),
+            rep(true, Decision::Exact),
+            rep(true, Decision::Closure),
+            rep(false, Decision::Closure),
+            rep(false, Decision::Undecided),
+        ];
+        let report = Report {
+            domains: vec!["blocksworld".into()],
+            strategies: vec![StrategyReport {
+                strategy: Strategy::MultiRole,
+                n: reports.len(),
+                faithfulness: Some(FaithfulnessMetrics::from_reports(&reports)),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let md = report.markdown(&[]);
+        assert!(
+            md.contains("| strategy | exact | closure | undecided | Faithful by exact | Faithful by closure |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| multi-role | 3 | 2 | 1 | 3 (75.0 %) | 1 (25.0 %) |"),
+            "{md}"
+        );
+    }
 }
