@@ -8,10 +8,13 @@ use llguidance::Matcher;
 use serde::{Deserialize, Serialize};
 use toktrie::SimpleVob;
 
-use crate::env::{TokenEnv, HAS_STRUCTURE};
+use crate::env::{TokenEnv, HAS_STRUCTURE, OPENS};
 use crate::guard::Guard;
 use crate::lark::{self, Limits, Objects, Vocabulary};
 use crate::GrammarError;
+
+/// Percent of a `full` answer's token budget the domain may take before it must close.
+const DOMAIN_SHARE: usize = 55;
 
 /// The set of tokens allowed at one position (one bit per vocabulary row).
 pub type TokenSet = SimpleVob;
@@ -299,6 +302,21 @@ impl TokenConstraint for Staged {
         }
         let started = Instant::now();
         let mut mask = self.matcher.compute_mask().map_err(|e| GrammarError::Mask(e.to_string()))?;
+        if self.stage == Stage::Domain && self.tokens.len() * 100 >= self.max_tokens * DOMAIN_SHARE {
+            // The domain has had its share of the budget: no new section, action or literal
+            // opens unless the grammar needs one, so the problem keeps room to be written.
+            let mut closing = mask.clone();
+            mask.iter_set_entries(|t| {
+                if self.env.flags(t as u32) & OPENS != 0 {
+                    closing.disallow_token(t as u32);
+                }
+            });
+            if closing.is_zero() {
+                self.stats.guard_overrides += 1;
+            } else {
+                mask = closing;
+            }
+        }
         if let Some(guard) = &self.guard {
             let position = self.tokens.len() + 1;
             let mut refused = Vec::new();

@@ -27,6 +27,8 @@ impl TokenizerEnv for Env {
 
 /// Bit flags of a token's bytes, for the guard's quick pass (see `guard.rs`).
 pub(crate) const HAS_STRUCTURE: u8 = 1;
+/// The token opens a parenthesis.
+pub(crate) const OPENS: u8 = 2;
 
 /// A vocabulary's token trie and llguidance's parser factory: what every constraint over one
 /// tokenizer shares. Building it walks the whole vocabulary (a few hundred milliseconds for
@@ -65,11 +67,14 @@ impl TokenEnv {
                 if b.first() == Some(&0xFF) {
                     return 0;
                 }
+                let mut f = 0;
                 if b.iter().any(|c| matches!(c, b'(' | b')' | b' ' | b'\t' | b'\r' | b'\n' | b';')) {
-                    HAS_STRUCTURE
-                } else {
-                    0
+                    f |= HAS_STRUCTURE;
                 }
+                if b.contains(&b'(') {
+                    f |= OPENS;
+                }
+                f
             })
             .collect();
         Ok(Arc::new(TokenEnv { factory, token_bytes, flags, eos: eos.to_vec() }))

@@ -106,3 +106,30 @@ fn the_learner_recomputes_the_samplers_constrained_logprobs() {
     let certain = recomputed.iter().filter(|x| x.abs() < 1e-6).count() as u32;
     assert!(certain >= forced, "{certain} certain tokens, {forced} forced");
 }
+
+#[test]
+fn a_full_answer_is_a_domain_then_a_problem_over_its_predicates() {
+    let Some(mut brain) = smol(ModelConfig::default()) else { return };
+    let user = "## Task\nBlocks a and b are on the table. Put a on b.\n## Instruction\nWrite the PDDL domain and problem: two ```pddl code blocks.";
+    let primer = "```pddl\n(define (domain ";
+    let p = format!("{}{primer}", brain.chat_prompt("You write PDDL.", user));
+    let s = SamplingConfig {
+        max_tokens: 700,
+        constraint: Some(ConstraintSpec::Full { limits: GrammarLimits::default() }),
+        ..Default::default()
+    };
+    let g = brain.generate(Role::Actor, &p, &s).unwrap();
+    let text = format!("(define (domain {}", g.text);
+    let at = text.find("(define (problem").or_else(|| text.to_ascii_lowercase().find("(define")).map(|_| ());
+    assert!(at.is_some(), "{text}");
+    let split = text.rfind("(define").unwrap();
+    let domain_text = text[..split].trim().trim_end_matches('`').trim();
+    let domain = onebrain_pddl::parse_domain(domain_text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let problem = onebrain_pddl::parse_problem(&text[split..]).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    for atom in problem.init.iter().chain(problem.goal.iter().map(|l| &l.atom)) {
+        let pred = domain.predicate(&atom.predicate).unwrap_or_else(|| panic!("{} is not in the answer's domain:\n{text}", atom.predicate));
+        assert_eq!(pred.params.len(), atom.args.len(), "{text}");
+    }
+    assert_eq!(g.stop_reason, StopReason::Complete, "{text}");
+    eprintln!("{} tokens, {:?}\n{text}", g.tokens.len(), g.constraint);
+}

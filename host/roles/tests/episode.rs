@@ -11,7 +11,7 @@ use onebrain_core::{
 };
 use onebrain_roles::{
     run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeInput, Event, Finalizer, Generation,
-    LanguageModel, Mode, Role, SamplingConfig, StopReason, Strategy,
+    LanguageModel, Mode, RepeatPolicy, Role, SamplingConfig, StopReason, Strategy, MAX_RESAMPLES,
 };
 use onebrain_verifier::VerifierPool;
 
@@ -181,10 +181,12 @@ fn input(id: &str) -> EpisodeInput {
     }
 }
 
+/// The paper's plain Algorithm 1: a repeated repair is kept and spends its budget unit.
 fn problem_mode(strategy: Strategy) -> EpisodeConfig {
     EpisodeConfig {
         strategy,
         mode: Mode::Problem,
+        editor_repeats: RepeatPolicy::Keep,
         ..Default::default()
     }
 }
@@ -651,4 +653,33 @@ fn pipelined_episodes_never_wait_behind_newer_ones() {
         .collect();
     let expected: Vec<_> = (0..4).map(|i| (format!("t/{i}"), true, 2)).collect();
     assert_eq!(finished, expected);
+}
+
+/// Issue 18: a repair that repeats an earlier candidate is counted under the paper's plain
+/// greedy, and thrown away and sampled again (hotter, no budget spent) under `resample`.
+#[test]
+fn r18_repeated_repairs_are_counted_or_resampled() {
+    let other = BROKEN_TAIL.replace("(clear a)", "(clear a) (holding a)");
+    let keep = problem_mode(Strategy::MultiRole);
+    let mut model = Scripted::new(&[BROKEN_TAIL, BROKEN_TAIL, &other, GOOD_TAIL]);
+    let (rec, _) = run(&keep, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    assert_eq!((rec.repeated_repairs, rec.discarded_repeats, rec.solver_calls), (1, 0, 4));
+    assert!(rec.solved);
+
+    let resample = EpisodeConfig { editor_repeats: RepeatPolicy::Resample, ..keep };
+    let mut model = Scripted::new(&[BROKEN_TAIL, BROKEN_TAIL, &other, GOOD_TAIL]);
+    let (rec, _) = run(&resample, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    assert_eq!((rec.repeated_repairs, rec.discarded_repeats, rec.solver_calls, rec.repairs), (0, 1, 3, 2));
+    assert!(rec.solved);
+    // The retry sampled (T > 0) with its own seed; the verified repairs all differ.
+    let (_, _, retry) = &model.calls[2];
+    assert!(retry.temperature > 0.0 && retry.seed != model.calls[1].2.seed, "{retry:?}");
+    let outputs: Vec<&str> = rec.steps.iter().map(|s| s.output.as_str()).collect();
+    assert_eq!(outputs, [BROKEN_TAIL, other.as_str(), GOOD_TAIL]);
+
+    // A model that can only repeat itself: at most MAX_RESAMPLES retries per repair, then kept.
+    let mut model = Scripted::new(&vec![BROKEN_TAIL; 40]);
+    let cfg = EpisodeConfig { budget: 2, ..resample };
+    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    assert_eq!((rec.discarded_repeats, rec.repeated_repairs, rec.solver_calls), (MAX_RESAMPLES, 1, 2));
 }
