@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Summarise `onebrain eval` traces: success, faithfulness and the constraint's cost.
+
+    scripts/trace-summary.py results/eval-constrained/trace.jsonl [more traces...]
+
+Per strategy and domain: solved (b_T) and b_0 with Wilson 95 % intervals, Faithful among
+all tasks, solved answers whose plan is empty (the goal already held: the spec was gamed),
+steps that ran to the token cap, syntax failures, repeated repairs; then model seconds and
+tokens per task, and the decoding constraint's cost (mask time per token, its share of decode
+time, grammar build time, forced tokens). The report `onebrain eval` writes has the full
+tables; this is the few lines the README quotes, with intervals.
+"""
+import json
+import math
+import sys
+from collections import defaultdict
+
+
+def wilson(k, n, z=1.96):
+    if n == 0:
+        return (float("nan"), float("nan"))
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def pct(k, n):
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {100 * k / max(n, 1):.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"
+
+
+def main(paths):
+    groups = defaultdict(list)
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn last line of a killed run
+                constrained = any(s.get("sampling", {}).get("constraint") for s in r["steps"])
+                key = (r["strategy"], r["mode"], "grammar" if constrained else "free")
+                groups[key].append(r)
+    for (strategy, mode, arm), recs in sorted(groups.items()):
+        print(f"## {strategy}, {mode} mode, {arm} decoding: {len(recs)} episodes\n")
+        print("| domain | solved (b_T) | b_0 | Faithful | solved with empty plan |")
+        print("|---|---|---|---|---|")
+        by_domain = defaultdict(list)
+        for r in recs:
+            by_domain[r["domain"]].append(r)
+        for d, rs in sorted(by_domain.items()) + [("all", recs)]:
+            n = len(rs)
+            solved = sum(r["solved"] for r in rs)
+            b0 = sum(r["b0"] for r in rs)
+            faithful = sum(bool((r.get("faithfulness") or {}).get("faithful")) for r in rs)
+            empty = sum(r["solved"] and not r["final_plan"] for r in rs)
+            print(f"| {d} | {pct(solved, n)} | {pct(b0, n)} | {pct(faithful, n)} | {empty}/{max(solved, 1) if solved else 0} |")
+        steps = [s for r in recs for s in r["steps"] if s.get("output_tokens")]
+        cap = sum(s["stop_reason"] == "max-tokens" for s in steps)
+        syntax = sum(
+            any(d["category"] == "syntax" for d in (s.get("verdict") or {}).get("diagnostics", []))
+            for s in steps
+        )
+        repeated = sum(r.get("repeated_repairs", 0) for r in recs)
+        discarded = sum(r.get("discarded_repeats", 0) for r in recs)
+        repairs = sum(r["repairs"] for r in recs)
+        n = len(recs)
+        gen = sum(r["timings"]["generation_ms"] for r in recs) / 1e3 / n
+        judge = sum(r["timings"]["judge_ms"] for r in recs) / 1e3 / n
+        toks = sum(len(s["output_tokens"]) for s in steps) / n
+        decode = sum(s["timings"]["decode_ms"] for s in steps) / 1e3
+        print()
+        print(f"- steps: {len(steps)}; at the token cap: {cap}; with a syntax failure: {syntax}")
+        print(f"- repairs: {repairs}; kept repeats: {repeated}; thrown-away repeats: {discarded}")
+        print(f"- per task: {gen:.1f} s generation, {judge:.1f} s Judge, {toks:.0f} tokens out, decode {sum(len(s['output_tokens']) for s in steps) / max(decode, 1e-9):.1f} tok/s")
+        stats = [s["constraint"] for s in steps if s.get("constraint")]
+        if stats:
+            masks = sum(c["masks"] for c in stats)
+            mask_s = sum(c["mask_us"] for c in stats) / 1e6
+            cdecode = sum(s["timings"]["decode_ms"] for s in steps if s.get("constraint")) / 1e3
+            forced = sum(c["forced"] for c in stats)
+            build = sum(c["build_ms"] for c in stats) / len(stats)
+            print(
+                f"- constraint: mask {1e6 * mask_s / max(masks, 1):.0f} µs/token, {100 * mask_s / max(cdecode, 1e-9):.1f} % of decode time; "
+                f"grammar build {build:.1f} ms per generation (both stages); forced tokens {forced}; "
+                f"guard refusals {sum(c['guard_refusals'] for c in stats)}, overrides {sum(c['guard_overrides'] for c in stats)}"
+            )
+        print()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1:])
