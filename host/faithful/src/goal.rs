@@ -84,6 +84,8 @@ pub(crate) struct Space<'a> {
     /// Built on first use: only goals that are not literally equal need them.
     invariants: Option<Invariants>,
     hadd: Option<Hadd>,
+    /// Unreachability proofs tried, by target (symmetric object maps ask the same ones).
+    proofs: HashMap<Vec<(AtomId, bool)>, bool>,
 }
 
 impl<'a> Space<'a> {
@@ -99,6 +101,7 @@ impl<'a> Space<'a> {
             max_search_nodes: limits.max_search_nodes,
             invariants: None,
             hadd: None,
+            proofs: HashMap::new(),
         }
     }
 
@@ -136,7 +139,7 @@ impl<'a> Space<'a> {
     /// A reachable state satisfying `g`: from the pool, or by a search of at most
     /// `max_nodes` expansions (whose find joins the pool, so later closures and searches see it).
     fn find(&mut self, g: &[Ev], max_nodes: usize) -> Found {
-        if let Some(s) = self.states.iter().find(|s| sat(g, s)) {
+        if let Some(s) = self.states.iter().rev().find(|s| sat(g, s)) {
             return Found::State(s.clone());
         }
         if self.complete || g.contains(&Ev::Const(false)) {
@@ -312,58 +315,29 @@ pub(crate) fn compare(
         return verdict;
     }
 
-    // 2. Semantic comparison.
+    // 2. Semantic comparison, in two rounds. First every candidate map is decided by proofs
+    // alone (cheap); only when none is proved equivalent does a second round search for
+    // witnesses, so that a right map found by proof spares the searches that would refute
+    // the wrong ones.
     let er = space.compile(&reference.goal);
     let e0 = space.compile(&g0);
-    if !space.complete && object_maps(n, &init_a, &reference.init, pins, &mut |_| true, 2, budget).len() > 1 {
-        // Several maps to choose from: put a goal state of each goal in the pool, so the
-        // pruning below says something. (With one map there is nothing to prune.) Only
-        // pruning rests on it, so a tenth of the search budget will do.
-        let nodes = space.max_search_nodes / 10;
-        let _ = space.find(&er, nodes);
-        let _ = space.find(&e0, nodes);
-    }
-    let cl_r = Closure::of(space, &er);
-    let cl_0 = Closure::of(space, &e0);
-
-    // Object maps that preserve the init and send each goal into the other's closure.
-    let maps = {
-        let cand_goal = &cand.goal;
-        let ref_goal = &reference.goal;
-        let mut accept = |partial: &[Option<u32>]| -> bool {
-            for g in cand_goal {
-                if let Some(fact) = pm.map_fact_partial(&g.fact, partial) {
-                    if !cl_r.implies(space.ev(&GoalLit { positive: g.positive, fact })) {
-                        return false;
-                    }
-                }
-            }
-            let mut inv = vec![None; n];
-            for (a, b) in partial.iter().enumerate() {
-                if let Some(b) = b {
-                    inv[*b as usize] = Some(m0[a]);
-                }
-            }
-            for g in ref_goal {
-                let args: Option<Box<[u32]>> = g.fact.args.iter().map(|&o| inv[o as usize]).collect();
-                if let Some(args) = args {
-                    let l = GoalLit { positive: g.positive, fact: Fact { pred: g.fact.pred, args } };
-                    if !cl_0.implies(space.ev(&l)) {
-                        return false;
-                    }
-                }
-            }
-            true
-        };
-        object_maps(n, &init_a, &reference.init, pins, &mut accept, limits.max_mappings, budget)
-    };
-    // Proofs first, for every map; searches only for the maps left open, so that a right
-    // map found by proof spares the searches that would refute the wrong ones.
     let mut undecided: Option<String> = None;
-    let mut open: Vec<&Vec<u32>> = Vec::new();
+    let mut refuted: HashSet<Vec<u32>> = HashSet::new();
+    let mut maps = aligned_maps(space, cand, pm, m0, pins, &init_a, &er, &e0, limits.max_mappings, budget);
     for search in [false, true] {
-        let todo: Vec<&Vec<u32>> = if search { std::mem::take(&mut open) } else { maps.iter().collect() };
-        for f in todo {
+        if search && !space.complete && maps.len() > 1 {
+            // Several maps compete: put a goal state of each goal in the pool, so that the
+            // pruning says something. Only pruning rests on it, so a tenth of the search
+            // budget will do.
+            let nodes = space.max_search_nodes / 10;
+            let _ = space.find(&er, nodes);
+            let _ = space.find(&e0, nodes);
+            maps = aligned_maps(space, cand, pm, m0, pins, &init_a, &er, &e0, limits.max_mappings, budget);
+        }
+        for f in &maps {
+            if refuted.contains(f) {
+                continue;
+            }
             let g = map_goal(cand, pm, f).expect("checked above");
             match equivalent(space, &g, search) {
                 Equiv::Yes { closure } => {
@@ -374,11 +348,13 @@ pub(crate) fn compare(
                     }
                     return verdict;
                 }
-                Equiv::No => {}
+                Equiv::No => {
+                    refuted.insert(f.clone());
+                }
                 Equiv::Unknown(why) if search => {
                     undecided.get_or_insert(why);
                 }
-                Equiv::Unknown(_) => open.push(f),
+                Equiv::Unknown(_) => {}
             }
         }
     }
@@ -392,6 +368,7 @@ pub(crate) fn compare(
         verdict.explanation.push(why);
         return verdict;
     }
+    let cl_r = Closure::of(space, &er);
 
     // 3. Not equivalent under any map tried: is it weaker under some map? Only the first
     // condition prunes now.
@@ -409,7 +386,8 @@ pub(crate) fn compare(
     for f in &weaker_maps {
         let g = map_goal(cand, pm, f).expect("checked above");
         let er = space.compile(&reference.goal);
-        if g.iter().all(|l| matches!(implies(space, &er, &reference.goal, l, true), Implied::Yes { .. })) {
+        // Proofs only: the choice of map shapes the explanation, not the verdict.
+        if g.iter().all(|l| matches!(implies(space, &er, &reference.goal, l, false), Implied::Yes { .. })) {
             verdict.weaker = true;
             chosen = f.clone();
             break;
@@ -445,6 +423,54 @@ pub(crate) fn compare(
         verdict.decision = Decision::Closure;
     }
     verdict
+}
+
+/// Object maps (up to `max`) that preserve the init and send each goal into the other's
+/// closure over the pool's goal states: a map under which some candidate goal literal fails
+/// in a reference goal state of the pool (or the reverse) cannot make the goals equivalent.
+#[allow(clippy::too_many_arguments)]
+fn aligned_maps(
+    space: &mut Space,
+    cand: &Model,
+    pm: &PredMap,
+    m0: &[u32],
+    pins: &[(u32, u32)],
+    init_a: &[Fact],
+    er: &[Ev],
+    e0: &[Ev],
+    max: usize,
+    budget: &mut Budget,
+) -> Vec<Vec<u32>> {
+    let reference = space.model;
+    let n = cand.objects.len();
+    let cl_r = Closure::of(space, er);
+    let cl_0 = Closure::of(space, e0);
+    let mut accept = |partial: &[Option<u32>]| -> bool {
+        for g in &cand.goal {
+            if let Some(fact) = pm.map_fact_partial(&g.fact, partial) {
+                if !cl_r.implies(space.ev(&GoalLit { positive: g.positive, fact })) {
+                    return false;
+                }
+            }
+        }
+        let mut inv = vec![None; n];
+        for (a, b) in partial.iter().enumerate() {
+            if let Some(b) = b {
+                inv[*b as usize] = Some(m0[a]);
+            }
+        }
+        for g in &reference.goal {
+            let args: Option<Box<[u32]>> = g.fact.args.iter().map(|&o| inv[o as usize]).collect();
+            if let Some(args) = args {
+                let l = GoalLit { positive: g.positive, fact: Fact { pred: g.fact.pred, args } };
+                if !cl_0.implies(space.ev(&l)) {
+                    return false;
+                }
+            }
+        }
+        true
+    };
+    object_maps(n, init_a, &reference.init, pins, &mut accept, max, budget)
 }
 
 /// Is `g` (reference names) equivalent to the reference goal? Without `search`, only what
@@ -508,23 +534,32 @@ fn implies(space: &mut Space, ev: &[Ev], lits: &[GoalLit], l: &GoalLit, search: 
             _ => Implied::Yes { closure: false },
         };
     }
-    // A witness already in the pool settles it at once.
-    if space.states.iter().any(|s| sat(&target, s)) {
-        return Implied::No;
-    }
     let lits = atom_lits(&target);
     let n = space.task.num_atoms();
     space.invariants();
     let inv = space.invariants.as_ref().expect("built above");
-    if inv.unreachable(&space.task, &lits) {
+    let proved = match space.proofs.get(&lits) {
+        Some(&p) => p,
+        None => {
+            let p = inv.unreachable(&space.task, &lits);
+            space.proofs.insert(lits.clone(), p);
+            p
+        }
+    };
+    if proved {
         return Implied::Yes { closure: true };
     }
-    // Search for a witness, told what the target implies: adding implied literals loses no
-    // witness and guides the heuristic to a full description of one.
+    let guided = inv.consequences(n, &lits).unwrap_or(lits);
+    // A witness already in the pool settles it at once; the states searches found are at
+    // its end and the likeliest, so it is scanned from there.
+    if space.states.iter().rev().any(|s| sat(&target, s)) {
+        return Implied::No;
+    }
     if !search {
         return Implied::Unknown;
     }
-    let guided = inv.consequences(n, &lits).unwrap_or(lits);
+    // Search for a witness, told what the target implies: adding implied literals loses no
+    // witness and guides the heuristic to a full description of one.
     match space.search(&guided, space.max_search_nodes) {
         Found::State(_) => Implied::No,
         Found::Exhausted => Implied::Yes { closure: true },

@@ -21,7 +21,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use onebrain_pddl::{AtomId, GroundTask};
+use onebrain_pddl::{AtomId, GroundAction, GroundTask};
 
 use crate::model::{Arg, Model, PredRef, Role, SchemaLit};
 
@@ -198,6 +198,23 @@ impl Invariants {
         Some(out)
     }
 
+    /// A quick refutation of the predecessor of `act` for S (`in_s`): a precondition that an
+    /// S literal the action leaves alone contradicts, directly or through one group.
+    fn clashes(&self, act: &GroundAction, in_s: &[i8]) -> bool {
+        let kept_true = |q: AtomId| in_s[q.0 as usize] == TRUE && !act.add.contains(&q);
+        for &p in &act.pre_pos {
+            if in_s[p.0 as usize] == FALSE && !act.del.contains(&p) {
+                return true;
+            }
+            for &g in &self.of_atom[p.0 as usize] {
+                if self.groups[g as usize].atoms.iter().any(|&q| q != p && kept_true(q)) {
+                    return true;
+                }
+            }
+        }
+        act.pre_neg.iter().any(|&p| kept_true(p))
+    }
+
     /// True when no reachable state of `task` satisfies every literal of `lits` (a proof);
     /// false when this could not be shown (which proves nothing).
     pub fn unreachable(&self, task: &GroundTask, lits: &[(AtomId, bool)]) -> bool {
@@ -239,6 +256,9 @@ impl Invariants {
                 let dels_neg = act.del.iter().any(|x| val(x) == FALSE);
                 if !adds_pos && !dels_neg {
                     continue;
+                }
+                if self.clashes(act, &in_s) {
+                    continue; // refuted without propagation
                 }
                 // The predecessor: the precondition, and every S literal the action leaves alone.
                 seeds.clear();
