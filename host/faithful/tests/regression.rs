@@ -499,6 +499,12 @@ fn r16_a_column_rewritten_as_a_row_is_not_faithful_in_problem_mode() {
     assert!(!rep.faithful && !rep.goal_preserved, "{rep:#?}");
     assert!(rep.objects_preserved && rep.schema_consistent, "same objects and the same domain: {rep:#?}");
     assert!(rep.explanation.iter().any(|l| l.contains("initial state differs")), "{rep:#?}");
+    // The same domain without its comments, on one line, in upper case, is still the
+    // reference's own.
+    let copy: String = d.lines().map(|l| l.split(';').next().unwrap()).collect::<Vec<_>>().join(" ").to_uppercase();
+    assert_ne!(copy, d);
+    let rep = check(&r, &Spec { domain: copy, ..c.clone() }, Some(&plan), true, &Limits::default()).unwrap();
+    assert!(!rep.faithful && !rep.goal_preserved, "{rep:#?}");
     // The whole 2 × 3 grid mirrored: a 3 × 2 grid, another task.
     let g = grid(2, 3);
     let start = "(robot-at robot1 tile1)".to_string();
