@@ -167,7 +167,7 @@ fn r18_bad_pddl_task_sources_name_the_file_and_the_line() {
     assert!(err.contains("absent.pddl"), "{err}");
     // A gripper problem is not a BlocksWorld task.
     let err = solve(&["--domain", "blocksworld", "--problem-file"]).arg(fixture("gripper-problem.pddl")).fails_with(1);
-    assert!(err.contains("gripper-problem.pddl") && err.contains("of domain `gripper`"), "{err}");
+    assert!(err.contains("gripper-problem.pddl") && err.contains("line 3") && err.contains("of domain `gripper-typed`"), "{err}");
     let err = solve(&["--domain", "blocksworld", "--problem-file"]).arg(fixture("gripper-problem-malformed.pddl")).fails_with(1);
     assert!(err.contains("gripper-problem-malformed.pddl") && err.contains("line"), "{err}");
     let err = solve(&["--domain-file"])

@@ -8,7 +8,7 @@ use llguidance::Matcher;
 use serde::{Deserialize, Serialize};
 use toktrie::SimpleVob;
 
-use crate::env::{TokenEnv, HAS_STRUCTURE, OPENS};
+use crate::env::{TokenEnv, BLANKS_ONLY, BLANKS_THEN_NAME, HAS_STRUCTURE, NAME_ONLY, OPENS};
 use crate::guard::Guard;
 use crate::lark::{self, Limits, Objects, Vocabulary};
 use crate::GrammarError;
@@ -321,16 +321,34 @@ impl TokenConstraint for Staged {
             let position = self.tokens.len() + 1;
             let mut refused = Vec::new();
             let in_objects = self.stage != Stage::Facts;
+            // Tokens that only extend, end or start an object name are judged in O(1).
+            let quick = if in_objects { guard.object_names_quick(position) } else { None };
             mask.iter_set_entries(|t| {
                 let t = t as u32;
-                // Before the facts, only tokens that end a name can matter (a repeat).
-                if in_objects && self.env.flags(t) & HAS_STRUCTURE == 0 {
-                    return;
-                }
                 if self.env.eos().contains(&t) {
                     return;
                 }
-                if !guard.admits(self.env.token(t), position) {
+                let flags = self.env.flags(t);
+                if let Some(q) = &quick {
+                    let verdict = if flags & NAME_ONLY != 0 {
+                        Some(q.extend && !guard.dead_repeat(self.env.token(t)))
+                    } else if flags & BLANKS_THEN_NAME != 0 {
+                        Some(q.end && q.start && !guard.dead_repeat(self.env.token(t)))
+                    } else if flags & BLANKS_ONLY != 0 {
+                        Some(q.end && q.blank)
+                    } else if flags & HAS_STRUCTURE == 0 {
+                        Some(true)
+                    } else {
+                        None
+                    };
+                    if let Some(ok) = verdict {
+                        if !ok {
+                            refused.push(t);
+                        }
+                        return;
+                    }
+                }
+                if !guard.admits(self.env.token(t), position) || (in_objects && guard.dead_repeat_after(self.env.token(t))) {
                     refused.push(t);
                 }
             });

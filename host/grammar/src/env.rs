@@ -29,6 +29,12 @@ impl TokenizerEnv for Env {
 pub(crate) const HAS_STRUCTURE: u8 = 1;
 /// The token opens a parenthesis.
 pub(crate) const OPENS: u8 = 2;
+/// Only name characters (`[A-Za-z0-9_-]`).
+pub(crate) const NAME_ONLY: u8 = 4;
+/// Blanks, then name characters.
+pub(crate) const BLANKS_THEN_NAME: u8 = 8;
+/// Only blanks.
+pub(crate) const BLANKS_ONLY: u8 = 16;
 
 /// A vocabulary's token trie and llguidance's parser factory: what every constraint over one
 /// tokenizer shares. Building it walks the whole vocabulary (a few hundred milliseconds for
@@ -73,6 +79,14 @@ impl TokenEnv {
                 }
                 if b.contains(&b'(') {
                     f |= OPENS;
+                }
+                let name = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-';
+                let blank = |c: &u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+                let lead = b.iter().take_while(|c| blank(c)).count();
+                if !b.is_empty() && lead == b.len() {
+                    f |= BLANKS_ONLY;
+                } else if !b.is_empty() && b[lead..].iter().all(name) {
+                    f |= if lead == 0 { NAME_ONLY } else { BLANKS_THEN_NAME };
                 }
                 f
             })

@@ -37,6 +37,8 @@ enum Section {
 struct Frame {
     /// Words read in this list, lower-case, its head first.
     words: Vec<String>,
+    /// The same words as written.
+    raw_words: Vec<String>,
     /// In `:objects`: the next word is a type.
     after_dash: bool,
 }
@@ -52,8 +54,9 @@ impl Frame {
 enum Event {
     /// An object name was declared; `repeat` when the list already had it.
     Name { repeat: bool },
-    /// `(:objects …)` closed: the declared (name, type) pairs.
-    ObjectsClosed(Vec<(String, String)>),
+    /// `(:objects …)` closed: the declared (name, type) pairs, lower-case, and with the names
+    /// as written.
+    ObjectsClosed(Vec<(String, String)>, Vec<(String, String)>),
     /// A fact closed in a section.
     Fact(Fact),
 }
@@ -71,6 +74,8 @@ struct Fact {
 struct Scan {
     stack: Vec<Frame>,
     word: String,
+    /// The word being read, as written.
+    raw: String,
     comment: bool,
     /// Object names begun so far (counted at their first character).
     names_started: usize,
@@ -127,7 +132,8 @@ impl Scan {
                     if self.word.is_empty() && self.stack.last().and_then(Frame::head) == Some(":objects") {
                         self.names_started += 1;
                     }
-                    self.word.push(char::from(b.to_ascii_lowercase()))
+                    self.word.push(char::from(b.to_ascii_lowercase()));
+                    self.raw.push(char::from(b));
                 }
             }
         }
@@ -138,6 +144,7 @@ impl Scan {
             return;
         }
         let w = std::mem::take(&mut self.word);
+        let raw = std::mem::take(&mut self.raw);
         let Some(top) = self.stack.last_mut() else { return };
         if top.head() == Some(":objects") {
             if w == "-" {
@@ -150,11 +157,18 @@ impl Scan {
             }
         }
         top.words.push(w);
+        top.raw_words.push(raw);
     }
 
     fn close(&mut self, f: Frame, out: &mut Vec<Event>) {
         match f.head() {
-            Some(":objects") => out.push(Event::ObjectsClosed(parse_objects(&f.words[1..]))),
+            Some(":objects") => {
+                let raw: Vec<(String, String)> = parse_objects(&f.raw_words[1..])
+                    .into_iter()
+                    .map(|(n, t)| (n, t.to_ascii_lowercase()))
+                    .collect();
+                out.push(Event::ObjectsClosed(parse_objects(&f.words[1..]), raw))
+            }
             Some("and") | Some("not") | None => {}
             Some(h) if h.starts_with(':') => {}
             Some(_) => {
@@ -167,13 +181,30 @@ impl Scan {
     }
 }
 
+/// The guard's verdicts, inside `(:objects …)`, for the tokens that only extend the name being
+/// written, end it with blanks, or end it and start another: the same for every such token, so
+/// they are computed once per position (see [`Guard::object_names_quick`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NameVerdicts {
+    /// A token of name characters may extend (or start) a name.
+    pub(crate) extend: bool,
+    /// Blanks may end the name being written (it is not a repeat).
+    pub(crate) end: bool,
+    /// A new name may start after them.
+    pub(crate) start: bool,
+    /// A token of blanks only may come.
+    pub(crate) blank: bool,
+}
+
 /// Why the guard holds the facts it does: see the module docs.
 #[derive(Clone, Debug)]
 pub(crate) struct Guard {
     vocab: Arc<Vocabulary>,
     scan: Scan,
-    /// Declared objects, once `(:objects …)` closed.
+    /// Declared objects, once `(:objects …)` closed (lower-case).
     objects: Option<Vec<(String, String)>>,
+    /// The same, names as the answer wrote them (facts must spell them so).
+    objects_raw: Vec<(String, String)>,
     /// Per predicate, per argument, the names the grammar allows (set with `objects`).
     arg_sets: HashMap<String, Vec<Vec<String>>>,
     facts: Vec<Fact>,
@@ -189,6 +220,7 @@ impl Guard {
             vocab,
             scan: Scan::default(),
             objects: None,
+            objects_raw: Vec::new(),
             arg_sets: HashMap::new(),
             facts: Vec::new(),
             limits,
@@ -198,9 +230,9 @@ impl Guard {
         g
     }
 
-    /// The declared objects, once their section closed.
+    /// The declared objects as written, once their section closed.
     pub(crate) fn objects(&self) -> Option<&[(String, String)]> {
-        self.objects.as_deref()
+        self.objects.as_ref().map(|_| self.objects_raw.as_slice())
     }
 
     fn set_objects(&mut self, objects: Vec<(String, String)>) {
@@ -219,11 +251,52 @@ impl Guard {
         self.scan.feed(bytes, &mut events);
         for e in events {
             match e {
-                Event::ObjectsClosed(o) => self.set_objects(o),
+                Event::ObjectsClosed(o, raw) => {
+                    self.objects_raw = raw;
+                    self.set_objects(o)
+                }
                 Event::Fact(f) => self.facts.push(f),
                 Event::Name { .. } => {}
             }
         }
+    }
+
+    /// [`NameVerdicts`] at the `tokens`-th token, when the answer is inside `(:objects …)`
+    /// (anything else gets verdicts that send every token to [`Guard::admits`]).
+    pub(crate) fn object_names_quick(&self, tokens: usize) -> Option<NameVerdicts> {
+        let top = self.scan.stack.last()?;
+        if top.head() != Some(":objects") || self.scan.comment {
+            return None;
+        }
+        let left = self.max_tokens.saturating_sub(tokens);
+        let room = left >= OBJECTS_RESERVE;
+        let w = self.scan.word.as_str();
+        let is_name = !w.is_empty() && w != "-" && !top.after_dash;
+        let repeat = is_name && parse_objects(&top.words[1..]).iter().any(|(n, _)| n == w);
+        // A repeat may always grow into a new name: that is its way out.
+        Some(NameVerdicts { extend: room || repeat, end: !repeat, start: room, blank: left >= BLANKS_RESERVE })
+    }
+
+    /// True when a token of name characters (after optional blanks) would leave the name being
+    /// written at the longest length the grammar allows and equal to a declared name: a
+    /// repeat that could neither grow nor end.
+    pub(crate) fn dead_repeat(&self, bytes: &[u8]) -> bool {
+        let Some(top) = self.scan.stack.last() else { return false };
+        let lead = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        let mut w = if lead > 0 { String::new() } else { self.scan.word.clone() };
+        w.extend(bytes[lead..].iter().map(|b| char::from(b.to_ascii_lowercase())));
+        w.len() == crate::lark::MAX_NAME && !top.after_dash && parse_objects(&top.words[1..]).iter().any(|(n, _)| *n == w)
+    }
+
+    /// [`Guard::dead_repeat`] for any token: the name it leaves unfinished at its end.
+    pub(crate) fn dead_repeat_after(&self, bytes: &[u8]) -> bool {
+        let mut scan = self.scan.clone();
+        scan.feed(bytes, &mut Vec::new());
+        let Some(top) = scan.stack.last() else { return false };
+        top.head() == Some(":objects")
+            && !top.after_dash
+            && scan.word.len() == crate::lark::MAX_NAME
+            && parse_objects(&top.words[1..]).iter().any(|(n, _)| *n == scan.word)
     }
 
     /// Whether a token with these bytes may come next, as the `tokens`-th token of the answer.
@@ -244,7 +317,7 @@ impl Guard {
             match e {
                 Event::Name { repeat: true } => return false,
                 Event::Name { repeat: false } => {}
-                Event::ObjectsClosed(o) => objects_now = Some(o),
+                Event::ObjectsClosed(o, _) => objects_now = Some(o),
                 Event::Fact(f) => {
                     if self.facts.contains(f) || new_facts.contains(&f) {
                         return false;
@@ -281,9 +354,10 @@ impl Guard {
             if partial.is_empty() && parent != Some("not") {
                 // A new fact (or `not`) opens: room for it?
                 let count = all_facts().filter(|f| f.section == section).count();
+                let fact = self.fact_tokens();
                 let (max, reserve) = match section {
-                    Section::Init => (self.limits.max_init, INIT_RESERVE),
-                    Section::Goal => (self.limits.max_goal, GOAL_RESERVE),
+                    Section::Init => (self.limits.max_init, INIT_RESERVE.max(2 * fact + 10)),
+                    Section::Goal => (self.limits.max_goal, GOAL_RESERVE.max(fact + 3)),
                 };
                 if count >= max || self.max_tokens.saturating_sub(tokens) < reserve {
                     return false;
@@ -307,6 +381,14 @@ impl Guard {
             return true;
         }
         self.open_completions(section, positive, pred, &top.words[1..], partial, new_facts)
+    }
+
+    /// A generous estimate of the tokens one fact takes: its parentheses and predicate, and
+    /// per argument the longest declared name at about three characters a token.
+    fn fact_tokens(&self) -> usize {
+        let longest = self.objects.iter().flatten().map(|(n, _)| n.len()).max().unwrap_or(1);
+        let arity = self.vocab.predicates.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
+        4 + arity * (longest.div_ceil(3) + 1)
     }
 
     /// Whether some fact `(pred args… partial…)` that is not yet stated can still be written.

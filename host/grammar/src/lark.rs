@@ -133,15 +133,23 @@ pub(crate) fn lit(s: &str) -> String {
     format!("{}i", serde_json::to_string(s).expect("a string serialises"))
 }
 
+/// A Lark string literal, case-sensitive.
+fn exact(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serialises")
+}
+
 fn alternatives(names: &[String]) -> String {
     names.iter().map(|n| lit(n)).collect::<Vec<_>>().join(" | ")
 }
+
+/// The longest object name a problem grammar allows (`NAME` below).
+pub(crate) const MAX_NAME: usize = 24;
 
 /// The terminals every grammar shares. `S` is one run of whitespace, bounded so that no
 /// answer can spin on blanks; names follow PDDL (a letter, then letters, digits, `-`, `_`).
 const TERMINALS: &str = r#"
 S: /[ \t\r\n]{1,32}/
-NAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,63}/
+NAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,23}/
 LONGNAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,255}/
 VAR: /\?[a-zA-Z][a-zA-Z0-9_\-]{0,39}/
 REQ: /:[a-zA-Z][a-zA-Z\-]{0,39}/
@@ -151,6 +159,7 @@ REQ: /:[a-zA-Z][a-zA-Z\-]{0,39}/
 /// them; a generated domain may too).
 const DOMAIN_TERMINALS: &str = r#"
 DS: /([ \t\r\n]|;[^\n]{0,200}\n){1,64}/
+DNAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,47}/
 "#;
 
 /// Where the objects of a problem grammar come from.
@@ -207,7 +216,14 @@ pub fn problem_rules(vocab: &Vocabulary, objects: &Objects<'_>, limits: &Limits)
                     // verifier names the type error.
                     "NAME".to_string()
                 } else {
-                    alternatives(&names)
+                    // An object is spelled as the answer declared it (one spelling, so a
+                    // small model cannot spend its budget on case variants); a constant of
+                    // the domain in any case.
+                    names
+                        .iter()
+                        .map(|n| if objs.iter().any(|(o, _)| o == n) { exact(n) } else { lit(n) })
+                        .collect::<Vec<_>>()
+                        .join(" | ")
                 }
             }
         };
@@ -251,16 +267,16 @@ d_req: "(" DS? ":requirements"i (DS REQ){0,16} DS? ")"
 d_types: "(" DS? ":types"i (DS d_tlist)? DS? ")"
 d_consts: "(" DS? ":constants"i (DS d_tlist)? DS? ")"
 d_tlist: d_tgroup (DS d_tgroup){0,31}
-d_tgroup: NAME (DS NAME){0,31} (DS "-" DS NAME)?
+d_tgroup: DNAME (DS DNAME){0,31} (DS "-" DS DNAME)?
 d_preds: "(" DS? ":predicates"i (DS? d_pdecl){1,48} DS? ")"
-d_pdecl: "(" DS? NAME (DS d_vlist)? DS? ")"
+d_pdecl: "(" DS? DNAME (DS d_vlist)? DS? ")"
 d_vlist: d_vgroup (DS d_vgroup){0,8}
-d_vgroup: VAR (DS VAR){0,8} (DS "-" DS NAME)?
-d_action: "(" DS? ":action"i DS NAME DS ":parameters"i DS? "(" (DS? d_vlist)? DS? ")" DS? ":precondition"i DS? d_cond DS? ":effect"i DS? d_cond DS? ")"
+d_vgroup: VAR (DS VAR){0,8} (DS "-" DS DNAME)?
+d_action: "(" DS? ":action"i DS DNAME DS ":parameters"i DS? "(" (DS? d_vlist)? DS? ")" DS? ":precondition"i DS? d_cond DS? ":effect"i DS? d_cond DS? ")"
 d_cond: "(" DS? "and"i (DS? d_lit){0,32} DS? ")" | d_lit
 d_lit: d_latom | "(" DS? "not"i DS? d_latom DS? ")"
-d_latom: "(" DS? NAME (DS d_term){0,8} DS? ")" | "(" DS? "=" DS d_term DS d_term DS? ")"
-d_term: VAR | NAME
+d_latom: "(" DS? DNAME (DS d_term){0,8} DS? ")" | "(" DS? "=" DS d_term DS d_term DS? ")"
+d_term: VAR | DNAME
 "#
     .to_string()
 }

@@ -63,6 +63,11 @@ fn read_file(path: &Path) -> Result<String, RolesError> {
     std::fs::read_to_string(path).map_err(|source| RolesError::TaskFile { path: path.to_path_buf(), source })
 }
 
+/// A PDDL file (a domain, a problem, a reference) read whole; unreadable is a PDDL-file error.
+fn read_pddl(path: &Path) -> Result<String, RolesError> {
+    std::fs::read_to_string(path).map_err(|e| pddl_err(path, format!("cannot read it ({e})")))
+}
+
 fn pddl_err(path: &Path, message: impl std::fmt::Display) -> RolesError {
     RolesError::Pddl { path: path.to_path_buf(), message: message.to_string() }
 }
@@ -71,7 +76,7 @@ fn pddl_err(path: &Path, message: impl std::fmt::Display) -> RolesError {
 /// and the file is its reference. A file that does not parse, or names another domain, is an
 /// error naming the file (and the line).
 pub fn task_from_problem_file(adapter: &dyn DomainAdapter, path: &Path) -> Result<Task, RolesError> {
-    let problem = read_file(path)?;
+    let problem = read_pddl(path)?;
     let parsed = onebrain_pddl::parse_problem(&problem).map_err(|e| pddl_err(path, e))?;
     let domain_pddl = adapter.domain_pddl().map_err(|e| RolesError::Domain { domain: adapter.name(), message: e.to_string() })?;
     let domain = onebrain_pddl::parse_domain(&domain_pddl).map_err(|e| RolesError::Domain { domain: adapter.name(), message: e.to_string() })?;
@@ -98,11 +103,11 @@ pub fn task_from_problem_file(adapter: &dyn DomainAdapter, path: &Path) -> Resul
 /// mode), the description says so, and a reference problem (checked against the domain)
 /// enables the faithfulness check.
 fn domain_file_input(d: &DomainFile, task_text: String, task_name: String) -> Result<EpisodeInput, RolesError> {
-    let domain_pddl = read_file(&d.path)?;
+    let domain_pddl = read_pddl(&d.path)?;
     let domain = onebrain_pddl::parse_domain(&domain_pddl).map_err(|e| pddl_err(&d.path, e))?;
     let reference = match &d.reference_problem {
         Some(p) => {
-            let problem = read_file(p)?;
+            let problem = read_pddl(p)?;
             let parsed = onebrain_pddl::parse_problem(&problem).map_err(|e| pddl_err(p, e))?;
             if !parsed.domain_name.eq_ignore_ascii_case(&domain.name) {
                 return Err(pddl_err(
