@@ -560,8 +560,10 @@ impl Brain {
                     if let Some(c) = constraints[row].as_mut() {
                         c.consume(tok)?;
                         if b == 1 {
-                            // Forced tokens skip sampling and enter the cache in one pass.
-                            for f in c.forced() {
+                            // Forced tokens skip sampling and enter the cache in one pass
+                            // (never past `max_tokens`).
+                            let room = s.max_tokens.saturating_sub(toks[row].len());
+                            for f in c.forced().into_iter().take(room) {
                                 c.consume(f)?;
                                 toks[row].push(f);
                                 logps[row].push(0.0);
