@@ -266,12 +266,12 @@ d_domain: DS? "(" DS? "define"i DS? "(" DS? "domain"i DS LONGNAME DS? ")" d_body
 d_req: "(" DS? ":requirements"i (DS REQ){0,16} DS? ")"
 d_types: "(" DS? ":types"i (DS d_tlist)? DS? ")"
 d_consts: "(" DS? ":constants"i (DS d_tlist)? DS? ")"
-d_tlist: d_tgroup (DS d_tgroup){0,31}
-d_tgroup: DNAME (DS DNAME){0,31} (DS "-" DS DNAME)?
+d_tlist: d_titem (DS d_titem){0,63}
+d_titem: DNAME | "-" DS DNAME
 d_preds: "(" DS? ":predicates"i (DS? d_pdecl){1,48} DS? ")"
 d_pdecl: "(" DS? DNAME (DS d_vlist)? DS? ")"
-d_vlist: d_vgroup (DS d_vgroup){0,8}
-d_vgroup: VAR (DS VAR){0,8} (DS "-" DS DNAME)?
+d_vlist: d_vitem (DS d_vitem){0,15}
+d_vitem: VAR | "-" DS DNAME
 d_action: "(" DS? ":action"i DS DNAME DS ":parameters"i DS? "(" (DS? d_vlist)? DS? ")" DS? ":precondition"i DS? d_cond DS? ":effect"i DS? d_cond DS? ")"
 d_cond: "(" DS? "and"i (DS? d_lit){0,32} DS? ")" | d_lit
 d_lit: d_latom | "(" DS? "not"i DS? d_latom DS? ")"
