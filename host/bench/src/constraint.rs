@@ -110,7 +110,8 @@ pub fn run(config: &Path, data: &Path, tasks: &[String]) -> Result<ConstraintRep
     let env_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut rows = Vec::new();
     for id in tasks {
-        let domain = onebrain_eval::plugin_for_set(id.split('/').next().unwrap_or_default()).unwrap_or_default();
+        let set = id.split('/').next().unwrap_or_default();
+        let domain = onebrain_eval::plugin_for_set(set).ok_or_else(|| format!("{id}: no domain plugin describes the PlanBench set `{set}`"))?;
         let task = planbench_task(data, id, domain).map_err(|e| err(&e))?;
         let input = services.episode_input(task).map_err(|e| err(&e))?;
         let mut episode = Episode::new(input, &cfg.episode, "bench");

@@ -348,7 +348,7 @@ impl TokenConstraint for Staged {
                         return;
                     }
                 }
-                if !guard.admits(self.env.token(t), position) || (in_objects && guard.dead_repeat_after(self.env.token(t))) {
+                if !guard.admits(self.env.token(t), position) {
                     refused.push(t);
                 }
             });

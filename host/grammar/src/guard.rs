@@ -288,17 +288,6 @@ impl Guard {
         w.len() == crate::lark::MAX_NAME && !top.after_dash && parse_objects(&top.words[1..]).iter().any(|(n, _)| *n == w)
     }
 
-    /// [`Guard::dead_repeat`] for any token: the name it leaves unfinished at its end.
-    pub(crate) fn dead_repeat_after(&self, bytes: &[u8]) -> bool {
-        let mut scan = self.scan.clone();
-        scan.feed(bytes, &mut Vec::new());
-        let Some(top) = scan.stack.last() else { return false };
-        top.head() == Some(":objects")
-            && !top.after_dash
-            && scan.word.len() == crate::lark::MAX_NAME
-            && parse_objects(&top.words[1..]).iter().any(|(n, _)| *n == scan.word)
-    }
-
     /// Whether a token with these bytes may come next, as the `tokens`-th token of the answer.
     pub(crate) fn admits(&self, bytes: &[u8], tokens: usize) -> bool {
         let left = self.max_tokens.saturating_sub(tokens);
@@ -310,6 +299,17 @@ impl Guard {
         scan.feed(bytes, &mut events);
         if scan.names_started > self.scan.names_started && left < OBJECTS_RESERVE {
             return false;
+        }
+        if let Some(top) = scan.stack.last() {
+            // A name left at the longest length the grammar allows, equal to a declared one,
+            // could neither grow nor end: refuse the token that would leave it so.
+            if top.head() == Some(":objects")
+                && !top.after_dash
+                && scan.word.len() == crate::lark::MAX_NAME
+                && parse_objects(&top.words[1..]).iter().any(|(n, _)| *n == scan.word)
+            {
+                return false;
+            }
         }
         let mut new_facts: Vec<&Fact> = Vec::new();
         let mut objects_now = None;
@@ -474,6 +474,11 @@ mod tests {
         assert!(g.admits(b"b ", 10));
         assert!(!g.admits(b"b ", 400 - OBJECTS_RESERVE + 1), "no room for another object");
         assert!(!g.admits(b"  ", 399), "blanks cannot eat the last tokens");
+        // A repeat at the longest name the grammar allows could neither grow nor end.
+        let long = "a".repeat(crate::lark::MAX_NAME);
+        let g = guard(&format!("{long} "));
+        assert!(!g.admits(long.as_bytes(), 5));
+        assert!(g.admits(&long.as_bytes()[1..], 5), "one shorter can still grow");
         assert!(g.admits(b")", 399));
     }
 }

@@ -230,8 +230,9 @@ pub fn problem_rules(vocab: &Vocabulary, objects: &Objects<'_>, limits: &Limits)
         g.push_str(&format!("{rule}: {body}\n"));
     }
     if atoms.is_empty() {
-        // A domain without predicates: nothing to state, but keep the rule defined.
-        g.push_str("p_atom: \"(\" S? NAME S? \")\"\n");
+        // No predicates known (a `full` answer before its domain is complete): any name with
+        // up to 8 arguments.
+        g.push_str("p_atom: \"(\" S? NAME (S NAME){0,8} S? \")\"\n");
     } else {
         g.push_str(&format!("p_atom: {}\n", atoms.join(" | ")));
     }
@@ -332,25 +333,19 @@ pub fn full_continuation(vocab: Option<&Vocabulary>, objects: &Objects<'_>, limi
             &generic
         }
     };
-    let mut problem = problem_rules(vocab, objects, limits);
-    if vocab.predicates.is_empty() {
-        // Unknown predicates: any name with up to 8 arguments.
-        problem = problem.replace(
-            "p_atom: \"(\" S? NAME S? \")\"\n",
-            "p_atom: \"(\" S? NAME (S NAME){0,8} S? \")\"\n",
-        );
-    }
-    let rules = [domain_rules(), problem, FENCES.to_string()];
+    let rules = [domain_rules(), problem_rules(vocab, objects, limits), FENCES.to_string()];
     grammar("d_after_domain_open FENCES p_problem", &rules, true)
 }
 
-/// The rules of one plan step over `vocab`'s actions and the task's `objects`, prefixed `a_`.
-fn action_rules(vocab: &Vocabulary, objects: &[(String, String)]) -> String {
+/// The rules of one plan step over `vocab`'s actions and the task's `objects`, prefixed `a_`;
+/// without `open` the step's `(` is left out (a primer wrote it).
+fn action_rules(vocab: &Vocabulary, objects: &[(String, String)], open: bool) -> String {
+    let lparen = if open { "\"(\" S? " } else { "S? " };
     let mut g = String::new();
     let mut steps = Vec::new();
     let mut arg_rules: Vec<(String, String)> = Vec::new();
     for (i, (name, params)) in vocab.actions.iter().enumerate() {
-        let mut body = format!("\"(\" S? {}", lit(name));
+        let mut body = format!("{lparen}{}", lit(name));
         for ty in params {
             let rule = match arg_rules.iter().find(|(t, _)| t == ty) {
                 Some((_, r)) => r.clone(),
@@ -372,7 +367,7 @@ fn action_rules(vocab: &Vocabulary, objects: &[(String, String)]) -> String {
         g.push_str(&format!("{rule}: {body}\n"));
     }
     if steps.is_empty() {
-        g.push_str("a_step: \"(\" S? NAME S? \")\"\n");
+        g.push_str(&format!("a_step: {lparen}NAME S? \")\"\n"));
     } else {
         g.push_str(&format!("a_step: {}\n", steps.join(" | ")));
     }
@@ -383,7 +378,7 @@ fn action_rules(vocab: &Vocabulary, objects: &[(String, String)]) -> String {
 pub fn plan_answer(vocab: &Vocabulary, objects: &[(String, String)], limits: &Limits) -> String {
     let rules = format!(
         "{}REASONING: /[^`]{{0,{}}}/\nplan_answer: REASONING \"```plan\" S (a_step S){{0,{}}} \"```\"\n",
-        action_rules(vocab, objects),
+        action_rules(vocab, objects, true),
         limits.max_reasoning_chars,
         limits.max_plan_steps
     );
@@ -392,8 +387,38 @@ pub fn plan_answer(vocab: &Vocabulary, objects: &[(String, String)], limits: &Li
 
 /// Tree of Thoughts' proposal after its `(` primer: one step's rest, or `done)`.
 pub fn next_action(vocab: &Vocabulary, objects: &[(String, String)]) -> String {
-    // The primer wrote the step's `(`, so each alternative drops its own.
-    let rules = action_rules(vocab, objects).replace(": \"(\" S? ", ": S? ");
+    // The primer wrote the step's `(`.
+    let rules = action_rules(vocab, objects, false);
     let rules = format!("{rules}next_action: a_step | \"done\"i S? \")\"\n");
     grammar("next_action", &[rules], false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TokenEnv;
+
+    fn bw() -> Vocabulary {
+        Vocabulary::of(
+            &onebrain_pddl::parse_domain(
+                "(define (domain bw) (:predicates (on ?x ?y) (clear ?x))
+                 (:action stack :parameters (?x ?y) :precondition (clear ?y) :effect (on ?x ?y)))",
+            )
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn plan_grammars_hold_steps_to_the_actions_and_objects() {
+        let env = TokenEnv::bytes();
+        let objects = [("a".to_string(), "object".to_string()), ("b".to_string(), "object".to_string())];
+        let next = next_action(&bw(), &objects);
+        assert!(env.accepts(&next, "stack a b)").is_ok());
+        assert!(env.accepts(&next, "done)").is_ok());
+        assert!(env.accepts(&next, "stack a c)").is_err(), "c is not an object");
+        assert!(env.accepts(&next, "(stack a b)").is_err(), "the primer wrote the `(`");
+        let plan = plan_answer(&bw(), &objects, &Limits::default());
+        assert!(env.accepts(&plan, "First stack a.\n```plan\n(stack a b)\n```").is_ok());
+        assert!(env.accepts(&plan, "```plan\n(unstack a b)\n```").is_err());
+    }
 }
