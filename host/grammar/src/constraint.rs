@@ -9,12 +9,22 @@ use serde::{Deserialize, Serialize};
 use toktrie::SimpleVob;
 
 use crate::env::{TokenEnv, BLANKS_ONLY, BLANKS_THEN_NAME, HAS_STRUCTURE, NAME_ONLY, OPENS};
-use crate::guard::Guard;
+use crate::domain_guard::DomainGuard;
+use crate::guard::{Candidate, Guard};
 use crate::lark::{self, Limits, Objects, Vocabulary};
 use crate::GrammarError;
 
 /// Percent of a `full` answer's token budget the domain may take before it must close.
-const DOMAIN_SHARE: usize = 55;
+const DOMAIN_SHARE: usize = 45;
+/// The longest run of blanks an answer may write, in bytes and in newlines: the most that real
+/// PDDL in `../shared/data` and the plugins holds (17 bytes, 16 newlines), with a margin.
+const MAX_BLANK_RUN: usize = 24;
+const MAX_NEWLINE_RUN: usize = 16;
+/// One token in this many may be blanks only: a small model otherwise spends its budget on
+/// newlines (SmolLM2 in `full` mode padded every gap to the longest run allowed).
+const BLANK_TOKEN_SHARE: usize = 8;
+/// What a `full` answer continues: the primer opened the domain.
+const FULL_PRIMER: &[u8] = b"(define (domain ";
 
 /// The set of tokens allowed at one position (one bit per vocabulary row).
 pub type TokenSet = SimpleVob;
@@ -35,6 +45,10 @@ pub enum ConstraintSpec {
         /// Upper bounds.
         #[serde(default)]
         limits: Limits,
+        /// Earlier answers (after the same prefix) this one may not equal: its goal may not
+        /// close on the same objects, `:init` and goal, compared as sets.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        avoid: Vec<String>,
     },
     /// A domain and then a problem, continuing a primer that opened `(define (domain `. The
     /// problem is held to the predicates, types and constants the answer's domain declared.
@@ -42,6 +56,10 @@ pub enum ConstraintSpec {
         /// Upper bounds.
         #[serde(default)]
         limits: Limits,
+        /// Earlier answers this one may not equal: with the same domain (compared as text,
+        /// up to case, spacing and comments), its goal may not close on the same problem.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        avoid: Vec<String>,
     },
     /// Bounded reasoning, then a ```plan block of the domain's actions over `objects`.
     Plan {
@@ -127,6 +145,33 @@ fn parse_domain(text: &str) -> Result<Vocabulary, GrammarError> {
         .map_err(|e| GrammarError::Domain(e.to_string()))
 }
 
+/// The byte offset just past the domain's closing parenthesis in a `full` answer (its primer
+/// opened two), or the text's length while the domain is open.
+fn domain_end(text: &[u8]) -> usize {
+    let mut depth = 2i64;
+    for (i, &b) in text.iter().enumerate() {
+        match b {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    text.len()
+}
+
+/// PDDL text up to what does not change its meaning: case, spacing and `;` comments.
+fn normalized(text: &[u8]) -> String {
+    let text = String::from_utf8_lossy(text).to_ascii_lowercase();
+    let code = text.lines().map(|l| l.split(';').next().unwrap_or(""));
+    let spaced = code.collect::<Vec<_>>().join(" ").replace('(', " ( ").replace(')', " ) ");
+    spaced.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Which grammar stage an answer is in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stage {
@@ -150,10 +195,14 @@ struct Staged {
     stage: Stage,
     vocab: Option<Arc<Vocabulary>>,
     guard: Option<Guard>,
+    /// `full` mode, while the domain is written.
+    domain_guard: Option<DomainGuard>,
     tokens: Vec<u32>,
     text: Vec<u8>,
     /// Forced tokens not yet consumed, front first.
     queue: Vec<u32>,
+    /// Tokens of blanks only so far.
+    blank_tokens: usize,
     /// Parenthesis depth of a `full` answer (the primer opened two).
     depth: i64,
     max_tokens: usize,
@@ -164,12 +213,13 @@ impl Staged {
     fn new(spec: ConstraintSpec, env: Arc<TokenEnv>, max_tokens: usize) -> Result<Staged, GrammarError> {
         let started = Instant::now();
         let (lark, stage, vocab, guard) = match &spec {
-            ConstraintSpec::Problem { domain, prefix, limits } => {
+            ConstraintSpec::Problem { domain, prefix, limits, avoid } => {
                 let vocab = Arc::new(parse_domain(domain)?);
-                let guard = Guard::new(vocab.clone(), *limits, max_tokens, prefix.as_bytes());
+                let mut guard = Guard::new(vocab.clone(), *limits, max_tokens, prefix.as_bytes());
+                guard.avoid(avoid.iter().filter_map(|a| Candidate::read(prefix.as_bytes(), a.as_bytes())).collect());
                 (lark::problem_continuation(&vocab, &Objects::Unknown, limits), Stage::Objects, Some(vocab), Some(guard))
             }
-            ConstraintSpec::Full { limits } => (lark::full_continuation(None, &Objects::Unknown, limits), Stage::Domain, None, None),
+            ConstraintSpec::Full { limits, .. } => (lark::full_continuation(None, &Objects::Unknown, limits), Stage::Domain, None, None),
             ConstraintSpec::Plan { domain, objects, limits } => {
                 (lark::plan_answer(&parse_domain(domain)?, objects, limits), Stage::Only, None, None)
             }
@@ -178,6 +228,7 @@ impl Staged {
             }
         };
         let matcher = env.matcher(&lark)?;
+        let domain_guard = (stage == Stage::Domain).then(|| DomainGuard::new(FULL_PRIMER));
         let mut s = Staged {
             spec,
             env,
@@ -185,9 +236,11 @@ impl Staged {
             stage,
             vocab,
             guard,
+            domain_guard,
             tokens: Vec::new(),
             text: Vec::new(),
             queue: Vec::new(),
+            blank_tokens: 0,
             depth: 2,
             max_tokens,
             stats: ConstraintStats::default(),
@@ -199,7 +252,7 @@ impl Staged {
 
     fn limits(&self) -> Limits {
         match &self.spec {
-            ConstraintSpec::Problem { limits, .. } | ConstraintSpec::Full { limits } | ConstraintSpec::Plan { limits, .. } => *limits,
+            ConstraintSpec::Problem { limits, .. } | ConstraintSpec::Full { limits, .. } | ConstraintSpec::Plan { limits, .. } => *limits,
             ConstraintSpec::NextAction { .. } => Limits::default(),
         }
     }
@@ -223,9 +276,8 @@ impl Staged {
                 }
             }
             if self.depth <= 0 {
-                let primer = b"(define (domain ";
-                let end = self.domain_end();
-                let domain_text = String::from_utf8_lossy(&[primer.as_slice(), &self.text[..end]].concat()).into_owned();
+                let end = domain_end(&self.text);
+                let domain_text = String::from_utf8_lossy(&[FULL_PRIMER, &self.text[..end]].concat()).into_owned();
                 // A domain the parser refuses keeps the generic problem grammar; the verifier
                 // will name the error.
                 if let Ok(vocab) = parse_domain(&domain_text) {
@@ -233,6 +285,15 @@ impl Staged {
                     let limits = self.limits();
                     let mut guard = Guard::new(vocab.clone(), limits, self.max_tokens, b"");
                     guard.commit(&self.text[end..]);
+                    if let ConstraintSpec::Full { avoid, .. } = &self.spec {
+                        // Only an earlier answer with this same domain can be repeated now.
+                        let domain = normalized(&self.text[..end]);
+                        let same_domain = avoid.iter().map(|a| a.as_bytes()).filter_map(|a| {
+                            let end = domain_end(a);
+                            (normalized(&a[..end]) == domain).then(|| Candidate::read(b"", &a[end..])).flatten()
+                        });
+                        guard.avoid(same_domain.collect());
+                    }
                     self.guard = Some(guard);
                     self.vocab = Some(vocab.clone());
                     let lark = lark::full_continuation(Some(&vocab), &Objects::Unknown, &limits);
@@ -258,22 +319,22 @@ impl Staged {
         Ok(())
     }
 
-    /// The byte offset just past the domain's closing parenthesis.
-    fn domain_end(&self) -> usize {
-        let mut depth = 2i64;
-        for (i, &b) in self.text.iter().enumerate() {
-            match b {
-                b'(' => depth += 1,
-                b')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return i + 1;
-                    }
-                }
-                _ => {}
-            }
+    /// Takes the guard's `refused` tokens out of `mask`, unless that would leave none: then the
+    /// grammar's mask stands and the override is counted.
+    fn restrict(&mut self, mask: &mut TokenSet, refused: &[u32]) {
+        if refused.is_empty() {
+            return;
         }
-        self.text.len()
+        let mut guarded = mask.clone();
+        for &t in refused {
+            guarded.disallow_token(t);
+        }
+        if guarded.is_zero() {
+            self.stats.guard_overrides += 1;
+        } else {
+            self.stats.guard_refusals += refused.len() as u64;
+            *mask = guarded;
+        }
     }
 
     /// Replaces the grammar, replaying the answer so far. If the new grammar refuses the
@@ -302,19 +363,51 @@ impl TokenConstraint for Staged {
         }
         let started = Instant::now();
         let mut mask = self.matcher.compute_mask().map_err(|e| GrammarError::Mask(e.to_string()))?;
-        if self.stage == Stage::Domain && self.tokens.len() * 100 >= self.max_tokens * DOMAIN_SHARE {
-            // The domain has had its share of the budget: no new section, action or literal
-            // opens unless the grammar needs one, so the problem keeps room to be written.
-            let mut closing = mask.clone();
+        let past_share = self.tokens.len() * 100 >= self.max_tokens * DOMAIN_SHARE;
+        if let Some(dg) = self.domain_guard.as_ref().filter(|_| self.stage == Stage::Domain) {
+            let quick = dg.quick(past_share);
+            let mut refused = Vec::new();
             mask.iter_set_entries(|t| {
-                if self.env.flags(t as u32) & OPENS != 0 {
-                    closing.disallow_token(t as u32);
+                let t = t as u32;
+                if self.env.eos().contains(&t) {
+                    return;
+                }
+                let flags = self.env.flags(t);
+                let bytes = self.env.token(t);
+                let verdict = match quick {
+                    Some(q) if flags & NAME_ONLY != 0 => q.names(bytes, 0),
+                    Some(q) if flags & BLANKS_ONLY != 0 => q.end,
+                    Some(q) if flags & BLANKS_THEN_NAME != 0 => {
+                        q.names(bytes, bytes.iter().take_while(|b| b.is_ascii_whitespace()).count())
+                    }
+                    _ => dg.admits(bytes, past_share),
+                };
+                if !verdict {
+                    refused.push(t);
                 }
             });
-            if closing.is_zero() {
-                self.stats.guard_overrides += 1;
-            } else {
-                mask = closing;
+            self.restrict(&mut mask, &refused);
+        }
+        if self.stage == Stage::Domain && past_share {
+            // The domain has had its share of the budget: no new section, action or literal
+            // opens unless the grammar needs one, so the problem keeps room to be written.
+            // Blanks and comments are no way around an open the grammar needs: were they all
+            // that is left, the answer would pad with them until the cap (SmolLM2 did).
+            let mut opens = Vec::new();
+            let mut progress = false;
+            mask.iter_set_entries(|t| {
+                let t = t as u32;
+                let flags = self.env.flags(t);
+                if flags & OPENS != 0 {
+                    opens.push(t);
+                } else if flags & BLANKS_ONLY == 0 && self.env.token(t).first() != Some(&b';') {
+                    progress = true;
+                }
+            });
+            if progress {
+                for t in opens {
+                    mask.disallow_token(t);
+                }
             }
         }
         if let Some(guard) = &self.guard {
@@ -329,7 +422,9 @@ impl TokenConstraint for Staged {
                     return;
                 }
                 let flags = self.env.flags(t);
-                if let Some(q) = &quick {
+                // A `-` (a type follows) is no object name: the full check judges it.
+                let dash = self.env.token(t).iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'-');
+                if let Some(q) = quick.as_ref().filter(|_| !dash) {
                     let verdict = if flags & NAME_ONLY != 0 {
                         Some(q.extend && !guard.dead_repeat(self.env.token(t)))
                     } else if flags & BLANKS_THEN_NAME != 0 {
@@ -352,18 +447,27 @@ impl TokenConstraint for Staged {
                     refused.push(t);
                 }
             });
-            if !refused.is_empty() {
-                let mut guarded = mask.clone();
-                for &t in &refused {
-                    guarded.disallow_token(t);
+            self.restrict(&mut mask, &refused);
+        }
+        let blanks = |bytes: &[u8]| {
+            let run: Vec<u8> = bytes.iter().copied().take_while(u8::is_ascii_whitespace).collect();
+            (run.len(), run.iter().filter(|&&b| b == b'\n').count())
+        };
+        let tail: Vec<u8> = self.text.iter().rev().copied().take_while(u8::is_ascii_whitespace).collect();
+        let (run, newlines) = blanks(&tail);
+        let blank_budget_spent = self.blank_tokens * BLANK_TOKEN_SHARE >= self.max_tokens;
+        if run > 0 || blank_budget_spent {
+            let mut refused = Vec::new();
+            mask.iter_set_entries(|t| {
+                let t = t as u32;
+                let (lead, lead_newlines) = blanks(self.env.token(t));
+                let too_long = run + lead > MAX_BLANK_RUN || newlines + lead_newlines > MAX_NEWLINE_RUN;
+                let only_blanks = self.env.flags(t) & BLANKS_ONLY != 0;
+                if lead > 0 && (too_long || only_blanks && blank_budget_spent) {
+                    refused.push(t);
                 }
-                if guarded.is_zero() {
-                    self.stats.guard_overrides += 1;
-                } else {
-                    self.stats.guard_refusals += refused.len() as u64;
-                    mask = guarded;
-                }
-            }
+            });
+            self.restrict(&mut mask, &refused);
         }
         self.stats.mask_us += started.elapsed().as_secs_f64() * 1e6;
         self.stats.masks += 1;
@@ -384,9 +488,15 @@ impl TokenConstraint for Staged {
         }
         self.matcher.consume_token(t).map_err(|e| GrammarError::Mask(e.to_string()))?;
         let bytes = self.env.token(t).to_vec();
+        if self.env.flags(t) & BLANKS_ONLY != 0 {
+            self.blank_tokens += 1;
+        }
         self.tokens.push(t);
         self.text.extend_from_slice(&bytes);
         if let Some(g) = &mut self.guard {
+            g.commit(&bytes);
+        }
+        if let Some(g) = self.domain_guard.as_mut().filter(|_| self.stage == Stage::Domain) {
             g.commit(&bytes);
         }
         self.advance_stage(&bytes)?;

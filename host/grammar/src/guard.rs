@@ -6,11 +6,15 @@
 //!   model into a state the grammar allows but the guard would block.
 //! - A section takes no new fact once it holds as many as [`Limits`] allow, or once the
 //!   tokens left could not close the answer (`:init` keeps room for a short goal).
+//! - The goal may not close on a problem equal to one of the [`Candidate`]s to avoid (the
+//!   Editor's earlier candidates): same objects, same `:init`, same goal, as sets. The answer
+//!   must then add a goal fact, or have differed earlier; the solver's verdict on a repeat is
+//!   already known, so a repeat would only spend a verifier call.
 //!
 //! The guard reads the answer as bytes with a small S-expression scanner: the grammar already
 //! guarantees the shape, so the scanner only has to find sections, facts and names.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::lark::{Limits, Vocabulary};
@@ -18,6 +22,9 @@ use crate::lark::{Limits, Vocabulary};
 /// Tokens that must be left when a new object name starts: enough to close the objects and
 /// write an empty `:init` and a one-fact goal.
 const OBJECTS_RESERVE: usize = 24;
+/// Tokens that must be left to start a new object name: the reserve, plus the name itself at
+/// its longest (a small model may spend a token per character: SmolLM2 wrote `xTxTxT…`).
+const NAME_START_RESERVE: usize = OBJECTS_RESERVE + crate::lark::MAX_NAME;
 /// Tokens that must be left when a new `:init` fact opens: enough to finish it, close the
 /// section and write a one-fact goal (`(:goal (and (on a b)))` is ~12 tokens).
 const INIT_RESERVE: usize = 28;
@@ -27,7 +34,7 @@ const GOAL_RESERVE: usize = 12;
 /// allowed: spacing must not eat the budget the closing parentheses need.
 const BLANKS_RESERVE: usize = 12;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Section {
     Init,
     Goal,
@@ -59,9 +66,11 @@ enum Event {
     ObjectsClosed(Vec<(String, String)>, Vec<(String, String)>),
     /// A fact closed in a section.
     Fact(Fact),
+    /// The goal's body closed: the problem says everything it will.
+    GoalClosed,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Fact {
     section: Section,
     positive: bool,
@@ -161,6 +170,7 @@ impl Scan {
     }
 
     fn close(&mut self, f: Frame, out: &mut Vec<Event>) {
+        let body_of_goal = self.stack.last().and_then(Frame::head) == Some(":goal");
         match f.head() {
             Some(":objects") => {
                 let raw: Vec<(String, String)> = parse_objects(&f.raw_words[1..])
@@ -178,6 +188,47 @@ impl Scan {
                 }
             }
         }
+        if body_of_goal {
+            out.push(Event::GoalClosed);
+        }
+    }
+}
+
+/// What a problem says, as sets: what a guard compares a finishing answer against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    /// (name, type) pairs, lower-case, sorted.
+    objects: Vec<(String, String)>,
+    facts: BTreeSet<Fact>,
+}
+
+impl Candidate {
+    /// Reads the problem in `text` (which may start mid-problem, after `prefix`), or `None`
+    /// when its goal never closed: such a text cannot equal a grammatical answer.
+    pub(crate) fn read(prefix: &[u8], text: &[u8]) -> Option<Candidate> {
+        let mut scan = Scan::default();
+        let mut events = Vec::new();
+        scan.feed(prefix, &mut events);
+        scan.feed(text, &mut events);
+        let mut objects = None;
+        let mut facts = BTreeSet::new();
+        for e in events {
+            match e {
+                Event::ObjectsClosed(o, _) => objects = Some(o),
+                Event::Fact(f) => {
+                    facts.insert(f);
+                }
+                Event::GoalClosed => return Some(Candidate::of(objects?, facts)),
+                Event::Name { .. } => {}
+            }
+        }
+        None
+    }
+
+    fn of(mut objects: Vec<(String, String)>, facts: BTreeSet<Fact>) -> Candidate {
+        objects.sort();
+        objects.dedup();
+        Candidate { objects, facts }
     }
 }
 
@@ -210,6 +261,8 @@ pub(crate) struct Guard {
     facts: Vec<Fact>,
     limits: Limits,
     max_tokens: usize,
+    /// Problems the answer may not end up equal to.
+    avoid: Vec<Candidate>,
 }
 
 impl Guard {
@@ -225,9 +278,15 @@ impl Guard {
             facts: Vec::new(),
             limits,
             max_tokens,
+            avoid: Vec::new(),
         };
         g.commit(prefix);
         g
+    }
+
+    /// Problems the answer's goal may not close on.
+    pub(crate) fn avoid(&mut self, candidates: Vec<Candidate>) {
+        self.avoid = candidates;
     }
 
     /// The declared objects as written, once their section closed.
@@ -256,7 +315,7 @@ impl Guard {
                     self.set_objects(o)
                 }
                 Event::Fact(f) => self.facts.push(f),
-                Event::Name { .. } => {}
+                Event::Name { .. } | Event::GoalClosed => {}
             }
         }
     }
@@ -272,9 +331,24 @@ impl Guard {
         let room = left >= OBJECTS_RESERVE;
         let w = self.scan.word.as_str();
         let is_name = !w.is_empty() && w != "-" && !top.after_dash;
-        let repeat = is_name && parse_objects(&top.words[1..]).iter().any(|(n, _)| n == w);
-        // A repeat may always grow into a new name: that is its way out.
-        Some(NameVerdicts { extend: room || repeat, end: !repeat, start: room, blank: left >= BLANKS_RESERVE })
+        let declared = parse_objects(&top.words[1..]);
+        let repeat = is_name && declared.iter().any(|(n, _)| n == w);
+        // A new name needs its budget, and the list may hold `max_objects` names in all.
+        let start = left >= NAME_START_RESERVE && declared.len() + usize::from(is_name) < self.limits.max_objects;
+        // A name of characters only may also be the first of a new name, or a type's.
+        let extend = match (w.is_empty(), top.after_dash) {
+            (true, false) => start,
+            // A repeat may always grow into a new name: that is its way out.
+            _ => room || repeat,
+        };
+        Some(NameVerdicts { extend, end: !repeat, start, blank: left >= BLANKS_RESERVE })
+    }
+
+    /// Object names declared so far, the one being written included.
+    fn objects_declared(&self) -> usize {
+        let Some(top) = self.scan.stack.last().filter(|t| t.head() == Some(":objects")) else { return 0 };
+        let w = self.scan.word.as_str();
+        parse_objects(&top.words[1..]).len() + usize::from(!w.is_empty() && w != "-" && !top.after_dash)
     }
 
     /// True when a token of name characters (after optional blanks) would leave the name being
@@ -297,8 +371,15 @@ impl Guard {
         let mut scan = self.scan.clone();
         let mut events = Vec::new();
         scan.feed(bytes, &mut events);
-        if scan.names_started > self.scan.names_started && left < OBJECTS_RESERVE {
-            return false;
+        if let Some(top) = scan.stack.last().filter(|t| t.head() == Some(":objects")) {
+            if scan.names_started > self.scan.names_started {
+                let open = !scan.word.is_empty() && scan.word != "-" && !top.after_dash;
+                let declared = parse_objects(&top.words[1..]).len() + usize::from(open);
+                let before = self.objects_declared();
+                if declared > before && (left < NAME_START_RESERVE || declared > self.limits.max_objects) {
+                    return false;
+                }
+            }
         }
         if let Some(top) = scan.stack.last() {
             // A name left at the longest length the grammar allows, equal to a declared one,
@@ -324,6 +405,11 @@ impl Guard {
                     }
                     new_facts.push(f);
                 }
+                Event::GoalClosed => {
+                    if self.would_repeat(objects_now.or(self.objects.as_ref()), &new_facts) {
+                        return false;
+                    }
+                }
             }
         }
         if let Some(o) = objects_now {
@@ -333,6 +419,14 @@ impl Guard {
             return with.feasible(&scan, &new_facts, tokens);
         }
         self.feasible(&scan, &new_facts, tokens)
+    }
+
+    /// Whether the problem, with these objects and the facts stated plus `new_facts`, equals a
+    /// candidate to avoid.
+    fn would_repeat(&self, objects: Option<&Vec<(String, String)>>, new_facts: &[&Fact]) -> bool {
+        let Some(objects) = objects.filter(|_| !self.avoid.is_empty()) else { return false };
+        let facts = self.facts.iter().chain(new_facts.iter().copied()).cloned().collect();
+        self.avoid.contains(&Candidate::of(objects.clone(), facts))
     }
 
     /// Whether the fact being written in `scan`'s state can still end as a new one, within the
@@ -462,6 +556,42 @@ mod tests {
     }
 
     #[test]
+    fn max_objects_bounds_the_whole_list_not_one_typed_group() {
+        let limits = Limits { max_objects: 3, ..Limits::default() };
+        let g = Guard::new(bw(), limits, 400, b"(define (problem t) (:domain bw) (:objects a b - block c");
+        assert!(g.admits(b" - block)", 10));
+        assert!(!g.admits(b" - block d", 10), "a fourth name after the type");
+        assert!(!g.admits(b" d", 10));
+        let q = g.object_names_quick(10).unwrap();
+        assert!(!q.start && q.end);
+        // Below the bound, names start freely.
+        let g = Guard::new(bw(), limits, 400, b"(define (problem t) (:domain bw) (:objects a - block ");
+        assert!(g.admits(b"b ", 10));
+        assert!(g.object_names_quick(10).unwrap().extend, "a name may start");
+    }
+
+    #[test]
+    fn the_goal_may_not_close_on_a_problem_to_avoid() {
+        let prefix = b"(define (problem t) (:domain bw) (:objects ";
+        let earlier = Candidate::read(prefix, b"b a) (:init (on a b)) (:goal (and (clear a))))").unwrap();
+        let mut g = guard("a b) (:init (on a b)) (:goal (and (clear a)");
+        assert!(g.admits(b")", 10), "nothing to avoid yet");
+        g.avoid(vec![earlier.clone()]);
+        // Same objects (in another order), same facts: the goal may not close here ...
+        assert!(!g.admits(b")", 10));
+        assert!(!g.admits(b"))", 10));
+        // ... but it may go on to a new goal fact, which makes it a new problem.
+        assert!(g.admits(b" (clear b)", 10));
+        assert!(g.admits(b"(clear b))", 10));
+        // A problem that already differs closes freely.
+        let mut other = guard("a b) (:init (on b a)) (:goal (and (clear a)");
+        other.avoid(vec![earlier]);
+        assert!(other.admits(b")", 10));
+        // A text whose goal never closed is nothing to avoid.
+        assert!(Candidate::read(prefix, b"a b) (:init (on a b)) (:goal (and (clear a)").is_none());
+    }
+
+    #[test]
     fn repeated_objects_and_exhausted_budgets_are_refused() {
         let g = guard("a b ");
         assert!(!g.admits(b"a ", 5));
@@ -472,7 +602,7 @@ mod tests {
         assert!(!g.admits(b"(", 400 - INIT_RESERVE + 1), "no room left to finish the answer");
         let g = guard("a ");
         assert!(g.admits(b"b ", 10));
-        assert!(!g.admits(b"b ", 400 - OBJECTS_RESERVE + 1), "no room for another object");
+        assert!(!g.admits(b"b ", 400 - NAME_START_RESERVE + 1), "no room for another object");
         assert!(!g.admits(b"  ", 399), "blanks cannot eat the last tokens");
         // A repeat at the longest name the grammar allows could neither grow nor end.
         let long = "a".repeat(crate::lark::MAX_NAME);

@@ -147,10 +147,12 @@ pub(crate) const MAX_NAME: usize = 24;
 
 /// The terminals every grammar shares. `S` is one run of whitespace, bounded so that no
 /// answer can spin on blanks; names follow PDDL (a letter, then letters, digits, `-`, `_`).
+/// `LONGNAME` (a problem's or domain's name) allows 64 characters: the longest in
+/// `../shared/data` has 46, and SmolLM2 spent a `full` answer's last 200 tokens on one.
 const TERMINALS: &str = r#"
 S: /[ \t\r\n]{1,32}/
 NAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,23}/
-LONGNAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,255}/
+LONGNAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,63}/
 VAR: /\?[a-zA-Z][a-zA-Z0-9_\-]{0,39}/
 REQ: /:[a-zA-Z][a-zA-Z\-]{0,39}/
 "#;
@@ -249,9 +251,17 @@ pub fn problem_rules(vocab: &Vocabulary, objects: &Objects<'_>, limits: &Limits)
     ));
     g.push_str("p_req: \"(\" S? \":requirements\"i (S REQ){0,16} S? \")\"\n");
     g.push_str("p_after_objects_open: S? p_objlist S? \")\" S? p_init S? p_goal S? \")\"\n");
-    g.push_str(
-        "p_problem: \"(\" S? \"define\"i S? \"(\" S? \"problem\"i S LONGNAME S? \")\" S? \"(\" S? \":domain\"i S LONGNAME S? \")\" (S? p_req)? S? \"(\" S? \":objects\"i S p_after_objects_open\n",
-    );
+    // The problem names its domain: the vocabulary's, where it has one (a `full` answer's
+    // problem follows the domain it just wrote).
+    let plain = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let domain_name = if !vocab.name.is_empty() && vocab.name.chars().all(plain) {
+        format!("\"{}\"i", vocab.name)
+    } else {
+        "LONGNAME".to_string()
+    };
+    g.push_str(&format!(
+        "p_problem: \"(\" S? \"define\"i S? \"(\" S? \"problem\"i S LONGNAME S? \")\" S? \"(\" S? \":domain\"i S {domain_name} S? \")\" (S? p_req)? S? \"(\" S? \":objects\"i S p_after_objects_open\n",
+    ));
     g
 }
 

@@ -16,7 +16,10 @@
 //! name; once `(:objects …)` closes, the grammar is rebuilt over the declared names (typed)
 //! and the answer so far replayed into it. A guard on top refuses a token when every way of
 //! finishing the fact it writes would repeat a stated fact, when a section is full, or when
-//! the tokens left could not close the answer, so no constrained answer runs to the cap.
+//! the tokens left could not close the answer, so no constrained answer runs to the cap. In
+//! `full` mode a domain guard does the same for the domain (no name, declaration or literal
+//! twice) and holds each action's literals to the declared predicates with their arity, the
+//! action's parameters and the declared constants.
 //!
 //! # Example
 //!
@@ -38,6 +41,7 @@
 #![deny(missing_docs)]
 
 mod constraint;
+mod domain_guard;
 mod env;
 mod guard;
 mod lark;

@@ -1,6 +1,6 @@
 //! The grammars never reject real PDDL: every PlanBench and Planetarium reference problem and
 //! domain in `../shared/data`, and every bundled plugin's domain, is a sentence of its grammar,
-//! and the staged constraint with its guard lets every one of them through token by token.
+//! and the staged constraint with its guards lets every one of them through token by token.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -91,7 +91,7 @@ fn split_at_objects(problem: &str) -> (String, String) {
 fn through_constraint(env: &Arc<TokenEnv>, domain: &str, name: &str, problem: &str) {
     let (prefix, body) = split_at_objects(problem);
     let prefix = if prefix.ends_with(char::is_whitespace) { prefix } else { format!("{prefix} ") };
-    let spec = ConstraintSpec::Problem { domain: domain.to_string(), prefix, limits: Limits::default() };
+    let spec = ConstraintSpec::Problem { domain: domain.to_string(), prefix, limits: Limits::default(), avoid: vec![] };
     let tokens: Vec<u32> = body.bytes().map(u32::from).collect();
     let masks = spec
         .replay(env, 1 << 20, &tokens)
@@ -132,7 +132,25 @@ fn every_reference_domain_is_a_sentence() {
         // is out of scope, and there is none among these.
         onebrain_pddl::parse_domain(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         env.accepts(&g, text.trim()).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        domain_through_full_constraint(&env, &p.display().to_string(), text.trim());
     }
+}
+
+/// Feeds a domain byte by byte through the live `full` constraint (grammar and domain guard),
+/// as a model would write it after the `(define (domain ` primer: every byte is allowed, and
+/// the constraint has moved on to the problem at the end.
+fn domain_through_full_constraint(env: &Arc<TokenEnv>, name: &str, domain: &str) {
+    let lower = domain.to_ascii_lowercase();
+    let at = lower.find("(domain").expect("a domain names itself") + "(domain".len();
+    let body = domain[at..].trim_start();
+    let mut c = ConstraintSpec::Full { limits: Limits::default(), avoid: vec![] }.build(env, 1 << 20).unwrap();
+    for (i, b) in body.bytes().enumerate() {
+        let m = c.allowed().unwrap();
+        assert!(m.is_allowed(u32::from(b)), "{name}: byte {i} ({:?}) refused after\n{}", b as char, &body[..i]);
+        c.consume(u32::from(b)).unwrap();
+    }
+    assert_eq!(c.stats().stage_switches, 1, "{name}: the problem's grammar follows the domain");
+    assert_eq!(c.stats().guard_overrides, 0, "{name}");
 }
 
 #[test]
@@ -201,7 +219,7 @@ fn a_full_answer_is_one_sentence_and_its_problem_is_held_to_its_domain() {
     let bad = answer.replace("(on c b)", "(above c b)");
     assert!(env.accepts(&full_continuation(Some(&v), &Objects::Unknown, &limits), &bad).is_err());
     // The live constraint takes the same path and switches twice: domain, then objects.
-    let spec = ConstraintSpec::Full { limits };
+    let spec = ConstraintSpec::Full { limits, avoid: vec![] };
     let mut c = spec.build(&env, 1 << 20).unwrap();
     for b in answer.bytes() {
         let m = c.allowed().unwrap();

@@ -305,12 +305,12 @@ impl Episode {
             // the prose a small model adds after it would cost seconds per step.
             sampling.stop = vec!["```".into()];
         }
-        sampling.constraint = self.constraint();
+        sampling.constraint = self.constraint(index);
         self.ask(Phase::Generating { index }, role, prompt, sampling)
     }
 
-    /// The grammar this strategy's answers are held to, when `constrain = "grammar"`.
-    fn constraint(&self) -> Option<ConstraintSpec> {
+    /// The grammar generation `index` is held to, when `constrain = "grammar"`.
+    fn constraint(&self, index: u32) -> Option<ConstraintSpec> {
         if self.cfg.constrain == Constrain::None {
             return None;
         }
@@ -327,8 +327,13 @@ impl Episode {
                 })
             }
             _ => match self.cfg.mode {
-                Mode::Full => Some(ConstraintSpec::Full { limits }),
-                Mode::Problem => Some(ConstraintSpec::Problem { domain: domain?, prefix: self.ctx.primer(), limits }),
+                Mode::Full => Some(ConstraintSpec::Full { limits, avoid: self.candidates_to_avoid(index) }),
+                Mode::Problem => Some(ConstraintSpec::Problem {
+                    domain: domain?,
+                    prefix: self.ctx.primer(),
+                    limits,
+                    avoid: self.candidates_to_avoid(index),
+                }),
             },
         }
     }
@@ -342,6 +347,21 @@ impl Episode {
 
     /// True when `text` (a spec answer, primer included) says what an earlier candidate of this
     /// episode said, up to whitespace and case.
+    /// The earlier candidates a repair may not repeat (`editor-repeats = "forbid"`).
+    fn candidates_to_avoid(&self, index: u32) -> Vec<String> {
+        let repair = index > 0 && matches!(self.cfg.strategy, Strategy::MultiRole | Strategy::SelfRefine);
+        if !repair || self.cfg.editor_repeats != RepeatPolicy::Forbid {
+            return Vec::new();
+        }
+        let mut earlier: Vec<String> = Vec::new();
+        for s in self.record.steps.iter().filter(|s| s.verdict.is_some()) {
+            if !earlier.contains(&s.output) {
+                earlier.push(s.output.clone());
+            }
+        }
+        earlier
+    }
+
     fn repeats_earlier(&self, text: &str) -> bool {
         let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase();
         let now = norm(text);
@@ -426,7 +446,7 @@ impl Episode {
         let kind = self.kind(index);
         let repair = index > 0 && matches!(self.cfg.strategy, Strategy::MultiRole | Strategy::SelfRefine);
         if repair && self.repeats_earlier(&format!("{}{}", self.ctx.primer(), g.text)) {
-            if self.cfg.editor_repeats == RepeatPolicy::Resample && self.resamples < MAX_RESAMPLES {
+            if self.cfg.editor_repeats != RepeatPolicy::Keep && self.resamples < MAX_RESAMPLES {
                 // Thrown away: its time counts, it spends no budget. Each retry samples hotter.
                 self.resamples += 1;
                 self.record.timings.generation_ms += (g.prefill_secs + g.decode_secs) * 1e3;

@@ -146,7 +146,7 @@ pub struct EpisodeRecord {
     /// a budget unit on a known answer).
     #[serde(default)]
     pub repeated_repairs: u32,
-    /// Repeated repairs thrown away and generated again (`editor-repeats = "resample"`).
+    /// Repeated repairs thrown away and generated again (`editor-repeats = "resample"`, or `"forbid"` where the guard let one through).
     #[serde(default)]
     pub discarded_repeats: u32,
     /// Why the episode stopped early (a model error, a plugin error), if it did.

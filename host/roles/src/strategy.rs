@@ -119,8 +119,13 @@ pub enum RepeatPolicy {
     Keep,
     /// Ask again, sampling at the episode's temperature (then hotter), until the repair is new
     /// or [`MAX_RESAMPLES`] tries are spent.
-    #[default]
     Resample,
+    /// The grammar refuses to close a repair's goal on a problem equal to an earlier candidate
+    /// (same objects, `:init` and goal, as sets; in `full` mode also the same domain), so a
+    /// greedy repair is new by construction. Where that cannot hold (`constrain = "none"`, or
+    /// the guard had to let a repeat through), it falls back to `resample`.
+    #[default]
+    Forbid,
 }
 
 /// The most extra generations one repair may take to differ from the earlier candidates.
@@ -218,7 +223,7 @@ impl Default for EpisodeConfig {
             example: ExampleChoice::None,
             constrain: Constrain::Grammar,
             grammar: onebrain_model::GrammarLimits::default(),
-            editor_repeats: RepeatPolicy::Resample,
+            editor_repeats: RepeatPolicy::Forbid,
             tot: TotConfig::default(),
         }
     }

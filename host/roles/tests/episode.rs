@@ -683,3 +683,26 @@ fn r18_repeated_repairs_are_counted_or_resampled() {
     let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer::default());
     assert_eq!((rec.discarded_repeats, rec.repeated_repairs, rec.solver_calls), (MAX_RESAMPLES, 1, 2));
 }
+
+/// Issue 18: under `forbid` (the default) each repair's grammar carries the earlier candidates
+/// of its episode, so the guard refuses to close a repeat; the Actor's carries none. A repeat
+/// that still comes back (here: a scripted model that ignores the grammar) is resampled.
+#[test]
+fn r18_forbid_hands_each_repair_the_candidates_it_may_not_repeat() {
+    let other = BROKEN_TAIL.replace("(clear a)", "(clear a) (holding a)");
+    let cfg = EpisodeConfig { editor_repeats: RepeatPolicy::default(), ..problem_mode(Strategy::MultiRole) };
+    assert_eq!(cfg.editor_repeats, RepeatPolicy::Forbid);
+    let mut model = Scripted::new(&[BROKEN_TAIL, &other, BROKEN_TAIL, GOOD_TAIL]);
+    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    assert!(rec.solved);
+    let avoid = |i: usize| match &model.calls[i].2.constraint {
+        Some(onebrain_model::ConstraintSpec::Problem { avoid, .. }) => avoid.clone(),
+        c => panic!("call {i}: {c:?}"),
+    };
+    assert!(avoid(0).is_empty(), "the Actor has nothing to avoid");
+    assert_eq!(avoid(1), [BROKEN_TAIL]);
+    // The third call repeated the first candidate: thrown away, asked again with the same list.
+    assert_eq!(avoid(2), [BROKEN_TAIL, other.as_str()]);
+    assert_eq!(avoid(3), [BROKEN_TAIL, other.as_str()]);
+    assert_eq!((rec.discarded_repeats, rec.repeated_repairs), (1, 0));
+}

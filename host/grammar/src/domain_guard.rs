@@ -1,0 +1,500 @@
+//! The domain guard: what the domain grammar of a `full` answer cannot say, checked per token.
+//!
+//! The domain grammar is context-free, so on its own it lets an answer loop (`(:types def def
+//! def …)` until the cap, found on SmolLM2) and lets an action use a predicate it never
+//! declared, with any arity, over variables it never took. The guard refuses a token when:
+//!
+//! - it would complete a name that its list already holds (types, constants, requirements, a
+//!   predicate's or an action's parameters), a predicate declared twice, or an action name
+//!   used twice;
+//! - it would close a literal equal to one its conjunction already holds;
+//! - inside an action, it would make a literal's head anything but a prefix of a declared
+//!   predicate, a variable anything but a prefix of the action's parameters, a constant
+//!   anything but a prefix of a declared constant, or close a literal with the wrong number of
+//!   arguments;
+//! - the domain has had its share of the token budget and it would start another name in a
+//!   list that could be closed instead;
+//! - it would open a comment past that share or after [`MAX_COMMENTS`] of them (SmolLM2,
+//!   its lists bounded, went on to write empty `;` lines until the cap).
+//!
+//! A refused name can always grow into another one, so the guard leaves the model a way on,
+//! as the problem guard does.
+
+/// Names one list may hold (types, constants, parameters): the reference domains in
+/// `../shared/data` and the plugins use at most a dozen.
+pub(crate) const MAX_LIST_ITEMS: usize = 24;
+/// Comments a domain may hold: a few explain it, more are a loop.
+pub(crate) const MAX_COMMENTS: usize = 8;
+
+/// One open list: its words (lower-case) and the literals it holds.
+#[derive(Clone, Debug, Default)]
+struct Frame {
+    words: Vec<String>,
+    /// Closed child lists, as normalised text (for the repeated-literal check).
+    children: Vec<String>,
+    /// Normalised text of the list so far.
+    text: String,
+    /// In a typed list: the next word is a type.
+    after_dash: bool,
+}
+
+impl Frame {
+    fn head(&self) -> Option<&str> {
+        self.words.first().map(String::as_str)
+    }
+}
+
+/// What kind of words a list holds, from where it sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `:types`, `:constants`, `:requirements`: names, each once (types after `-` exempt).
+    Names,
+    /// A predicate declaration: its name, then variables, each once.
+    Declaration,
+    /// An action's `:parameters`: variables, each once.
+    Parameters,
+    /// The `(:action …)` list itself: its name is new.
+    Action,
+    /// A precondition or effect expression: `and`, `not`, `=` or a declared predicate.
+    Literal,
+    /// Anything else (`define`, `domain`, `:predicates`).
+    Other,
+}
+
+/// The domain guard's verdicts for tokens of name characters and blanks at one position.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Quick {
+    /// A word is being written: name characters extend it.
+    pub(crate) continuing: bool,
+    /// The word being written may end here.
+    pub(crate) end: bool,
+    /// A new name may start.
+    pub(crate) name: bool,
+    /// A `-` (a type follows) may start.
+    pub(crate) dash: bool,
+}
+
+impl Quick {
+    /// The verdict on a token of name characters, optionally after blanks (`lead` of them).
+    pub(crate) fn names(&self, bytes: &[u8], lead: usize) -> bool {
+        if lead == 0 && self.continuing {
+            return true;
+        }
+        let fresh = if bytes.get(lead) == Some(&b'-') { self.dash } else { self.name };
+        fresh && (lead == 0 || self.end)
+    }
+}
+
+/// Why the guard holds what it does: see the module docs.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DomainGuard {
+    stack: Vec<Frame>,
+    /// The word being read, lower-case.
+    word: String,
+    comment: bool,
+    /// Comments opened so far.
+    comments: usize,
+    /// Declared predicates with their arity.
+    predicates: Vec<(String, usize)>,
+    constants: Vec<String>,
+    actions: Vec<String>,
+    /// The parameters of the action being written, once its list closed.
+    params: Vec<String>,
+    /// Set once the domain's last parenthesis closed: nothing more is checked.
+    done: bool,
+    /// A copy judging a token: stop at the first refusal.
+    asking: bool,
+}
+
+fn is_blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+fn item_names(words: &[String]) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut after_dash = false;
+    for w in words {
+        if w == "-" {
+            after_dash = true;
+        } else if after_dash {
+            after_dash = false;
+        } else {
+            out.push(w.as_str());
+        }
+    }
+    out
+}
+
+impl DomainGuard {
+    /// A guard after `prefix` (the primer that opened `(define (domain `).
+    pub(crate) fn new(prefix: &[u8]) -> DomainGuard {
+        let mut g = DomainGuard::default();
+        g.commit(prefix);
+        g
+    }
+
+    /// Takes in bytes the answer now holds (all of them, even where the guard was overridden).
+    pub(crate) fn commit(&mut self, bytes: &[u8]) {
+        self.asking = false;
+        self.feed_with(bytes, false);
+    }
+
+    /// The kind of the list at `depth` in the stack.
+    fn kind_at(&self, depth: usize) -> Kind {
+        let frame = &self.stack[depth];
+        let parent = depth.checked_sub(1).map(|d| &self.stack[d]);
+        match frame.head() {
+            Some(":types" | ":constants" | ":requirements") => return Kind::Names,
+            Some(":action") => return Kind::Action,
+            _ => {}
+        }
+        match parent {
+            Some(p) if p.head() == Some(":predicates") => Kind::Declaration,
+            Some(p) if p.head() == Some(":action") && p.children.is_empty() && p.words.last().map(String::as_str) == Some(":parameters") => {
+                Kind::Parameters
+            }
+            _ if self.stack[..depth].iter().any(|f| f.head() == Some(":action")) => Kind::Literal,
+            _ => Kind::Other,
+        }
+    }
+
+    /// Whether `word`, complete, may stand as the next word of the top list.
+    fn word_ok(&self, word: &str) -> bool {
+        let Some(depth) = self.stack.len().checked_sub(1) else { return true };
+        let top = &self.stack[depth];
+        let kind = self.kind_at(depth);
+        match kind {
+            // The list's keyword, or a declaration's predicate name.
+            Kind::Names if top.words.is_empty() => true,
+            Kind::Declaration if top.words.is_empty() => !self.predicates.iter().any(|(p, _)| p == word),
+            Kind::Names | Kind::Parameters | Kind::Declaration => {
+                if top.after_dash || word == "-" {
+                    return true;
+                }
+                let items = if kind == Kind::Parameters { &top.words[..] } else { &top.words[1..] };
+                !item_names(items).contains(&word)
+            }
+            Kind::Action => !(top.words.len() == 1 && self.actions.iter().any(|a| a == word)),
+            Kind::Literal => self.literal_word(top, word, true),
+            Kind::Other => true,
+        }
+    }
+
+    /// Verdicts shared by every token of names and blanks at this position (outside
+    /// literals, whose words are checked against names): see [`Quick`].
+    pub(crate) fn quick(&self, past_share: bool) -> Option<Quick> {
+        if self.done || self.comment {
+            return Some(Quick { continuing: true, end: true, name: true, dash: true });
+        }
+        let depth = self.stack.len().checked_sub(1)?;
+        if self.kind_at(depth) == Kind::Literal {
+            return None;
+        }
+        Some(Quick {
+            continuing: !self.word.is_empty(),
+            end: self.word.is_empty() || self.word_ok(&self.word),
+            name: self.prefix_ok("a", true, past_share),
+            dash: self.prefix_ok("-", true, past_share),
+        })
+    }
+
+    /// Whether `partial` may be the start of the next word of the top list (`fresh`: it is a
+    /// new word, not the continuation of one already begun).
+    fn prefix_ok(&self, partial: &str, fresh: bool, past_share: bool) -> bool {
+        let Some(depth) = self.stack.len().checked_sub(1) else { return true };
+        let top = &self.stack[depth];
+        let kind = self.kind_at(depth);
+        match kind {
+            Kind::Literal => self.literal_word(top, partial, false),
+            Kind::Names | Kind::Declaration | Kind::Parameters if fresh && !top.after_dash => {
+                let words = if kind == Kind::Parameters { &top.words[..] } else { top.words.get(1..).unwrap_or(&[]) };
+                if partial.starts_with('-') {
+                    // A type follows a name: `a b - t`, never `- t - u` nor a list that
+                    // starts with one.
+                    let n = words.len();
+                    n > 0 && words[n - 1] != "-" && (n < 2 || words[n - 2] != "-")
+                } else {
+                    // Past its share, a domain closes its lists instead of growing them; and
+                    // no list needs more than `MAX_LIST_ITEMS` names.
+                    let n = item_names(words).len();
+                    !(past_share && n > 0 || n >= MAX_LIST_ITEMS)
+                }
+            }
+            _ => true,
+        }
+    }
+
+    /// A literal's word: its head a declared predicate (or `and`, `not`, `=`), its arguments
+    /// the action's parameters or declared constants, no more of them than the arity.
+    fn literal_word(&self, top: &Frame, w: &str, complete: bool) -> bool {
+        let fits = |name: &str| if complete { name == w } else { name.starts_with(w) };
+        if top.words.is_empty() {
+            return ["and", "not", "="].iter().any(|k| fits(k)) || self.predicates.iter().any(|(p, _)| fits(p)) || self.predicates.is_empty();
+        }
+        let head = top.words[0].as_str();
+        if matches!(head, "and" | "not") {
+            return true;
+        }
+        let arity = if head == "=" { 2 } else { self.predicates.iter().find(|(p, _)| p == head).map_or(usize::MAX, |(_, a)| *a) };
+        if top.words.len() > arity {
+            return false;
+        }
+        if w.starts_with('?') {
+            self.params.iter().any(|p| fits(p))
+        } else {
+            self.constants.iter().any(|c| fits(c))
+        }
+    }
+
+    /// Whether a token with these bytes may come next. `past_share`: the domain has used its
+    /// share of the answer's tokens.
+    pub(crate) fn admits(&self, bytes: &[u8], past_share: bool) -> bool {
+        if self.done || self.comment {
+            return true;
+        }
+        if bytes.iter().any(|&b| matches!(b, b'(' | b')' | b';')) {
+            // Rare at any one position (the grammar allows few such tokens): simulate it.
+            return self.clone().feed_checked(bytes, past_share);
+        }
+        // Names and blanks only: judge the words the token completes and the one it leaves
+        // open, without copying the state.
+        let mut word = self.word.clone();
+        let mut completed: Vec<String> = Vec::new();
+        for &b in bytes {
+            if is_blank(b) {
+                if !word.is_empty() {
+                    if !completed.is_empty() {
+                        // Two words in one token: rare, simulate.
+                        return self.clone().feed_checked(bytes, past_share);
+                    }
+                    // A word the token began must also have been a fair start.
+                    if self.word.is_empty() && !self.prefix_ok(&word, true, past_share) {
+                        return false;
+                    }
+                    if !self.word_ok(&word) {
+                        return false;
+                    }
+                    completed.push(std::mem::take(&mut word));
+                }
+            } else {
+                word.push(char::from(b.to_ascii_lowercase()));
+            }
+        }
+        if word.is_empty() {
+            return true;
+        }
+        if !completed.is_empty() {
+            return self.clone().feed_checked(bytes, past_share);
+        }
+        let fresh = self.word.is_empty() || bytes.first().copied().is_some_and(is_blank);
+        self.prefix_ok(&word, fresh, past_share)
+    }
+
+    fn feed_checked(&mut self, bytes: &[u8], past_share: bool) -> bool {
+        self.asking = true;
+        if !self.feed_with(bytes, past_share) {
+            return false;
+        }
+        if self.done || self.comment || self.word.is_empty() {
+            return true;
+        }
+        // The open word began in this token unless the token only extended it.
+        let fresh = self.word.len() <= bytes.len();
+        self.prefix_ok(&self.word, fresh, past_share)
+    }
+
+    /// Reads `bytes`, always advancing the state; false when the guard refuses something in
+    /// them (the caller stops at the first refusal when it only asks).
+    fn feed_with(&mut self, bytes: &[u8], past_share: bool) -> bool {
+        let mut ok = true;
+        for &b in bytes {
+            if self.done {
+                break;
+            }
+            if self.comment {
+                self.comment = b != b'\n';
+                continue;
+            }
+            ok &= match b {
+                b';' => {
+                    let ended = self.end_word();
+                    self.comments += 1;
+                    self.comment = true;
+                    ended && self.comments <= MAX_COMMENTS && !past_share
+                }
+                b'(' => {
+                    let ended = self.end_word();
+                    self.stack.push(Frame::default());
+                    ended
+                }
+                b')' => self.end_word() & self.close(),
+                _ if is_blank(b) => self.end_word(),
+                _ => {
+                    let starts = self.word.is_empty();
+                    self.word.push(char::from(b.to_ascii_lowercase()));
+                    !starts || self.prefix_ok(&self.word, true, past_share)
+                }
+            };
+            if !ok && self.asking {
+                return false;
+            }
+        }
+        ok
+    }
+
+    /// Ends the word being read; false when it may not stand where it is.
+    fn end_word(&mut self) -> bool {
+        if self.word.is_empty() {
+            return true;
+        }
+        let w = std::mem::take(&mut self.word);
+        let ok = self.word_ok(&w);
+        let Some(top) = self.stack.last_mut() else { return ok };
+        top.after_dash = w == "-";
+        if !top.text.is_empty() {
+            top.text.push(' ');
+        }
+        top.text.push_str(&w);
+        top.words.push(w);
+        ok
+    }
+
+    /// Closes the innermost list; false for a literal of the wrong arity or a repeated one.
+    fn close(&mut self) -> bool {
+        let Some(depth) = self.stack.len().checked_sub(1) else { return true };
+        let kind = self.kind_at(depth);
+        let f = self.stack.pop().expect("checked above");
+        let mut ok = true;
+        match kind {
+            Kind::Literal => {
+                let head = f.head().unwrap_or("and");
+                if !matches!(head, "and" | "not") {
+                    let declared = self.predicates.iter().find(|(p, _)| p == head).map(|(_, a)| *a);
+                    let arity = if head == "=" { Some(2) } else { declared };
+                    ok = arity.is_none_or(|a| f.words.len() - 1 == a);
+                }
+            }
+            Kind::Declaration => {
+                if let Some(name) = f.head() {
+                    let arity = item_names(&f.words[1..]).len();
+                    self.predicates.push((name.to_string(), arity));
+                }
+            }
+            Kind::Parameters => self.params = item_names(&f.words).into_iter().map(str::to_string).collect(),
+            Kind::Names if f.head() == Some(":constants") => {
+                self.constants = item_names(&f.words[1..]).into_iter().map(str::to_string).collect()
+            }
+            Kind::Action => {
+                if let Some(name) = f.words.get(1) {
+                    self.actions.push(name.clone());
+                }
+                self.params.clear();
+            }
+            _ => {}
+        }
+        let text = format!("( {} )", f.text);
+        let Some(parent) = self.stack.last_mut() else {
+            self.done = true;
+            return ok;
+        };
+        if parent.head() == Some("and") && parent.children.contains(&text) {
+            ok = false;
+        }
+        if !parent.text.is_empty() {
+            parent.text.push(' ');
+        }
+        parent.text.push_str(&text);
+        parent.children.push(text);
+        ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(text: &str) -> DomainGuard {
+        DomainGuard::new(format!("(define (domain d) {text}").as_bytes())
+    }
+
+    #[test]
+    fn a_name_list_may_not_repeat_a_name() {
+        let g = guard("(:types block def");
+        assert!(g.admits(b" ", false), "the first `def`");
+        let g = guard("(:types def ");
+        assert!(g.admits(b"de", false), "a prefix of a repeat may still grow");
+        assert!(!g.admits(b"def ", false));
+        assert!(!g.admits(b"def)", false));
+        assert!(g.admits(b"defs ", false));
+        // A type after `-` may repeat.
+        let g = guard("(:types a - thing b - ");
+        assert!(g.admits(b"thing)", false));
+        // Past the domain's share, the list closes instead of growing.
+        let g = guard("(:types a ");
+        assert!(!g.admits(b"b", true));
+        assert!(g.admits(b")", true));
+    }
+
+    #[test]
+    fn a_type_follows_a_name_and_full_lists_close() {
+        let g = guard("(:predicates (p ?x - t ");
+        assert!(!g.admits(b"- ", false), "`- t - u`");
+        assert!(g.admits(b"?y ", false));
+        let g = guard("(:types ");
+        assert!(!g.admits(b"-", false), "a list starting with a type");
+        let q = g.quick(false).unwrap();
+        assert!(!q.names(b"-", 0) && q.names(b"a", 0));
+        // Past the share, a declaration keeps the one variable it has.
+        let g = guard("(:predicates (p ?x ");
+        assert!(!g.admits(b"?y", true));
+        assert!(!g.admits(b" ?y", true));
+        assert!(g.admits(b")", true));
+    }
+
+    #[test]
+    fn comments_are_bounded() {
+        let g = guard("(:types a ");
+        assert!(g.admits(b"; why\n", false));
+        assert!(!g.admits(b";", true), "past the share");
+        let g = guard(&format!("(:types a {}", ";\n".repeat(MAX_COMMENTS)));
+        assert!(!g.admits(b";", false));
+        assert!(!g.admits(b");", false));
+        assert!(g.admits(b")", false));
+    }
+
+    #[test]
+    fn declarations_and_actions_are_unique() {
+        let g = guard("(:predicates (on ?x ?y) (");
+        assert!(!g.admits(b"on ", false));
+        assert!(g.admits(b"clear ", false));
+        let g = guard("(:predicates (on ?x ");
+        assert!(!g.admits(b"?x)", false));
+        let g = guard("(:predicates (p ?x)) (:action a :parameters (?x) :precondition (p ?x) :effect (p ?x)) (:action ");
+        assert!(!g.admits(b"a ", false));
+        assert!(g.admits(b"b ", false));
+    }
+
+    #[test]
+    fn action_literals_use_the_declarations() {
+        let pre = "(:constants k) (:predicates (on ?x ?y) (clear ?x)) (:action a :parameters (?x ?y) :precondition (and ";
+        let g = guard(pre);
+        assert!(g.admits(b"(on ?x ?y)", false));
+        assert!(g.admits(b"(cl", false));
+        assert!(!g.admits(b"(holding ", false), "undeclared predicate");
+        assert!(!g.admits(b"(on ?x)", false), "arity");
+        assert!(!g.admits(b"(on ?x ?y ?x", false), "arity");
+        assert!(!g.admits(b"(on ?z", false), "not a parameter");
+        assert!(g.admits(b"(on k ?x)", false), "a constant");
+        assert!(!g.admits(b"(on j ?x)", false), "not a constant");
+        let g = guard(&format!("{pre}(clear ?x) "));
+        assert!(!g.admits(b"(clear ?x)", false), "a repeated literal");
+        assert!(g.admits(b"(not (clear ?x))", false));
+        // The byte-at-a-time path agrees with the whole-token path.
+        let g = guard(&format!("{pre}(on ?x"));
+        assert!(!g.admits(b")", false));
+        assert!(g.admits(b" ", false));
+        let g = guard(&format!("{pre}(on ?"));
+        assert!(g.admits(b"y", false));
+        assert!(!g.admits(b"z", false));
+    }
+}
