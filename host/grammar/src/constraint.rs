@@ -303,6 +303,10 @@ impl Staged {
             }
         }
         if self.stage == Stage::Objects {
+            if let Some(guard) = self.guard.as_mut().filter(|g| g.objects().is_some()) {
+                let env = self.env.clone();
+                guard.measure_facts(|b| env.tokenize(b));
+            }
             if let (Some(guard), Some(vocab)) = (&self.guard, &self.vocab) {
                 if let Some(objects) = guard.objects() {
                     let objects = objects.to_vec();

@@ -12,7 +12,7 @@ pub type Tokenize = dyn Fn(&[u8]) -> Vec<u32> + Send + Sync;
 
 struct Env {
     trie: TokTrie,
-    tokenize: Box<Tokenize>,
+    tokenize: Arc<Tokenize>,
 }
 
 impl TokenizerEnv for Env {
@@ -44,6 +44,7 @@ pub struct TokenEnv {
     token_bytes: Vec<Vec<u8>>,
     flags: Vec<u8>,
     eos: Vec<u32>,
+    tokenize: Arc<Tokenize>,
 }
 
 impl std::fmt::Debug for TokenEnv {
@@ -64,7 +65,8 @@ impl TokenEnv {
         }
         let info = TokRxInfo::new(token_bytes.len() as u32, first);
         let trie = TokTrie::from(&info, &token_bytes).with_eos_tokens(eos);
-        let env: toktrie::TokEnv = Arc::new(Env { trie, tokenize });
+        let tokenize: Arc<Tokenize> = Arc::from(tokenize);
+        let env: toktrie::TokEnv = Arc::new(Env { trie, tokenize: tokenize.clone() });
         let mut factory = ParserFactory::new_simple(&env).map_err(|e| GrammarError::Env(e.to_string()))?;
         factory.quiet();
         let flags = token_bytes
@@ -91,7 +93,7 @@ impl TokenEnv {
                 f
             })
             .collect();
-        Ok(Arc::new(TokenEnv { factory, token_bytes, flags, eos: eos.to_vec() }))
+        Ok(Arc::new(TokenEnv { factory, token_bytes, flags, eos: eos.to_vec(), tokenize }))
     }
 
     /// One byte per token plus an end token: for checking grammars against text (tests, and a
@@ -101,6 +103,11 @@ impl TokenEnv {
         words.push(b"\xFF<|end|>".to_vec());
         let tokenize = Box::new(|s: &[u8]| s.iter().map(|&b| u32::from(b)).collect::<Vec<u32>>());
         TokenEnv::new(words, &[256], tokenize).expect("the byte vocabulary is well formed")
+    }
+
+    /// The model's tokens for `bytes`.
+    pub fn tokenize(&self, bytes: &[u8]) -> Vec<u32> {
+        (self.tokenize)(bytes)
     }
 
     /// Rows of the vocabulary.

@@ -263,6 +263,8 @@ pub(crate) struct Guard {
     max_tokens: usize,
     /// Problems the answer may not end up equal to.
     avoid: Vec<Candidate>,
+    /// The longest fact's tokens, counted by the model's tokenizer.
+    measured_fact_tokens: Option<usize>,
 }
 
 impl Guard {
@@ -279,6 +281,7 @@ impl Guard {
             limits,
             max_tokens,
             avoid: Vec::new(),
+            measured_fact_tokens: None,
         };
         g.commit(prefix);
         g
@@ -477,12 +480,32 @@ impl Guard {
         self.open_completions(section, positive, pred, &top.words[1..], partial, new_facts)
     }
 
-    /// A generous estimate of the tokens one fact takes: its parentheses and predicate, and
-    /// per argument the longest declared name at about three characters a token.
+    /// The tokens the longest fact takes: as the model's tokenizer counts it once
+    /// [`Guard::measure_facts`] ran, else an estimate (a token per three characters).
     fn fact_tokens(&self) -> usize {
+        if let Some(n) = self.measured_fact_tokens {
+            return n;
+        }
         let longest = self.objects.iter().flatten().map(|(n, _)| n.len()).max().unwrap_or(1);
         let arity = self.vocab.predicates.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
         4 + arity * (longest.div_ceil(3) + 1)
+    }
+
+    /// Counts, with the model's tokenizer, the tokens of the longest fact over the declared
+    /// objects: each predicate over the name that takes the most tokens, plus the blank before
+    /// it. Names like `location_0_1` take a token per digit and underscore, which the estimate
+    /// missed (a Logistics goal ran into the cap).
+    pub(crate) fn measure_facts(&mut self, tokenize: impl Fn(&[u8]) -> Vec<u32>) {
+        let Some(longest) = self.objects_raw.iter().map(|(n, _)| n).max_by_key(|n| tokenize(format!(" {n}").as_bytes()).len()) else {
+            return;
+        };
+        let most = self
+            .vocab
+            .predicates
+            .iter()
+            .map(|(p, params)| tokenize(format!(" ({p} {})", vec![longest.as_str(); params.len()].join(" ")).as_bytes()).len())
+            .max();
+        self.measured_fact_tokens = most.map(|n| n + 1);
     }
 
     /// Whether some fact `(pred args… partial…)` that is not yet stated can still be written.
@@ -568,6 +591,27 @@ mod tests {
         let g = Guard::new(bw(), limits, 400, b"(define (problem t) (:domain bw) (:objects a - block ");
         assert!(g.admits(b"b ", 10));
         assert!(g.object_names_quick(10).unwrap().extend, "a name may start");
+    }
+
+    /// Regression: a Logistics goal ran into the token cap because the reserve for a goal
+    /// fact guessed three characters a token, and `location_0_1` takes about six.
+    #[test]
+    fn the_budget_reserve_counts_facts_with_the_models_tokenizer() {
+        let mut g = guard("location_0_1 b) (:init ");
+        let estimate = g.fact_tokens();
+        // A tokenizer that spends a token per byte, as Qwen nearly does on digits and `_`.
+        g.measure_facts(|b| b.iter().map(|&c| u32::from(c)).collect());
+        let measured = " (on location_0_1 location_0_1)".len() + 1;
+        assert_eq!(g.fact_tokens(), measured);
+        assert!(measured > estimate, "{measured} vs the old estimate {estimate}");
+        // So a goal fact may not open where it could not close.
+        let g2 = {
+            let mut g = guard("location_0_1 b) (:init) (:goal (and ");
+            g.measure_facts(|b| b.iter().map(|&c| u32::from(c)).collect());
+            g
+        };
+        assert!(!g2.admits(b"(", 400 - measured - 2));
+        assert!(g2.admits(b"(", 400 - measured - 3));
     }
 
     #[test]
