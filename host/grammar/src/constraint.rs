@@ -8,7 +8,7 @@ use llguidance::Matcher;
 use serde::{Deserialize, Serialize};
 use toktrie::SimpleVob;
 
-use crate::env::{TokenEnv, BLANKS_ONLY, BLANKS_THEN_NAME, HAS_STRUCTURE, NAME_ONLY, OPENS};
+use crate::env::{Lead, TokenEnv, BLANKS_ONLY, BLANKS_THEN_NAME, HAS_STRUCTURE, NAME_ONLY, OPENS};
 use crate::domain_guard::DomainGuard;
 use crate::guard::{Candidate, Guard};
 use crate::lark::{self, Limits, Objects, Vocabulary};
@@ -453,21 +453,20 @@ impl TokenConstraint for Staged {
             });
             self.restrict(&mut mask, &refused);
         }
-        let blanks = |bytes: &[u8]| {
-            let run: Vec<u8> = bytes.iter().copied().take_while(u8::is_ascii_whitespace).collect();
-            (run.len(), run.iter().filter(|&&b| b == b'\n').count())
-        };
-        let tail: Vec<u8> = self.text.iter().rev().copied().take_while(u8::is_ascii_whitespace).collect();
-        let (run, newlines) = blanks(&tail);
+        // Blank runs: only where some token could overrun one, or the blank budget is spent,
+        // is the mask walked (per-token leads are precomputed in the environment).
+        let tail = Lead::of(self.text.iter().rev().copied());
+        let most = self.env.max_lead();
         let blank_budget_spent = self.blank_tokens * BLANK_TOKEN_SHARE >= self.max_tokens;
-        if run > 0 || blank_budget_spent {
+        let may_overrun = tail.blanks + most.blanks > MAX_BLANK_RUN || tail.newlines + most.newlines > MAX_NEWLINE_RUN;
+        if tail.blanks > 0 && may_overrun || blank_budget_spent {
             let mut refused = Vec::new();
             mask.iter_set_entries(|t| {
                 let t = t as u32;
-                let (lead, lead_newlines) = blanks(self.env.token(t));
-                let too_long = run + lead > MAX_BLANK_RUN || newlines + lead_newlines > MAX_NEWLINE_RUN;
+                let lead = self.env.lead(t);
+                let too_long = tail.blanks + lead.blanks > MAX_BLANK_RUN || tail.newlines + lead.newlines > MAX_NEWLINE_RUN;
                 let only_blanks = self.env.flags(t) & BLANKS_ONLY != 0;
-                if lead > 0 && (too_long || only_blanks && blank_budget_spent) {
+                if lead.blanks > 0 && (tail.blanks > 0 && too_long || only_blanks && blank_budget_spent) {
                     refused.push(t);
                 }
             });

@@ -43,8 +43,31 @@ pub struct TokenEnv {
     factory: ParserFactory,
     token_bytes: Vec<Vec<u8>>,
     flags: Vec<u8>,
+    /// Per token, the blank bytes and newlines it starts with (for the blank-run bound).
+    leads: Vec<Lead>,
+    /// The longest of each over the vocabulary.
+    max_lead: Lead,
     eos: Vec<u32>,
     tokenize: Arc<Tokenize>,
+}
+
+/// The blanks a token starts with: bytes, and newlines among them.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Lead {
+    pub(crate) blanks: usize,
+    pub(crate) newlines: usize,
+}
+
+impl Lead {
+    /// The blanks that `bytes` start with (or, reversed, end with).
+    pub(crate) fn of(bytes: impl Iterator<Item = u8>) -> Lead {
+        let mut lead = Lead::default();
+        for b in bytes.take_while(u8::is_ascii_whitespace) {
+            lead.blanks += 1;
+            lead.newlines += usize::from(b == b'\n');
+        }
+        lead
+    }
 }
 
 impl std::fmt::Debug for TokenEnv {
@@ -93,7 +116,12 @@ impl TokenEnv {
                 f
             })
             .collect();
-        Ok(Arc::new(TokenEnv { factory, token_bytes, flags, eos: eos.to_vec(), tokenize }))
+        let leads: Vec<Lead> = token_bytes.iter().map(|b| Lead::of(b.iter().copied())).collect();
+        let max_lead = Lead {
+            blanks: leads.iter().map(|l| l.blanks).max().unwrap_or(0),
+            newlines: leads.iter().map(|l| l.newlines).max().unwrap_or(0),
+        };
+        Ok(Arc::new(TokenEnv { factory, token_bytes, flags, leads, max_lead, eos: eos.to_vec(), tokenize }))
     }
 
     /// One byte per token plus an end token: for checking grammars against text (tests, and a
@@ -128,6 +156,14 @@ impl TokenEnv {
     /// The ids that end a turn.
     pub fn eos(&self) -> &[u32] {
         &self.eos
+    }
+
+    pub(crate) fn lead(&self, t: u32) -> Lead {
+        self.leads.get(t as usize).copied().unwrap_or_default()
+    }
+
+    pub(crate) fn max_lead(&self) -> Lead {
+        self.max_lead
     }
 
     pub(crate) fn flags(&self, t: u32) -> u8 {
