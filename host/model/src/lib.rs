@@ -43,7 +43,7 @@ mod weights;
 #[cfg(test)]
 mod test_util;
 
-pub use bench::{bench_inference, bench_training, peak_rss_mib, reset_peak_rss, InferenceBench, TrainBench};
+pub use bench::{bench_inference, bench_training, peak_rss_mib, reset_peak_rss, rss_mib, InferenceBench, TrainBench};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopReason};
 /// Constrained decoding: what a [`SamplingConfig::constraint`] holds, and the live masks.
 pub use onebrain_grammar::{ConstraintSpec, ConstraintStats, Limits as GrammarLimits, TokenEnv, TokenSet};

@@ -554,7 +554,7 @@ impl Learner {
     }
 
     /// The Judge's logits for examples `idx`, on the full path or, with `detach-prompt`,
-    /// with gradients through the last [`JUDGE_TAIL`] tokens (the candidate and the question).
+    /// with gradients through the last `judge-tail` tokens (the candidate and the question).
     fn judge_forward(
         &self,
         idx: &[usize],
@@ -570,7 +570,7 @@ impl Learner {
         let mut out = Vec::with_capacity(idx.len());
         for &i in idx {
             let p = &batch.judge[i].prompt;
-            let split = p.len().saturating_sub(JUDGE_TAIL);
+            let split = p.len().saturating_sub(self.args.judge_tail);
             let head = heads.get(&self.brain, Role::Judge, &p[..split])?;
             let logit = self
                 .brain
@@ -622,10 +622,6 @@ impl Learner {
         Ok(sum / n.max(1) as f32)
     }
 }
-
-/// Judge tokens that keep their gradient with `detach-prompt`: the candidate (at most
-/// `max-tokens`, 160–320 in the shipped configs) and the closing question.
-const JUDGE_TAIL: usize = 384;
 
 /// Prompt heads, by role and tokens: keys and values computed with the current parameters,
 /// dropped after every optimizer step.

@@ -102,6 +102,9 @@ pub struct MetricsRow {
     /// Seconds of the update.
     #[serde(rename = "time/update_s")]
     pub update_secs: f64,
+    /// Resident memory after the update, MiB: a run's memory must stay flat.
+    #[serde(rename = "perf/rss_mib", default)]
+    pub rss_mib: Option<f64>,
 }
 
 impl MetricsRow {
@@ -155,6 +158,7 @@ impl MetricsRow {
             rollout_secs,
             verify_secs: r.verify_secs,
             update_secs: u.secs,
+            rss_mib: onebrain_model::rss_mib(),
         }
     }
 
@@ -162,7 +166,7 @@ impl MetricsRow {
     pub fn line(&self) -> String {
         let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
         format!(
-            "update {:>3}: b0 {:.2} bT {:.2} R_A {:.2} R_E {} judge AUC {} ECE {} | loss {:.3} kl {:.4} clip {:.2} | rollout {:.0}s update {:.0}s",
+            "update {:>3}: b0 {:.2} bT {:.2} R_A {:.2} R_E {} judge AUC {} ECE {} | loss {:.3} kl {:.4} clip {:.2} | rollout {:.0}s update {:.0}s rss {} MiB",
             self.update,
             self.success_b0,
             self.success_bt,
@@ -174,7 +178,8 @@ impl MetricsRow {
             self.approx_kl,
             self.clipfrac,
             self.rollout_secs,
-            self.update_secs
+            self.update_secs,
+            self.rss_mib.map_or("-".to_string(), |m| format!("{m:.0}"))
         ) + &if self.dropped_steps > 0 {
             format!(" | {} step(s) dropped: non-finite gradient", self.dropped_steps)
         } else {

@@ -51,6 +51,10 @@ pub struct PpoArgs {
     /// long prompts; the role tokens, which sit in the prompt, then get no gradient. Off:
     /// the exact gradient.
     pub detach_prompt: bool,
+    /// With `detach-prompt`, the Judge prompt's last tokens that keep their gradient: the
+    /// candidate (at most the episode's `max-tokens`) and the closing question. The Judge's
+    /// share of an update's time grows with it.
+    pub judge_tail: usize,
     /// PPO clip ε (paper: 0.2).
     pub clip_coef: f32,
     /// γ across an episode's steps (paper: 0.9).
@@ -94,6 +98,7 @@ impl Default for PpoArgs {
             update_epochs: 2,
             micro_batch: 1,
             detach_prompt: false,
+            judge_tail: 384,
             clip_coef: 0.2,
             gamma: 0.9,
             gae_lambda: 0.95,
@@ -126,8 +131,8 @@ impl PpoArgs {
         if self.batch_size == 0 || self.num_minibatches == 0 || self.update_epochs == 0 {
             return bad("batch-size, num-minibatches and update-epochs must be at least 1".into());
         }
-        if self.micro_batch == 0 || self.group_size == 0 {
-            return bad("micro-batch and group-size must be at least 1".into());
+        if self.micro_batch == 0 || self.group_size == 0 || self.judge_tail == 0 {
+            return bad("micro-batch, group-size and judge-tail must be at least 1".into());
         }
         if self.batch_size % self.group_size != 0 {
             return bad(format!(
