@@ -897,9 +897,10 @@ impl Brain {
 
     /// Per-token log-probabilities of `continuation` after `head` + `tail`, with gradients
     /// through the `tail` and continuation positions only: the head's keys and values are
-    /// constants (truncated backpropagation through the prompt). `tail` must hold at least
-    /// the prompt's last token, whose hidden state predicts the first continuation token.
-    /// Role tokens sit in the head, so they receive no gradient on this path.
+    /// constants (truncated backpropagation through the prompt), except the role tokens',
+    /// which are recomputed with a graph, so the role tokens get the gradient that reaches
+    /// them through the tail's attention. `tail` must hold at least the prompt's last
+    /// token, whose hidden state predicts the first continuation token.
     pub fn tail_logprobs(&self, head: &PromptHead, tail: &[u32], continuation: &[u32]) -> Result<BatchLogprobs> {
         self.tail_logprobs_masked(head, tail, continuation, None)
     }
@@ -960,11 +961,23 @@ impl Brain {
     /// graph to the role's parameters.
     fn tail_hidden(&self, head: &PromptHead, tokens: &[u32]) -> Result<Tensor> {
         let backbone = self.dense_for(head.role)?;
-        let view: RoleView = self.role_params(head.role).view(self.scale, false)?;
+        let params = self.role_params(head.role);
+        let view: RoleView = params.view(self.scale, false)?;
+        let step = Step { positions: None, mask: None };
+        // The role tokens back in the graph: they come first and see nothing before them, so
+        // their keys and values, recomputed here with a graph (a few positions), equal the
+        // head's; the tail's attention to them then carries a gradient to the role tokens.
+        // The prompt's own positions stay constants.
+        let mut kv = match params.soft_tokens(false)? {
+            Some(soft) if head.kv.len > 0 => {
+                let mut role_kv = KvCache::new(backbone.blocks.len());
+                backbone.forward(&soft, &step, Some(&mut role_kv), &view, Mode::Diff)?;
+                head.kv.with_prefix(&role_kv)?
+            }
+            _ => head.kv.clone(),
+        };
         let ids = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
         let x = backbone.embed(&ids)?;
-        let mut kv = head.kv.clone();
-        let step = Step { positions: None, mask: None };
         Ok(backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?)
     }
 

@@ -244,6 +244,28 @@ impl KvCache {
         Ok(KvCache { layers, len: self.len })
     }
 
+    /// This cache with its first `prefix.len` positions taken from `prefix` (the same
+    /// positions computed another way, e.g. with a graph where this cache has none).
+    pub(crate) fn with_prefix(&self, prefix: &KvCache) -> Result<Self> {
+        let n = prefix.len.min(self.len);
+        let layers = self
+            .layers
+            .iter()
+            .zip(&prefix.layers)
+            .map(|(l, p)| match (l, p) {
+                (Some((k, v)), Some((pk, pv))) if n > 0 => {
+                    let join = |whole: &Tensor, front: &Tensor| -> Result<Tensor> {
+                        let rest = whole.narrow(2, n, self.len - n)?;
+                        Ok(Tensor::cat(&[&front.narrow(2, 0, n)?, &rest], 2)?)
+                    };
+                    Ok(Some((join(k, pk)?, join(v, pv)?)))
+                }
+                _ => Ok(l.clone()),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache { layers, len: self.len })
+    }
+
     /// Keeps only the batch rows in `rows`.
     pub(crate) fn select_rows(&self, rows: &[u32]) -> Result<Self> {
         let idx = Tensor::new(rows, &Device::Cpu)?;

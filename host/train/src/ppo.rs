@@ -48,8 +48,8 @@ pub struct PpoArgs {
     /// Truncated backpropagation through the prompt: its keys and values are computed once
     /// per distinct prompt without a graph, and gradients flow only through the generated
     /// tokens (and the Judge's last tokens). Several times cheaper in time and memory on
-    /// long prompts; the role tokens, which sit in the prompt, then get no gradient. Off:
-    /// the exact gradient.
+    /// long prompts. The role tokens, which open the prompt, keep a gradient: their few keys
+    /// and values are recomputed in the graph. Off: the exact gradient.
     pub detach_prompt: bool,
     /// With `detach-prompt`, the Judge prompt's last tokens that keep their gradient: the
     /// candidate (at most the episode's `max-tokens`) and the closing question. The Judge's
