@@ -3,6 +3,7 @@
 mod harness;
 
 mod check;
+mod configs;
 mod eval;
 mod plugins;
 mod solve;

@@ -70,6 +70,13 @@ fn train_runs_checkpoints_and_resumes() {
         "update-000001"
     );
     assert!(run.join("curves.svg").is_file() && run.join("config.json").is_file());
+    // The held-out slice, before the update and after it, with its own resumable trace.
+    assert!(err.contains("held-out after 0 updates: b0 ") && err.contains("held-out after 1 updates: "), "{err}");
+    let heldout = lines(&run.join("heldout.jsonl"));
+    assert_eq!(heldout.iter().map(|h| h["update"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1]);
+    assert!(heldout.iter().all(|h| h["tasks"] == 1 && h["checked"] == 1), "{heldout:?}");
+    assert!(run.join("heldout/update-000001/trace.jsonl").is_file());
+    assert!(fs::read_to_string(run.join("curves.svg")).unwrap().contains("held-out b0"));
 
     // The run folder is not overwritten by accident.
     let refused = train(&run, &[]).fails_with(1);
@@ -85,6 +92,9 @@ fn train_runs_checkpoints_and_resumes() {
         "{err}"
     );
     assert_eq!(lines(&run.join("metrics.jsonl")).len(), 2);
+    // The base evaluation is not run again; the new last update gets one.
+    let heldout = lines(&run.join("heldout.jsonl"));
+    assert_eq!(heldout.iter().map(|h| h["update"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1, 2]);
     let episodes = lines(&run.join("episodes.jsonl"));
     assert_eq!(
         episodes.iter().filter(|e| e["update"] == 1).count(),

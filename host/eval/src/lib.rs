@@ -58,6 +58,6 @@ pub use trace::{read_jsonl, read_trace, TraceContents, TraceError, TraceWriter};
 
 pub use metrics::{
     disagreement_bound, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts,
-    FaithfulnessMetrics, MetricsError,
+    FaithfulnessMetrics, MetricsError, wilson_interval,
 };
 pub use planbench::{load_planbench, LoadError, PlanBenchSet, PlanBenchTask};

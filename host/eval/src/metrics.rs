@@ -189,6 +189,18 @@ impl FaithfulnessMetrics {
     }
 }
 
+/// The 95 % Wilson score interval of a rate of `k` in `n` (the interval the reports give;
+/// unlike the normal approximation it stays inside [0, 1] and is honest at 0 of 10).
+pub fn wilson_interval(k: usize, n: usize) -> Option<(f64, f64)> {
+    if n == 0 {
+        return None;
+    }
+    let (z, n, p) = (1.96f64, n as f64, k as f64 / n as f64);
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z / (1.0 + z * z / n) * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt();
+    Some(((centre - half).max(0.0), (centre + half).min(1.0)))
+}
+
 /// ε̂ and its high-probability upper bound on the true disagreement rate ε.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DisagreementBound {
@@ -298,6 +310,19 @@ pub fn roc_auc(scores: &[f64], labels: &[bool]) -> Result<f64, MetricsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wilson_intervals_match_the_published_values() {
+        // 0/10 → [0, 27.8 %], 10/10 → [72.2 %, 100 %], 5/10 → [23.7 %, 76.3 %].
+        let r = |k, n| {
+            let (lo, hi) = wilson_interval(k, n).unwrap();
+            ((lo * 1000.0).round() / 10.0, (hi * 1000.0).round() / 10.0)
+        };
+        assert_eq!(r(0, 10), (0.0, 27.8));
+        assert_eq!(r(10, 10), (72.2, 100.0));
+        assert_eq!(r(5, 10), (23.7, 76.3));
+        assert_eq!(wilson_interval(0, 0), None);
+    }
 
     fn rep(
         solvable: bool,

@@ -129,13 +129,13 @@ pub fn trace_path(cfg: &EvalConfig, base: &Path) -> PathBuf {
 }
 
 /// [`run_eval`] with the services given and the model loaded by `load` only if there is work
-/// left (tests pass a scripted model).
-pub fn run_eval_with(
+/// left (tests pass a scripted model; the trainer passes the model it is training).
+pub fn run_eval_with<'m>(
     cfg: &EvalConfig,
     base: &Path,
     services: &Services,
-    load: &mut dyn FnMut() -> Result<Box<dyn LanguageModel>, RolesError>,
-    model: &mut Option<Box<dyn LanguageModel>>,
+    load: &mut dyn FnMut() -> Result<Box<dyn LanguageModel + 'm>, RolesError>,
+    model: &mut Option<Box<dyn LanguageModel + 'm>>,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<EvalOutcome, EvalError> {
     let data = base.join(&cfg.data);

@@ -81,7 +81,8 @@ fn legend(s: &mut String, names: &[String]) {
     }
 }
 
-/// One line per series over x = 0..n−1, values in [0, 1].
+/// One line per series over x = 0..n−1, values in [0, 1]; values that are not finite are
+/// left out.
 pub fn line_chart(
     title: &str,
     x_label: &str,
@@ -114,9 +115,11 @@ pub fn line_chart(
     );
     for (k, (_, values)) in series.iter().enumerate() {
         let colour = PALETTE[k % PALETTE.len()];
+        // A value that is not a number (a rate of nothing) is left out, not drawn at NaN.
         let points: Vec<String> = values
             .iter()
             .enumerate()
+            .filter(|(_, v)| v.is_finite())
             .map(|(i, v)| format!("{:.1},{:.1}", x_of(i), y_of(*v)))
             .collect();
         let _ = writeln!(
@@ -124,7 +127,7 @@ pub fn line_chart(
             r#"<polyline fill="none" stroke="{colour}" stroke-width="2" points="{}"/>"#,
             points.join(" ")
         );
-        for (i, v) in values.iter().enumerate() {
+        for (i, v) in values.iter().enumerate().filter(|(_, v)| v.is_finite()) {
             let _ = writeln!(
                 s,
                 r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"><title>{v:.3}</title></circle>"#,

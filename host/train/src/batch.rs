@@ -109,6 +109,11 @@ pub struct RolloutStats {
     pub gen_secs: f64,
     /// Seconds of verification.
     pub verify_secs: f64,
+    /// Episodes solved (b_T), and of those, solved with an empty plan: the goal already
+    /// held in the initial state, the cheapest way to a solver's yes.
+    pub solved: usize,
+    /// See `solved`.
+    pub solved_goal_at_init: usize,
 }
 
 /// An update's samples.
@@ -137,6 +142,10 @@ impl Batch {
         for (episode, (group, rec)) in records.iter().enumerate() {
             st.success_b0 += f64::from(u8::from(rec.b0));
             st.success_bt += f64::from(u8::from(rec.solved));
+            if rec.solved {
+                st.solved += 1;
+                st.solved_goal_at_init += usize::from(rec.final_plan.is_empty());
+            }
             st.repairs += f64::from(rec.repairs);
             st.gen_secs += rec.timings.generation_ms / 1e3;
             st.verify_secs += rec.timings.verification_ms / 1e3;

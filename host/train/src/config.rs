@@ -135,6 +135,13 @@ pub struct TrainConfig {
     /// Start from these trained role parameters instead of fresh ones.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub init_checkpoint: Option<PathBuf>,
+    /// The held-out slice: an eval config (`configs/eval-*.toml`, relative to this file)
+    /// whose tasks the parameters being trained solve before the first update, every
+    /// `eval-every` updates and after the last. Its `[model]` is ignored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval_config: Option<PathBuf>,
+    /// Updates between held-out evaluations (0: before the first and after the last only).
+    pub eval_every: u64,
 }
 
 impl Default for TrainConfig {
@@ -156,6 +163,8 @@ impl Default for TrainConfig {
             solver: SolverConfig::default(),
             plugins: RuntimeConfig::default(),
             init_checkpoint: None,
+            eval_config: None,
+            eval_every: 0,
         }
     }
 }
@@ -187,6 +196,11 @@ impl TrainConfig {
         if self.updates == 0 || self.checkpoint_every == 0 || self.keep_checkpoints == 0 {
             return Err(TrainError::Config(
                 "updates, checkpoint-every and keep-checkpoints must be at least 1".into(),
+            ));
+        }
+        if self.eval_every > 0 && self.eval_config.is_none() {
+            return Err(TrainError::Config(
+                "eval-every needs eval-config: the eval config of the held-out slice".into(),
             ));
         }
         if self.tasks.benchmarks.is_empty()

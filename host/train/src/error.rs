@@ -53,6 +53,9 @@ pub enum TrainError {
     /// A JSONL log of the run folder could not be written.
     #[error(transparent)]
     Log(#[from] onebrain_eval::TraceError),
+    /// The held-out evaluation failed.
+    #[error("held-out evaluation: {0}")]
+    HeldOut(#[from] onebrain_eval::EvalError),
     /// The domain plugin could not generate a task.
     #[error("task stream: {0}")]
     Tasks(String),

@@ -325,6 +325,7 @@ impl Learner {
         // Generation must not reuse prompt caches computed under the old parameters; the
         // fingerprint check would catch it, dropping them frees the memory now.
         self.brain.clear_prefix_cache();
+        release_free_memory();
         stats.secs = start.elapsed().as_secs_f64();
         Ok(stats)
     }
@@ -620,6 +621,18 @@ impl Learner {
             n += s.output.len();
         }
         Ok(sum / n.max(1) as f32)
+    }
+}
+
+/// Gives the pages of freed memory back to the system. glibc keeps a freed heap region
+/// mapped for reuse, so without this a run's resident memory follows the largest update so
+/// far (the longest batch's activations) rather than what is live.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel; it touches no live
+    // allocation and is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

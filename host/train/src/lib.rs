@@ -10,6 +10,8 @@
 //!   the reward plugin) → [`Learner::update`] → `metrics.jsonl` and `curves.svg` → an atomic
 //!   checkpoint. `--resume` continues exactly: sampling seeds and minibatch order derive from
 //!   counters the checkpoint keeps, with the optimizer's moments.
+//! - With `eval-config`, the run solves a fixed held-out slice (benchmark rows, greedy)
+//!   before the first update and every `eval-every` updates: `heldout.jsonl`, [`HeldOutRow`].
 //! - `ppo.rs` holds the whole objective (clipped surrogate, value loss, Judge loss
 //!   BCE + λ_band·ℓ_band, GAE and group baselines, the joint line) as pure functions, each
 //!   checked against hand-computed values.
@@ -35,6 +37,7 @@ mod batch;
 mod checkpoint;
 mod config;
 mod error;
+mod heldout;
 mod learner;
 mod metrics;
 mod ppo;
@@ -45,6 +48,7 @@ pub use batch::{calibration_error, Batch, JudgeSample, PolicySample, RolloutStat
 pub use checkpoint::{checkpoint_dir, latest, restore, save as save_checkpoint, TrainState};
 pub use config::{Ablation, TaskStream, TrainConfig};
 pub use error::TrainError;
+pub use heldout::{read_rows as read_heldout, HeldOutRow};
 pub use learner::{Learner, UpdateStats};
 pub use metrics::{MetricsLog, MetricsRow};
 pub use ppo::{

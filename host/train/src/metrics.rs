@@ -39,6 +39,10 @@ pub struct MetricsRow {
     /// Episodes that ended in an error.
     #[serde(rename = "charts/errors")]
     pub errors: usize,
+    /// Share of the solved episodes whose goal already held in the initial state (empty
+    /// plan): reward hacking shows here first.
+    #[serde(rename = "charts/solved_goal_at_init", default)]
+    pub solved_goal_at_init: Option<f64>,
     /// The Judge's ROC AUC on this batch (needs both outcomes present).
     #[serde(rename = "judge/auc")]
     pub judge_auc: Option<f64>,
@@ -128,6 +132,8 @@ impl MetricsRow {
             reward_judge: r.reward_judge,
             repairs: r.repairs,
             errors: r.errors,
+            solved_goal_at_init: (r.solved > 0)
+                .then(|| r.solved_goal_at_init as f64 / r.solved as f64),
             judge_auc: onebrain_eval::roc_auc(&scores, &labels).ok(),
             judge_ece: calibration_error(&r.judge),
             judge_mean: (!scores.is_empty())
@@ -236,17 +242,32 @@ impl MetricsLog {
                 })
                 .collect()
         };
-        let svg = onebrain_eval::line_chart(
-            title,
-            "update",
-            "rate",
-            &[
-                ("success b0".into(), series(&|r| Some(r.success_b0))),
-                ("success bT".into(), series(&|r| Some(r.success_bt))),
-                ("judge AUC".into(), series(&|r| r.judge_auc)),
-                ("judge ECE".into(), series(&|r| r.judge_ece)),
-            ],
-        );
+        let mut curves = vec![
+            ("success b0".into(), series(&|r| Some(r.success_b0))),
+            ("success bT".into(), series(&|r| Some(r.success_bt))),
+            ("judge AUC".into(), series(&|r| r.judge_auc)),
+            ("judge ECE".into(), series(&|r| r.judge_ece)),
+        ];
+        // The held-out evaluations, each drawn from its update until the next one.
+        let heldout = crate::heldout::read_rows(&self.path.with_file_name("heldout.jsonl"))?;
+        if !heldout.is_empty() {
+            let at = |f: &dyn Fn(&crate::HeldOutRow) -> f64| -> Vec<f64> {
+                rows.iter()
+                    .map(|r| {
+                        heldout
+                            .iter()
+                            .filter(|h| h.update <= r.update)
+                            .next_back()
+                            .map_or(f64::NAN, f)
+                    })
+                    .collect()
+            };
+            curves.push(("held-out b0".into(), at(&|h| h.rate(h.solved_b0))));
+            curves.push(("held-out bT".into(), at(&|h| h.rate(h.solved))));
+            curves.push(("held-out Faithful".into(), at(&|h| h.rate(h.faithful))));
+            curves.push(("held-out drift".into(), at(&|h| h.drift.unwrap_or(f64::NAN))));
+        }
+        let svg = onebrain_eval::line_chart(title, "update", "rate", &curves);
         let path = self.path.with_file_name("curves.svg");
         fs::write(&path, svg).map_err(|e| TrainError::io(&path, e))?;
         Ok(path)

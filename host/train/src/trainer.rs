@@ -18,7 +18,8 @@ use onebrain_core::Task;
 use onebrain_eval::TraceWriter;
 use onebrain_model::Brain;
 use onebrain_roles::{
-    load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, Services,
+    load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, RolesError,
+    Services,
 };
 use onebrain_verifier::VerifierPool;
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,7 @@ use crate::batch::Batch;
 use crate::checkpoint::{self, TrainState};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
+use crate::heldout::{HeldOut, HeldOutLog, HeldOutRow};
 use crate::learner::Learner;
 use crate::metrics::{MetricsLog, MetricsRow};
 
@@ -60,6 +62,19 @@ pub enum TrainEvent<'a> {
     Updated(&'a MetricsRow),
     /// A checkpoint was written.
     Checkpoint(&'a Path),
+    /// An episode of a held-out evaluation finished.
+    HeldOutEpisode {
+        /// Updates done when the evaluation runs.
+        update: u64,
+        /// Episodes finished so far, and in all.
+        done: usize,
+        /// Episodes in the evaluation.
+        total: usize,
+        /// The record.
+        record: &'a EpisodeRecord,
+    },
+    /// A held-out evaluation finished.
+    HeldOut(&'a HeldOutRow),
 }
 
 /// One line of `episodes.jsonl`.
@@ -85,6 +100,8 @@ pub struct Trainer {
     resumed: HashMap<usize, (usize, EpisodeRecord)>,
     /// `episodes.jsonl`, open for appending.
     episodes: TraceWriter,
+    /// The held-out slice and its log, when the config names one.
+    heldout: Option<(HeldOut, HeldOutLog)>,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -96,12 +113,15 @@ impl std::fmt::Debug for Trainer {
     }
 }
 
-/// sha256 of the config with `updates` and `out-dir` blanked: what must not change across a
-/// resume (a run may be extended, or moved to another folder).
+/// sha256 of the config with `updates`, `out-dir` and the held-out keys blanked: what must
+/// not change across a resume (a run may be extended, moved to another folder, or evaluated
+/// more or less often; none of that changes what it learns).
 fn config_digest(cfg: &TrainConfig) -> String {
     let mut c = cfg.clone();
     c.updates = 0;
     c.out_dir = PathBuf::new();
+    c.eval_config = None;
+    c.eval_every = 0;
     let json = serde_json::to_string(&c).expect("config serialises");
     hex::encode(Sha256::digest(json.as_bytes()))
 }
@@ -130,8 +150,8 @@ impl Trainer {
                     .filter(|k| !k.is_empty())
                     .unwrap_or_else(|| format!("see {}", config_json.display()));
                 return Err(TrainError::Config(format!(
-                    "the config differs from the one {} was trained with ({changed}); only `updates` and \
-                     `out-dir` may change on --resume",
+                    "the config differs from the one {} was trained with ({changed}); only `updates`, \
+                     `out-dir`, `eval-config` and `eval-every` may change on --resume",
                     run_dir.display(),
                 )));
             }
@@ -168,6 +188,13 @@ impl Trainer {
         // Opening cuts a torn last line a kill left behind.
         let episodes = TraceWriter::open(&episodes_path)?;
         let resumed = read_episodes(&episodes_path, state.updates)?;
+        let heldout = match &cfg.eval_config {
+            Some(path) => Some((
+                HeldOut::load(&base.join(path))?,
+                HeldOutLog::open(&run_dir, state.updates)?,
+            )),
+            None => None,
+        };
         Ok(Trainer {
             cfg,
             run_dir,
@@ -178,6 +205,7 @@ impl Trainer {
             metrics,
             resumed,
             episodes,
+            heldout,
         })
     }
 
@@ -204,11 +232,75 @@ impl Trainer {
             trainable: self.learner.trainable_params(),
             run_dir: &self.run_dir,
         });
+        // The evaluation of the parameters as they stand, if one is due and not yet logged
+        // (the base model's, or one a kill interrupted).
+        self.evaluate_if_due(on_event)?;
         let mut ran = 0;
         while self.state.updates < self.cfg.updates && stop_after.is_none_or(|n| ran < n) {
             self.one_update(on_event)?;
             ran += 1;
+            self.evaluate_if_due(on_event)?;
         }
+        Ok(())
+    }
+
+    /// True when the held-out slice is evaluated after `update` updates.
+    fn evaluation_due(&self, update: u64) -> bool {
+        update == 0
+            || update == self.cfg.updates
+            || (self.cfg.eval_every > 0 && update % self.cfg.eval_every == 0)
+    }
+
+    /// Runs the held-out evaluation of the current parameters when one is due and not yet
+    /// logged. Its trace makes it resumable: a rerun skips the episodes already there.
+    fn evaluate_if_due(&mut self, on_event: &mut dyn FnMut(&TrainEvent)) -> Result<(), TrainError> {
+        let u = self.state.updates;
+        if !self.evaluation_due(u) {
+            return Ok(());
+        }
+        let Trainer {
+            heldout: Some((heldout, log)),
+            learner,
+            run_dir,
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        if log.has(u)? {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        let cfg = heldout.config_at(run_dir, u);
+        let mut model: Option<Box<dyn LanguageModel + '_>> = Some(Box::new(learner.brain()));
+        let out = onebrain_eval::run_eval_with(
+            &cfg,
+            &heldout.base,
+            &heldout.services,
+            &mut || Err(RolesError::Config("the held-out slice runs the model being trained".into())),
+            &mut model,
+            &mut |p| {
+                if let onebrain_eval::Progress::Finished {
+                    done,
+                    total,
+                    record,
+                } = p
+                {
+                    on_event(&TrainEvent::HeldOutEpisode {
+                        update: u,
+                        done: *done,
+                        total: *total,
+                        record,
+                    });
+                }
+            },
+        )?;
+        drop(model);
+        let records = onebrain_eval::read_trace(&out.trace_path)?.records;
+        let row = HeldOutRow::from_records(u, &records, t0.elapsed().as_secs_f64());
+        log.append(&row)?;
+        on_event(&TrainEvent::HeldOut(&row));
+        self.metrics.plot(&self.cfg.name)?;
         Ok(())
     }
 
@@ -351,8 +443,9 @@ fn changed_keys(old: &TrainConfig, new: &TrainConfig) -> Vec<String> {
                 }
             }
         }
-        out.remove("updates");
-        out.remove("out-dir");
+        for free in ["updates", "out-dir", "eval-config", "eval-every"] {
+            out.remove(free);
+        }
         out
     };
     let (a, b) = (flat(old), flat(new));

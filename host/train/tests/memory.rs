@@ -71,14 +71,16 @@ fn resident_memory_after_update_10_is_within_5_percent_of_update_2() {
     let mut learner = Learner::new(brain, None, args, Ablation::Full, 0).unwrap();
     let mut rss = Vec::new();
     for u in 1..=10 {
-        let mut b = batch(learner.brain_ref(), u);
-        learner.update(&mut b).unwrap();
-        // A generation between updates, as in a run: it fills the prefix cache.
+        // A generation before each update, as the rollouts in a run: it fills the prefix
+        // cache, which the update empties.
         let prompt = learner.brain_ref().chat_prompt("You write PDDL.", &format!("Task {u}"));
         learner
             .brain()
             .generate(Role::Actor, &prompt, &onebrain_model::SamplingConfig::greedy(8))
             .unwrap();
+        let mut b = batch(learner.brain_ref(), u);
+        learner.update(&mut b).unwrap();
+        // Measured where the trainer logs `perf/rss_mib`: right after the update.
         rss.push(rss_mib().expect("/proc/self/status"));
         eprintln!("after update {u}: {:.0} MiB", rss[u - 1]);
     }

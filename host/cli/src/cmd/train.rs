@@ -1,5 +1,6 @@
 use std::io::Write;
 
+use onebrain_eval::progress_line;
 use onebrain_roles::config_base;
 use onebrain_train::{TrainConfig, TrainEvent, Trainer};
 
@@ -58,6 +59,24 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 eprintln!("{}", row.line());
             }
             TrainEvent::Checkpoint(dir) => eprintln!("  checkpoint {}", dir.display()),
+            TrainEvent::HeldOutEpisode {
+                update,
+                done,
+                total,
+                record,
+            } => {
+                if verbose {
+                    eprintln!("  held-out {update}: {}", progress_line(*done, *total, record));
+                } else {
+                    eprint!("\r  held-out after {update} updates: {done}/{total}");
+                }
+            }
+            TrainEvent::HeldOut(row) => {
+                if !verbose {
+                    eprint!("\r");
+                }
+                eprintln!("{}", row.line());
+            }
         }
         let _ = std::io::stderr().flush();
     })?;
@@ -65,6 +84,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     println!("run:         {}", dir.display());
     println!("metrics:     {}", dir.join("metrics.jsonl").display());
     println!("curves:      {}", dir.join("curves.svg").display());
+    if dir.join("heldout.jsonl").exists() {
+        println!("held-out:    {}", dir.join("heldout.jsonl").display());
+    }
     println!("checkpoints: {}", dir.join("checkpoints").display());
     Ok(())
 }

@@ -1,0 +1,194 @@
+//! Held-out evaluation inside a run: before the first update and every `eval-every` updates
+//! (and after the last), the tasks of an eval config (`eval-config`, benchmark rows, greedy)
+//! are solved by the parameters being trained. Each evaluation keeps its own trace under
+//! `heldout/update-NNNNNN/`, so an interrupted one resumes where it stopped, and adds one
+//! line to `heldout.jsonl`; `curves.svg` draws them beside the training curves.
+
+use std::path::{Path, PathBuf};
+
+use onebrain_eval::{roc_auc, wilson_interval, EvalConfig, FaithfulnessMetrics, TraceWriter};
+use onebrain_roles::{config_base, EpisodeRecord, Services};
+use serde::{Deserialize, Serialize};
+
+use crate::batch::calibration_error;
+use crate::error::TrainError;
+
+/// The eval config of a run's held-out slice, loaded once.
+pub(crate) struct HeldOut {
+    pub(crate) cfg: EvalConfig,
+    /// The eval config's folder: its relative paths (data, plugins) start there.
+    pub(crate) base: PathBuf,
+    /// Its plugins: the domains of its tasks and the faithfulness checker.
+    pub(crate) services: Services,
+}
+
+impl HeldOut {
+    /// Reads the eval config at `path` and loads its plugins and verifier.
+    pub(crate) fn load(path: &Path) -> Result<HeldOut, TrainError> {
+        let cfg = EvalConfig::from_file(path).map_err(|e| TrainError::ConfigFile {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let base = config_base(path);
+        let services = Services::load(&cfg.solve_config(cfg.strategies[0]), &base)?;
+        Ok(HeldOut {
+            cfg,
+            base,
+            services,
+        })
+    }
+
+    /// The config of the evaluation after `update` updates: its trace goes in the run folder.
+    pub(crate) fn config_at(&self, run_dir: &Path, update: u64) -> EvalConfig {
+        let mut cfg = self.cfg.clone();
+        cfg.out_dir = run_dir.join("heldout").join(format!("update-{update:06}"));
+        cfg
+    }
+}
+
+/// One held-out evaluation: the line of `heldout.jsonl`. Counts, so that every rate can be
+/// given with its interval.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeldOutRow {
+    /// Updates done when it ran (0: the base model).
+    pub update: u64,
+    /// Episodes (tasks × strategies) evaluated.
+    pub tasks: usize,
+    /// Solved at the first attempt (b_0).
+    pub solved_b0: usize,
+    /// Solved by the end (b_T).
+    pub solved: usize,
+    /// Solved and faithful to the reference (C_i).
+    pub faithful: usize,
+    /// Episodes the faithfulness checker judged (those with a reference).
+    pub checked: usize,
+    /// Drift: the share of the solved, checked specs that are unfaithful.
+    pub drift: Option<f64>,
+    /// Solved with an empty plan: the goal already held in the initial state.
+    pub solved_goal_at_init: usize,
+    /// Solved, but with other objects than the task names (the checker's object test).
+    pub solved_objects_changed: usize,
+    /// The Judge's ROC AUC on the held-out first attempts (needs both outcomes).
+    pub judge_auc: Option<f64>,
+    /// The Judge's expected calibration error there.
+    pub judge_ece: Option<f64>,
+    /// Seconds the evaluation took.
+    pub secs: f64,
+}
+
+impl HeldOutRow {
+    /// The row of the evaluation whose episodes are `records`.
+    pub fn from_records(update: u64, records: &[EpisodeRecord], secs: f64) -> HeldOutRow {
+        let reports: Vec<_> = records.iter().filter_map(|r| r.faithfulness.clone()).collect();
+        let metrics = FaithfulnessMetrics::from_reports(&reports);
+        let solved = || records.iter().filter(|r| r.solved);
+        let judged: Vec<(f64, bool)> = records
+            .iter()
+            .filter_map(|r| r.judge_score.map(|s| (f64::from(s), r.b0)))
+            .collect();
+        let scores: Vec<f64> = judged.iter().map(|p| p.0).collect();
+        let labels: Vec<bool> = judged.iter().map(|p| p.1).collect();
+        HeldOutRow {
+            update,
+            tasks: records.len(),
+            solved_b0: records.iter().filter(|r| r.b0).count(),
+            solved: solved().count(),
+            faithful: reports.iter().filter(|f| f.solvable && f.faithful).count(),
+            checked: reports.len(),
+            drift: metrics.drift,
+            solved_goal_at_init: solved().filter(|r| r.final_plan.is_empty()).count(),
+            solved_objects_changed: solved()
+                .filter(|r| r.faithfulness.as_ref().is_some_and(|f| !f.objects_preserved))
+                .count(),
+            judge_auc: roc_auc(&scores, &labels).ok(),
+            judge_ece: calibration_error(&judged),
+            secs,
+        }
+    }
+
+    /// A rate of this row's episodes.
+    pub fn rate(&self, k: usize) -> f64 {
+        k as f64 / self.tasks.max(1) as f64
+    }
+
+    /// The one-line summary, with 95 % Wilson intervals.
+    pub fn line(&self) -> String {
+        let r = |k: usize| {
+            let (lo, hi) = wilson_interval(k, self.tasks).unwrap_or((0.0, 0.0));
+            format!("{k}/{} [{:.0}, {:.0}]", self.tasks, lo * 100.0, hi * 100.0)
+        };
+        format!(
+            "held-out after {} updates: b0 {} bT {} Faithful {} drift {} | solved with the goal at init {}, objects changed {} | {:.0} s",
+            self.update,
+            r(self.solved_b0),
+            r(self.solved),
+            r(self.faithful),
+            self.drift.map_or("-".into(), |d| format!("{:.2}", d)),
+            self.solved_goal_at_init,
+            self.solved_objects_changed,
+            self.secs
+        )
+    }
+}
+
+/// `heldout.jsonl` of a run folder.
+#[derive(Debug)]
+pub(crate) struct HeldOutLog {
+    path: PathBuf,
+    writer: TraceWriter,
+}
+
+impl HeldOutLog {
+    /// The log of `run_dir`; rows past `updates` (evaluations of parameters a resumed run no
+    /// longer has) are dropped.
+    pub(crate) fn open(run_dir: &Path, updates: u64) -> Result<HeldOutLog, TrainError> {
+        let path = run_dir.join("heldout.jsonl");
+        let rows: Vec<HeldOutRow> = read_rows(&path)?
+            .into_iter()
+            .filter(|r| r.update <= updates)
+            .collect();
+        let text: String = rows
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("row") + "\n")
+            .collect();
+        std::fs::write(&path, text).map_err(|e| TrainError::io(&path, e))?;
+        let writer = TraceWriter::open(&path)?;
+        Ok(HeldOutLog { path, writer })
+    }
+
+    /// True when the evaluation after `update` updates is logged.
+    pub(crate) fn has(&self, update: u64) -> Result<bool, TrainError> {
+        Ok(read_rows(&self.path)?.iter().any(|r| r.update == update))
+    }
+
+    pub(crate) fn append(&mut self, row: &HeldOutRow) -> Result<(), TrainError> {
+        Ok(self.writer.append(row)?)
+    }
+}
+
+/// The rows of a run folder's `heldout.jsonl` (none when there is no such file).
+pub fn read_rows(path: &Path) -> Result<Vec<HeldOutRow>, TrainError> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    Ok(onebrain_eval::read_jsonl(path)?.records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_out_log_drops_rows_a_resumed_run_no_longer_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let row = |update| HeldOutRow::from_records(update, &[], 1.0);
+        let mut log = HeldOutLog::open(dir.path(), 0).unwrap();
+        for u in [0, 2, 4] {
+            log.append(&row(u)).unwrap();
+        }
+        assert!(log.has(4).unwrap());
+        let log = HeldOutLog::open(dir.path(), 3).unwrap();
+        assert!(log.has(2).unwrap() && !log.has(4).unwrap());
+        assert_eq!(row(0).line().split(" | ").count(), 3);
+    }
+}
