@@ -24,25 +24,7 @@ pub fn shared_data() -> Option<PathBuf> {
 
 /// Why the model tests cannot run here (`scripts/setup.sh` installs what they need), if so.
 pub fn model_ready() -> Option<&'static str> {
-    let r = repo();
-    if !r
-        .join(".cache/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-        .is_file()
-    {
-        return Some("the test model is absent (scripts/setup.sh --models test)");
-    }
-    if !r.join(".venv").is_dir() {
-        return Some("Fast Downward is absent (scripts/setup.sh)");
-    }
-    if !["blocksworld", "gripper", "paper-rewards"].iter().all(|p| {
-        r.join("plugins")
-            .join(p)
-            .join(format!("{p}.wasm"))
-            .is_file()
-    }) {
-        return Some("the bundled plugins are not built (scripts/build-plugins.sh)");
-    }
-    None
+    onebrain_roles::test_setup_missing(&repo(), &["blocksworld", "gripper", "paper-rewards"])
 }
 
 /// One `onebrain` invocation.

@@ -18,13 +18,13 @@ pub enum RolesError {
         message: String,
     },
     /// A task file could not be read.
-    #[error("cannot read task file {path}: {source}")]
+    #[error("cannot read task file {path}: {error}")]
     TaskFile {
         /// The file.
         path: PathBuf,
-        /// What the OS said.
-        #[source]
-        source: std::io::Error,
+        /// What the OS said (in the message, not as a source: a chain printer such as
+        /// anyhow's `{:#}` would say it twice).
+        error: std::io::Error,
     },
     /// A PDDL file given as a task, a domain or a reference is unusable: it does not parse
     /// (the message has the line and column), or it belongs to another domain.
@@ -35,15 +35,16 @@ pub enum RolesError {
         /// What is wrong, with its position.
         message: String,
     },
-    /// The language model could not be loaded.
+    /// The language model could not be loaded. (The underlying errors of this and the next
+    /// two are in their messages, not sources, so that a chain printer says them once.)
     #[error("cannot load the model: {0}")]
-    Model(#[source] onebrain_model::Error),
+    Model(onebrain_model::Error),
     /// The verifier (Fast Downward) could not be set up.
     #[error("cannot set up the verifier: {0}")]
-    Verifier(#[source] onebrain_verifier::VerifierError),
+    Verifier(onebrain_verifier::VerifierError),
     /// A plugin could not be loaded.
     #[error("cannot load the plugins: {0}")]
-    Plugins(#[source] onebrain_runtime::RegistryError),
+    Plugins(onebrain_runtime::RegistryError),
     /// A domain plugin failed to describe its domain or a task.
     #[error("domain plugin `{domain}` failed: {message}")]
     Domain {
@@ -63,4 +64,32 @@ pub enum RolesError {
         /// What is missing.
         what: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every message of the error and its sources, as a chain printer (anyhow's `{:#}`)
+    /// writes them.
+    fn chain(e: &dyn std::error::Error) -> String {
+        let mut out = e.to_string();
+        let mut next = e.source();
+        while let Some(s) = next {
+            out = format!("{out}: {s}");
+            next = s.source();
+        }
+        out
+    }
+
+    #[test]
+    fn a_wrapped_error_is_said_once_when_its_chain_is_printed() {
+        let e = RolesError::Verifier(onebrain_verifier::VerifierError::NotInstalled("no .venv".into()));
+        assert_eq!(chain(&e), "cannot set up the verifier: Fast Downward is not installed: no .venv");
+        let e = RolesError::TaskFile {
+            path: "t.txt".into(),
+            error: std::io::Error::new(std::io::ErrorKind::NotFound, "gone"),
+        };
+        assert_eq!(chain(&e), "cannot read task file t.txt: gone");
+    }
 }

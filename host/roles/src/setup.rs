@@ -19,6 +19,25 @@ use crate::error::RolesError;
 const EXAMPLE_SEED: u64 = 1_000_003;
 const EXAMPLE_SIZE: u32 = 3;
 
+/// Why an end-to-end run with the small test model cannot start in the checkout at `root`,
+/// if it cannot: the SmolLM2 weights, Fast Downward (`scripts/setup.sh`) or one of the
+/// bundled `plugins` (`scripts/build-plugins.sh`) is absent. End-to-end tests skip with it.
+pub fn test_setup_missing(root: &Path, plugins: &[&str]) -> Option<&'static str> {
+    if !root.join(".cache/models").join(onebrain_model::TEST_MODEL_FILE).is_file()
+        && std::env::var_os(onebrain_model::MODEL_DIR_ENV).is_none()
+    {
+        return Some("the test model is absent (scripts/setup.sh --models test)");
+    }
+    if !root.join(".venv").is_dir() && std::env::var_os("ONEBRAIN_FAST_DOWNWARD").is_none() {
+        return Some("Fast Downward is absent (scripts/setup.sh)");
+    }
+    let built = |p: &&str| root.join("plugins").join(p).join(format!("{p}.wasm")).is_file();
+    if !plugins.iter().all(built) {
+        return Some("the bundled plugins are not built (scripts/build-plugins.sh)");
+    }
+    None
+}
+
 /// Everything but the model, loaded: verifier, domain adapters, reward and checker.
 pub struct Services {
     /// E(y).

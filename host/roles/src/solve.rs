@@ -60,7 +60,7 @@ pub struct SolveOptions {
 }
 
 fn read_file(path: &Path) -> Result<String, RolesError> {
-    std::fs::read_to_string(path).map_err(|source| RolesError::TaskFile { path: path.to_path_buf(), source })
+    std::fs::read_to_string(path).map_err(|error| RolesError::TaskFile { path: path.to_path_buf(), error })
 }
 
 /// A PDDL file (a domain, a problem, a reference) read whole; unreadable is a PDDL-file error.
@@ -191,9 +191,9 @@ fn build_task(opts: &SolveOptions, services: &Services) -> Result<Task, RolesErr
     match &opts.task {
         TaskInput::Text(t) => Ok(text_task(t.clone())),
         TaskInput::File(p) => {
-            let text = std::fs::read_to_string(p).map_err(|source| RolesError::TaskFile {
+            let text = std::fs::read_to_string(p).map_err(|error| RolesError::TaskFile {
                 path: p.clone(),
-                source,
+                error,
             })?;
             let mut t = text_task(text);
             t.id = format!(

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use onebrain_model::{ModelConfig, TEST_MODEL_FILE};
+use onebrain_model::ModelConfig;
 use onebrain_roles::{
     solve_with, CheckerChoice, EpisodeConfig, Event, Mode, Services, SolveConfig, Strategy,
 };
@@ -15,24 +15,7 @@ fn root() -> &'static Path {
 }
 
 fn ready() -> Option<&'static str> {
-    let r = root();
-    if !r.join(".cache/models").join(TEST_MODEL_FILE).is_file()
-        && std::env::var_os("ONEBRAIN_MODEL_DIR").is_none()
-    {
-        return Some("the test model is absent (scripts/setup.sh --models test)");
-    }
-    if !r.join(".venv").is_dir() && std::env::var_os("ONEBRAIN_FAST_DOWNWARD").is_none() {
-        return Some("Fast Downward is absent (scripts/setup.sh)");
-    }
-    if !["blocksworld", "gripper", "paper-rewards"].iter().all(|p| {
-        r.join("plugins")
-            .join(p)
-            .join(format!("{p}.wasm"))
-            .is_file()
-    }) {
-        return Some("the bundled plugins are not built (scripts/build-plugins.sh)");
-    }
-    None
+    onebrain_roles::test_setup_missing(root(), &["blocksworld", "gripper", "paper-rewards"])
 }
 
 #[test]

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::calibration_error;
 use crate::error::TrainError;
+use crate::metrics::reopen_log;
 
 /// The eval config of a run's held-out slice, loaded once.
 pub(crate) struct HeldOut {
@@ -143,16 +144,7 @@ impl HeldOutLog {
     /// longer has) are dropped.
     pub(crate) fn open(run_dir: &Path, updates: u64) -> Result<HeldOutLog, TrainError> {
         let path = run_dir.join("heldout.jsonl");
-        let rows: Vec<HeldOutRow> = read_rows(&path)?
-            .into_iter()
-            .filter(|r| r.update <= updates)
-            .collect();
-        let text: String = rows
-            .iter()
-            .map(|r| serde_json::to_string(r).expect("row") + "\n")
-            .collect();
-        std::fs::write(&path, text).map_err(|e| TrainError::io(&path, e))?;
-        let writer = TraceWriter::open(&path)?;
+        let writer = reopen_log(&path, |r: &HeldOutRow| r.update <= updates)?;
         Ok(HeldOutLog { path, writer })
     }
 
@@ -168,9 +160,6 @@ impl HeldOutLog {
 
 /// The rows of a run folder's `heldout.jsonl` (none when there is no such file).
 pub fn read_rows(path: &Path) -> Result<Vec<HeldOutRow>, TrainError> {
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
     Ok(onebrain_eval::read_jsonl(path)?.records)
 }
 

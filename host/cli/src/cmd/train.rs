@@ -52,12 +52,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                     eprint!("\r  update {} rollouts {done}/{total}", update + 1);
                 }
             }
-            TrainEvent::Updated(row) => {
-                if !verbose {
-                    eprint!("\r");
-                }
-                eprintln!("{}", row.line());
-            }
+            TrainEvent::Updated(row) => finish_line(verbose, &row.line()),
             TrainEvent::Checkpoint(dir) => eprintln!("  checkpoint {}", dir.display()),
             TrainEvent::HeldOutEpisode {
                 update,
@@ -71,12 +66,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                     eprint!("\r  held-out after {update} updates: {done}/{total}");
                 }
             }
-            TrainEvent::HeldOut(row) => {
-                if !verbose {
-                    eprint!("\r");
-                }
-                eprintln!("{}", row.line());
-            }
+            TrainEvent::HeldOut(row) => finish_line(verbose, &row.line()),
         }
         let _ = std::io::stderr().flush();
     })?;
@@ -89,4 +79,12 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     }
     println!("checkpoints: {}", dir.join("checkpoints").display());
     Ok(())
+}
+
+/// A summary line, over the progress line it ends when not verbose.
+fn finish_line(verbose: bool, line: &str) {
+    if !verbose {
+        eprint!("\r");
+    }
+    eprintln!("{line}");
 }
