@@ -345,12 +345,14 @@ impl Episode {
         Some(p.objects.iter().map(|o| (o.name.to_ascii_lowercase(), o.ty.to_ascii_lowercase())).collect())
     }
 
-    /// True when `text` (a spec answer, primer included) says what an earlier candidate of this
-    /// episode said, up to whitespace and case.
+    /// True when generation `index` repairs an earlier candidate (an Editor or Self-Refine step).
+    fn is_repair(&self, index: u32) -> bool {
+        index > 0 && matches!(self.cfg.strategy, Strategy::MultiRole | Strategy::SelfRefine)
+    }
+
     /// The earlier candidates a repair may not repeat (`editor-repeats = "forbid"`).
     fn candidates_to_avoid(&self, index: u32) -> Vec<String> {
-        let repair = index > 0 && matches!(self.cfg.strategy, Strategy::MultiRole | Strategy::SelfRefine);
-        if !repair || self.cfg.editor_repeats != RepeatPolicy::Forbid {
+        if !self.is_repair(index) || self.cfg.editor_repeats != RepeatPolicy::Forbid {
             return Vec::new();
         }
         let mut earlier: Vec<String> = Vec::new();
@@ -362,6 +364,8 @@ impl Episode {
         earlier
     }
 
+    /// True when `text` (a spec answer, primer included) says what an earlier candidate of this
+    /// episode said, up to whitespace and case.
     fn repeats_earlier(&self, text: &str) -> bool {
         let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_ascii_lowercase();
         let now = norm(text);
@@ -444,8 +448,7 @@ impl Episode {
     fn on_generated(&mut self, index: u32, g: Generation) -> Request {
         let (role, prompt, sampling) = self.pending.take().expect("a generation was asked for");
         let kind = self.kind(index);
-        let repair = index > 0 && matches!(self.cfg.strategy, Strategy::MultiRole | Strategy::SelfRefine);
-        if repair && self.repeats_earlier(&format!("{}{}", self.ctx.primer(), g.text)) {
+        if self.is_repair(index) && self.repeats_earlier(&format!("{}{}", self.ctx.primer(), g.text)) {
             if self.cfg.editor_repeats != RepeatPolicy::Keep && self.resamples < MAX_RESAMPLES {
                 // Thrown away: its time counts, it spends no budget. Each retry samples hotter.
                 self.resamples += 1;
@@ -464,7 +467,7 @@ impl Episode {
             self.record.repeated_repairs += 1;
         }
         self.resamples = 0;
-        if repair {
+        if self.is_repair(index) {
             self.record.repairs += 1;
         }
         let mut step = self.step_from(index, kind, role, prompt, &g, sampling);

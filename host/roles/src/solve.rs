@@ -191,10 +191,7 @@ fn build_task(opts: &SolveOptions, services: &Services) -> Result<Task, RolesErr
     match &opts.task {
         TaskInput::Text(t) => Ok(text_task(t.clone())),
         TaskInput::File(p) => {
-            let text = std::fs::read_to_string(p).map_err(|error| RolesError::TaskFile {
-                path: p.clone(),
-                error,
-            })?;
+            let text = read_file(p)?;
             let mut t = text_task(text);
             t.id = format!(
                 "{}/{}",
