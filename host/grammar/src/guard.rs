@@ -48,6 +48,8 @@ struct Frame {
     raw_words: Vec<String>,
     /// In `:objects`: the next word is a type.
     after_dash: bool,
+    /// The how-many-th list the scanner opened: tells a list this token opened from an older one.
+    serial: usize,
 }
 
 impl Frame {
@@ -64,8 +66,8 @@ enum Event {
     /// `(:objects …)` closed: the declared (name, type) pairs, lower-case, and with the names
     /// as written.
     ObjectsClosed(Vec<(String, String)>, Vec<(String, String)>),
-    /// A fact closed in a section.
-    Fact(Fact),
+    /// A fact closed in a section, with the serial of its list (of `(not …)` when negated).
+    Fact(Fact, usize),
     /// The goal's body closed: the problem says everything it will.
     GoalClosed,
 }
@@ -88,6 +90,8 @@ struct Scan {
     comment: bool,
     /// Object names begun so far (counted at their first character).
     names_started: usize,
+    /// Lists opened so far.
+    lists_opened: usize,
 }
 
 fn section_of(frames: &[Frame]) -> Option<Section> {
@@ -128,7 +132,8 @@ impl Scan {
                 }
                 b'(' => {
                     self.end_word(out);
-                    self.stack.push(Frame::default());
+                    self.stack.push(Frame { serial: self.lists_opened, ..Frame::default() });
+                    self.lists_opened += 1;
                 }
                 b')' => {
                     self.end_word(out);
@@ -183,8 +188,9 @@ impl Scan {
             Some(h) if h.starts_with(':') => {}
             Some(_) => {
                 if let Some(section) = section_of(&self.stack) {
-                    let positive = self.stack.last().and_then(Frame::head) != Some("not");
-                    out.push(Event::Fact(Fact { section, positive, words: f.words }));
+                    let not = self.stack.last().filter(|p| p.head() == Some("not"));
+                    let serial = not.map_or(f.serial, |n| n.serial);
+                    out.push(Event::Fact(Fact { section, positive: not.is_none(), words: f.words }, serial));
                 }
             }
         }
@@ -215,7 +221,7 @@ impl Candidate {
         for e in events {
             match e {
                 Event::ObjectsClosed(o, _) => objects = Some(o),
-                Event::Fact(f) => {
+                Event::Fact(f, _) => {
                     facts.insert(f);
                 }
                 Event::GoalClosed => return Some(Candidate::of(objects?, facts)),
@@ -317,7 +323,7 @@ impl Guard {
                     self.objects_raw = raw;
                     self.set_objects(o)
                 }
-                Event::Fact(f) => self.facts.push(f),
+                Event::Fact(f, _) => self.facts.push(f),
                 Event::Name { .. } | Event::GoalClosed => {}
             }
         }
@@ -402,8 +408,12 @@ impl Guard {
                 Event::Name { repeat: true } => return false,
                 Event::Name { repeat: false } => {}
                 Event::ObjectsClosed(o, _) => objects_now = Some(o),
-                Event::Fact(f) => {
+                Event::Fact(f, serial) => {
                     if self.facts.contains(f) || new_facts.contains(&f) {
+                        return false;
+                    }
+                    // A fact this token opened and closed needed the room to open, too.
+                    if *serial >= self.scan.lists_opened && !self.room_for_fact(f.section, &new_facts, tokens) {
                         return false;
                     }
                     new_facts.push(f);
@@ -445,21 +455,16 @@ impl Guard {
             return true;
         }
         let positive = parent != Some("not");
-        let all_facts = || self.facts.iter().chain(new_facts.iter().copied());
         let partial = scan.word.as_str();
+        // A new fact (or `not`) opens: is there room for it? What counts is whether this
+        // token opened the fact's list (`(not …)` for a negated fact), not whether its head
+        // has begun: a single token may hold `(car` (regression: a Gripper repair ran into
+        // the cap when `(car` skipped the check that `(` alone would have met).
+        let fact_list = if positive { top } else { below.last().unwrap_or(top) };
+        if fact_list.serial >= self.scan.lists_opened && !self.room_for_fact(section, new_facts, tokens) {
+            return false;
+        }
         if top.words.is_empty() {
-            if partial.is_empty() && parent != Some("not") {
-                // A new fact (or `not`) opens: room for it?
-                let count = all_facts().filter(|f| f.section == section).count();
-                let fact = self.fact_tokens();
-                let (max, reserve) = match section {
-                    Section::Init => (self.limits.max_init, INIT_RESERVE.max(2 * fact + 10)),
-                    Section::Goal => (self.limits.max_goal, GOAL_RESERVE.max(fact + 3)),
-                };
-                if count >= max || self.max_tokens.saturating_sub(tokens) < reserve {
-                    return false;
-                }
-            }
             if section == Section::Goal && self.vocab.negative_goals && positive && "not".starts_with(partial) {
                 return true;
             }
@@ -478,6 +483,19 @@ impl Guard {
             return true;
         }
         self.open_completions(section, positive, pred, &top.words[1..], partial, new_facts)
+    }
+
+    /// Whether a new fact may open in `section` at the `tokens`-th token, after those stated
+    /// and `new_facts`: the section is not full, and the tokens left can finish the fact and
+    /// close the answer (from `:init`, with a one-fact goal).
+    fn room_for_fact(&self, section: Section, new_facts: &[&Fact], tokens: usize) -> bool {
+        let count = self.facts.iter().chain(new_facts.iter().copied()).filter(|f| f.section == section).count();
+        let fact = self.fact_tokens();
+        let (max, reserve) = match section {
+            Section::Init => (self.limits.max_init, INIT_RESERVE.max(2 * fact + 10)),
+            Section::Goal => (self.limits.max_goal, GOAL_RESERVE.max(fact + 3)),
+        };
+        count < max && self.max_tokens.saturating_sub(tokens) >= reserve
     }
 
     /// The tokens the longest fact takes: as the model's tokenizer counts it once
@@ -612,6 +630,33 @@ mod tests {
         };
         assert!(!g2.admits(b"(", 400 - measured - 2));
         assert!(g2.admits(b"(", 400 - measured - 3));
+    }
+
+    /// Regression: under `forbid`, a Gripper repair (planetarium/gripper/159097) was refused
+    /// its goal's close on an earlier candidate, opened one more goal fact with the token
+    /// `(car`, and ran into the cap one `)` short. The room check only ran when a token
+    /// ended at `(`; it must run whenever a token opens a fact, whatever else it holds.
+    #[test]
+    fn the_room_check_holds_for_a_token_that_opens_a_fact_and_begins_its_head() {
+        let g = guard("a b) (:init (on a b)) (:goal (and (clear a)");
+        let reserve = GOAL_RESERVE.max(g.fact_tokens() + 3);
+        let short = 400 - reserve + 1;
+        for token in [&b" ("[..], b" (cl", b"(on", b" (on a", b"(clear b)", b" (handempty))"] {
+            assert!(g.admits(token, 400 - reserve), "{:?} with room", String::from_utf8_lossy(token));
+            assert!(!g.admits(token, short), "{:?} without room", String::from_utf8_lossy(token));
+        }
+        // Closing the goal needs no room for a fact, and a fact already open may finish.
+        assert!(g.admits(b")", short));
+        let open = guard("a b) (:init (on a b)) (:goal (and (clear a) (on");
+        assert!(open.admits(b" a b)", short));
+        // The same in `:init`, and for a section that is full.
+        let init = guard("a b) (:init (on a b)");
+        let init_reserve = INIT_RESERVE.max(2 * init.fact_tokens() + 10);
+        assert!(init.admits(b" (cl", 400 - init_reserve));
+        assert!(!init.admits(b" (cl", 400 - init_reserve + 1));
+        let full = Guard::new(bw(), Limits { max_goal: 1, ..Limits::default() }, 400, b"(define (problem t) (:domain bw) (:objects a b) (:init) (:goal (and (clear a)");
+        assert!(!full.admits(b" (on", 10));
+        assert!(full.admits(b")", 10));
     }
 
     #[test]
