@@ -497,7 +497,7 @@ impl TokenConstraint for Staged {
         self.tokens.push(t);
         self.text.extend_from_slice(&bytes);
         if let Some(g) = &mut self.guard {
-            g.commit(&bytes);
+            g.commit_token(&bytes, self.tokens.len());
         }
         if let Some(g) = self.domain_guard.as_mut().filter(|_| self.stage == Stage::Domain) {
             g.commit(&bytes);

@@ -9,7 +9,9 @@
 //! - The goal may not close on a problem equal to one of the [`Candidate`]s to avoid (the
 //!   Editor's earlier candidates): same objects, same `:init`, same goal, as sets. The answer
 //!   must then add a goal fact, or have differed earlier; the solver's verdict on a repeat is
-//!   already known, so a repeat would only spend a verifier call.
+//!   already known, so a repeat would only spend a verifier call. The last goal fact the budget
+//!   has room for may not be the one that completes such a candidate, or the goal could
+//!   neither close nor go on.
 //!
 //! The guard reads the answer as bytes with a small S-expression scanner: the grammar already
 //! guarantees the shape, so the scanner only has to find sections, facts and names.
@@ -48,8 +50,16 @@ struct Frame {
     raw_words: Vec<String>,
     /// In `:objects`: the next word is a type.
     after_dash: bool,
-    /// The how-many-th list the scanner opened: tells a list this token opened from an older one.
+    /// When the list opened.
+    opened: Opened,
+}
+
+/// When a list opened: its serial (the how-many-th list the scanner opened, which tells a list
+/// this token opened from an older one) and, where known, the answer's token it opened at.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Opened {
     serial: usize,
+    at: Option<usize>,
 }
 
 impl Frame {
@@ -66,8 +76,8 @@ enum Event {
     /// `(:objects …)` closed: the declared (name, type) pairs, lower-case, and with the names
     /// as written.
     ObjectsClosed(Vec<(String, String)>, Vec<(String, String)>),
-    /// A fact closed in a section, with the serial of its list (of `(not …)` when negated).
-    Fact(Fact, usize),
+    /// A fact closed in a section, and when its list (`(not …)`'s when negated) opened.
+    Fact(Fact, Opened),
     /// The goal's body closed: the problem says everything it will.
     GoalClosed,
 }
@@ -92,6 +102,8 @@ struct Scan {
     names_started: usize,
     /// Lists opened so far.
     lists_opened: usize,
+    /// The answer's token being fed, where known (not for the prompt's primer or a replay).
+    position: Option<usize>,
 }
 
 fn section_of(frames: &[Frame]) -> Option<Section> {
@@ -132,7 +144,8 @@ impl Scan {
                 }
                 b'(' => {
                     self.end_word(out);
-                    self.stack.push(Frame { serial: self.lists_opened, ..Frame::default() });
+                    let opened = Opened { serial: self.lists_opened, at: self.position };
+                    self.stack.push(Frame { opened, ..Frame::default() });
                     self.lists_opened += 1;
                 }
                 b')' => {
@@ -189,8 +202,8 @@ impl Scan {
             Some(_) => {
                 if let Some(section) = section_of(&self.stack) {
                     let not = self.stack.last().filter(|p| p.head() == Some("not"));
-                    let serial = not.map_or(f.serial, |n| n.serial);
-                    out.push(Event::Fact(Fact { section, positive: not.is_none(), words: f.words }, serial));
+                    let opened = not.map_or(f.opened, |n| n.opened);
+                    out.push(Event::Fact(Fact { section, positive: not.is_none(), words: f.words }, opened));
                 }
             }
         }
@@ -313,6 +326,13 @@ impl Guard {
         self.objects = Some(objects);
     }
 
+    /// Takes in the bytes of the answer's `position`-th token.
+    pub(crate) fn commit_token(&mut self, bytes: &[u8], position: usize) {
+        self.scan.position = Some(position);
+        self.commit(bytes);
+        self.scan.position = None;
+    }
+
     /// Takes in bytes the answer now holds.
     pub(crate) fn commit(&mut self, bytes: &[u8]) {
         let mut events = Vec::new();
@@ -378,6 +398,7 @@ impl Guard {
             return false;
         }
         let mut scan = self.scan.clone();
+        scan.position = Some(tokens);
         let mut events = Vec::new();
         scan.feed(bytes, &mut events);
         if let Some(top) = scan.stack.last().filter(|t| t.head() == Some(":objects")) {
@@ -408,12 +429,15 @@ impl Guard {
                 Event::Name { repeat: true } => return false,
                 Event::Name { repeat: false } => {}
                 Event::ObjectsClosed(o, _) => objects_now = Some(o),
-                Event::Fact(f, serial) => {
+                Event::Fact(f, opened) => {
                     if self.facts.contains(f) || new_facts.contains(&f) {
                         return false;
                     }
                     // A fact this token opened and closed needed the room to open, too.
-                    if *serial >= self.scan.lists_opened && !self.room_for_fact(f.section, &new_facts, tokens) {
+                    if opened.serial >= self.scan.lists_opened && !self.room_for_fact(f.section, &new_facts, tokens) {
+                        return false;
+                    }
+                    if f.section == Section::Goal && self.last_goal_fact(*opened, tokens) && self.repeat_completions(&new_facts).contains(f) {
                         return false;
                     }
                     new_facts.push(f);
@@ -461,9 +485,19 @@ impl Guard {
         // has begun: a single token may hold `(car` (regression: a Gripper repair ran into
         // the cap when `(car` skipped the check that `(` alone would have met).
         let fact_list = if positive { top } else { below.last().unwrap_or(top) };
-        if fact_list.serial >= self.scan.lists_opened && !self.room_for_fact(section, new_facts, tokens) {
+        if fact_list.opened.serial >= self.scan.lists_opened && !self.room_for_fact(section, new_facts, tokens) {
             return false;
         }
+        // The last goal fact there is room for may not be one that makes the answer a repeat:
+        // the goal could not close after it, and no other fact would fit.
+        let avoided = if section == Section::Goal && self.last_goal_fact(fact_list.opened, tokens) {
+            self.repeat_completions(new_facts)
+        } else {
+            Vec::new()
+        };
+        let mut taken: Vec<&Fact> = new_facts.to_vec();
+        taken.extend(avoided.iter());
+        let new_facts = &taken[..];
         if top.words.is_empty() {
             if section == Section::Goal && self.vocab.negative_goals && positive && "not".starts_with(partial) {
                 return true;
@@ -496,6 +530,32 @@ impl Guard {
             Section::Goal => (self.limits.max_goal, GOAL_RESERVE.max(fact + 3)),
         };
         count < max && self.max_tokens.saturating_sub(tokens) >= reserve
+    }
+
+    /// Whether a goal fact whose list opened at `opened` is the last one the budget has room
+    /// for: after it, the tokens left could not open another (with a little slack for blanks).
+    fn last_goal_fact(&self, opened: Opened, tokens: usize) -> bool {
+        const SLACK: usize = 4;
+        let fact = self.fact_tokens();
+        let left = self.max_tokens.saturating_sub(opened.at.unwrap_or(tokens));
+        !self.avoid.is_empty() && left < fact + GOAL_RESERVE.max(fact + 3) + SLACK
+    }
+
+    /// The goal facts that, stated next, would leave the answer equal to a candidate to avoid
+    /// once the goal closed.
+    fn repeat_completions(&self, new_facts: &[&Fact]) -> Vec<Fact> {
+        let Some(objects) = self.objects.as_ref().filter(|_| !self.avoid.is_empty()) else { return Vec::new() };
+        let now = Candidate::of(objects.clone(), self.facts.iter().chain(new_facts.iter().copied()).cloned().collect());
+        let mut out: Vec<Fact> = self
+            .avoid
+            .iter()
+            .filter(|c| c.objects == now.objects && c.facts.len() == now.facts.len() + 1 && now.facts.is_subset(&c.facts))
+            .filter_map(|c| c.facts.difference(&now.facts).next().cloned())
+            .filter(|f| f.section == Section::Goal)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// The tokens the longest fact takes: as the model's tokenizer counts it once
@@ -657,6 +717,35 @@ mod tests {
         let full = Guard::new(bw(), Limits { max_goal: 1, ..Limits::default() }, 400, b"(define (problem t) (:domain bw) (:objects a b) (:init) (:goal (and (clear a)");
         assert!(!full.admits(b" (on", 10));
         assert!(full.admits(b")", 10));
+    }
+
+    /// Regression: the same Gripper episode, once the cap was fixed, copied an earlier
+    /// candidate up to its last goal fact with 15 tokens left. Its goal could then neither
+    /// close (a repeat) nor take another fact (no room), so the guard gave way and the repair
+    /// repeated the candidate. The last goal fact there is room for may not be the one that
+    /// completes a candidate to avoid.
+    #[test]
+    fn the_last_goal_fact_there_is_room_for_may_not_complete_a_candidate_to_avoid() {
+        let prefix = b"(define (problem t) (:domain bw) (:objects ";
+        let earlier = Candidate::read(prefix, b"a b) (:init (on a b)) (:goal (and (clear a) (clear b))))").unwrap();
+        let mut g = guard("a b) (:init (on a b)) (:goal (and (clear a)");
+        g.avoid(vec![earlier]);
+        let fact = g.fact_tokens();
+        let last = 400 - (fact + GOAL_RESERVE.max(fact + 3) + 1);
+        let roomy = last - 10;
+        // With room for more after it, `(clear b)` may come: another fact can follow.
+        assert!(g.admits(b" (clear b", roomy) && g.admits(b" (clear b)", roomy));
+        // As the last fact, it may not; another fact may.
+        assert!(!g.admits(b" (clear b", last) && !g.admits(b" (clear b)", last));
+        assert!(!g.admits(b" (clear", last), "`clear`'s only new completion is the repeat");
+        assert!(g.admits(b" (on b a)", last));
+        // What counts is when the fact opened, not the token now.
+        let mut opened_late = g.clone();
+        opened_late.commit_token(b" (clear", last);
+        assert!(!opened_late.admits(b" b)", last + 1));
+        let mut opened_early = g.clone();
+        opened_early.commit_token(b" (clear", roomy);
+        assert!(opened_early.admits(b" b)", last + 1));
     }
 
     #[test]
