@@ -6,7 +6,7 @@
 Per strategy and domain: solved (b_T) and b_0 with Wilson 95 % intervals, Faithful among
 all tasks, solved answers whose plan is empty (the goal already held: the spec was gamed),
 steps that ran to the token cap, syntax failures, repeated repairs; then model seconds and
-tokens per task, and the decoding constraint's cost (mask time per token, its share of decode
+tokens per task, episodes per hour the model's time allows, and the decoding constraint's cost (mask time per token, its share of decode
 time, grammar build time, forced tokens). The report `onebrain eval` writes has the full
 tables; this is the few lines the README quotes, with intervals.
 """
@@ -78,6 +78,8 @@ def main(paths):
         print(f"- steps: {len(steps)}; at the token cap: {cap}; with a syntax failure: {syntax}")
         print(f"- repairs: {repairs}; kept repeats: {repeated}; thrown-away repeats: {discarded}")
         print(f"- per task: {gen:.1f} s generation, {judge:.1f} s Judge, {toks:.0f} tokens out, decode {sum(len(s['output_tokens']) for s in steps) / max(decode, 1e-9):.1f} tok/s")
+        # The model is the bottleneck (the verifier overlaps it), so its seconds bound the rate.
+        print(f"- episodes per hour, model-bound: {3600 / max(gen + judge, 1e-9):.0f}")
         stats = [s["constraint"] for s in steps if s.get("constraint")]
         if stats:
             masks = sum(c["masks"] for c in stats)
