@@ -50,16 +50,9 @@ struct Frame {
     raw_words: Vec<String>,
     /// In `:objects`: the next word is a type.
     after_dash: bool,
-    /// When the list opened.
-    opened: Opened,
-}
-
-/// When a list opened: its serial (the how-many-th list the scanner opened, which tells a list
-/// this token opened from an older one) and, where known, the answer's token it opened at.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Opened {
-    serial: usize,
-    at: Option<usize>,
+    /// The answer's token the list opened at, where known (not in the prompt's primer or a
+    /// replay): a list whose token is the one being judged was opened by it.
+    opened_at: Option<usize>,
 }
 
 impl Frame {
@@ -76,8 +69,8 @@ enum Event {
     /// `(:objects …)` closed: the declared (name, type) pairs, lower-case, and with the names
     /// as written.
     ObjectsClosed(Vec<(String, String)>, Vec<(String, String)>),
-    /// A fact closed in a section, and when its list (`(not …)`'s when negated) opened.
-    Fact(Fact, Opened),
+    /// A fact closed in a section, and the token its list (`(not …)`'s when negated) opened at.
+    Fact(Fact, Option<usize>),
     /// The goal's body closed: the problem says everything it will.
     GoalClosed,
 }
@@ -100,8 +93,6 @@ struct Scan {
     comment: bool,
     /// Object names begun so far (counted at their first character).
     names_started: usize,
-    /// Lists opened so far.
-    lists_opened: usize,
     /// The answer's token being fed, where known (not for the prompt's primer or a replay).
     position: Option<usize>,
 }
@@ -144,9 +135,7 @@ impl Scan {
                 }
                 b'(' => {
                     self.end_word(out);
-                    let opened = Opened { serial: self.lists_opened, at: self.position };
-                    self.stack.push(Frame { opened, ..Frame::default() });
-                    self.lists_opened += 1;
+                    self.stack.push(Frame { opened_at: self.position, ..Frame::default() });
                 }
                 b')' => {
                     self.end_word(out);
@@ -202,8 +191,8 @@ impl Scan {
             Some(_) => {
                 if let Some(section) = section_of(&self.stack) {
                     let not = self.stack.last().filter(|p| p.head() == Some("not"));
-                    let opened = not.map_or(f.opened, |n| n.opened);
-                    out.push(Event::Fact(Fact { section, positive: not.is_none(), words: f.words }, opened));
+                    let opened_at = not.map_or(f.opened_at, |n| n.opened_at);
+                    out.push(Event::Fact(Fact { section, positive: not.is_none(), words: f.words }, opened_at));
                 }
             }
         }
@@ -429,15 +418,15 @@ impl Guard {
                 Event::Name { repeat: true } => return false,
                 Event::Name { repeat: false } => {}
                 Event::ObjectsClosed(o, _) => objects_now = Some(o),
-                Event::Fact(f, opened) => {
+                Event::Fact(f, opened_at) => {
                     if self.facts.contains(f) || new_facts.contains(&f) {
                         return false;
                     }
                     // A fact this token opened and closed needed the room to open, too.
-                    if opened.serial >= self.scan.lists_opened && !self.room_for_fact(f.section, &new_facts, tokens) {
+                    if *opened_at == Some(tokens) && !self.room_for_fact(f.section, &new_facts, tokens) {
                         return false;
                     }
-                    if f.section == Section::Goal && self.last_goal_fact(*opened, tokens) && self.repeat_completions(&new_facts).contains(f) {
+                    if f.section == Section::Goal && self.last_goal_fact(*opened_at, tokens) && self.repeat_completions(&new_facts).contains(f) {
                         return false;
                     }
                     new_facts.push(f);
@@ -485,19 +474,25 @@ impl Guard {
         // has begun: a single token may hold `(car` (regression: a Gripper repair ran into
         // the cap when `(car` skipped the check that `(` alone would have met).
         let fact_list = if positive { top } else { below.last().unwrap_or(top) };
-        if fact_list.opened.serial >= self.scan.lists_opened && !self.room_for_fact(section, new_facts, tokens) {
+        if fact_list.opened_at == Some(tokens) && !self.room_for_fact(section, new_facts, tokens) {
             return false;
         }
         // The last goal fact there is room for may not be one that makes the answer a repeat:
         // the goal could not close after it, and no other fact would fit.
-        let avoided = if section == Section::Goal && self.last_goal_fact(fact_list.opened, tokens) {
+        let avoided = if section == Section::Goal && self.last_goal_fact(fact_list.opened_at, tokens) {
             self.repeat_completions(new_facts)
         } else {
             Vec::new()
         };
-        let mut taken: Vec<&Fact> = new_facts.to_vec();
-        taken.extend(avoided.iter());
-        let new_facts = &taken[..];
+        // Counted as stated. Only built when there are any: this runs for every token a mask
+        // lets through.
+        let taken: Vec<&Fact>;
+        let new_facts = if avoided.is_empty() {
+            new_facts
+        } else {
+            taken = new_facts.iter().copied().chain(&avoided).collect();
+            &taken[..]
+        };
         if top.words.is_empty() {
             if section == Section::Goal && self.vocab.negative_goals && positive && "not".starts_with(partial) {
                 return true;
@@ -532,12 +527,13 @@ impl Guard {
         count < max && self.max_tokens.saturating_sub(tokens) >= reserve
     }
 
-    /// Whether a goal fact whose list opened at `opened` is the last one the budget has room
-    /// for: after it, the tokens left could not open another (with a little slack for blanks).
-    fn last_goal_fact(&self, opened: Opened, tokens: usize) -> bool {
+    /// Whether a goal fact whose list opened at token `opened_at` (unknown: now, the `tokens`-th)
+    /// is the last one the budget has room for: after it, the tokens left could not open
+    /// another (with a little slack for blanks).
+    fn last_goal_fact(&self, opened_at: Option<usize>, tokens: usize) -> bool {
         const SLACK: usize = 4;
         let fact = self.fact_tokens();
-        let left = self.max_tokens.saturating_sub(opened.at.unwrap_or(tokens));
+        let left = self.max_tokens.saturating_sub(opened_at.unwrap_or(tokens));
         !self.avoid.is_empty() && left < fact + GOAL_RESERVE.max(fact + 3) + SLACK
     }
 
