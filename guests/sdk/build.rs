@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 /// The WIT version this SDK speaks; written into every plugin's
 /// `onebrain:api-version` custom section, read by the host before it instantiates.
-const API_VERSION: &str = "0.1.0";
+const API_VERSION: &str = "0.2.0";
 
 const WORLDS: [(&str, &str); 4] = [
     ("reward", "__onebrain_wit_reward"),
@@ -24,7 +24,7 @@ const WORLDS: [(&str, &str); 4] = [
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    let wit_dir = manifest.join("../../wit/since_v0.1.0");
+    let wit_dir = manifest.join(format!("../../wit/since_v{API_VERSION}"));
     println!("cargo:rerun-if-changed={}", wit_dir.display());
 
     let mut files: Vec<PathBuf> = fs::read_dir(&wit_dir)

@@ -16,27 +16,38 @@
 //! fresh one after a failure). Every trait method has a default body that
 //! returns "not implemented", so a plugin overrides only what it serves.
 //!
+//! [`gaming`] holds four reference-free checks that a solved spec was not gamed
+//! (goal already true, empty plan, a named object left out, an unguarded
+//! action), the ones the bundled `grounded-rewards` plugin multiplies in.
+//!
 //! [`pddl`] re-exports `onebrain-pddl`, the parser, checker, grounder and
 //! plan validator the host itself uses, so a domain plugin reads PDDL without
 //! a parser of its own.
 //!
+//! A reward sees the whole episode: here, the Actor is paid for a solved spec only
+//! when its plan is not empty (a goal that already holds at the start is a gamed
+//! spec, not a solved task).
+//!
 //! ```no_run
-//! use onebrain_sdk::{EpisodeSummary, Result, Reward, Rewards};
+//! use onebrain_sdk::{FinishedEpisode, Result, Reward, Rewards};
 //!
 //! #[derive(Default)]
-//! struct SolverOnly;
+//! struct NonEmptyPlan;
 //!
-//! impl Reward for SolverOnly {
-//!     fn rewards(&self, ep: &EpisodeSummary) -> Result<Rewards> {
-//!         Ok(Rewards { actor: if ep.b0 { 1.0 } else { 0.0 }, editor: 0.0, judge: 0.0 })
+//! impl Reward for NonEmptyPlan {
+//!     fn rewards(&self, ep: &FinishedEpisode) -> Result<Rewards> {
+//!         let first = ep.steps.first().map(|s| &s.verdict);
+//!         let paid = first.is_some_and(|v| v.solved && !v.plan.is_empty());
+//!         Ok(Rewards { actor: if paid { 1.0 } else { 0.0 }, ..Rewards::default() })
 //!     }
 //! }
 //!
-//! onebrain_sdk::export_reward!(SolverOnly);
+//! onebrain_sdk::export_reward!(NonEmptyPlan);
 //! ```
 #![deny(missing_docs)]
 
 pub mod blocks;
+pub mod gaming;
 mod rng;
 pub mod text;
 mod types;
@@ -44,8 +55,8 @@ mod worlds;
 
 pub use onebrain_pddl as pddl;
 pub use types::{
-    Category, Decision, Diagnostic, Drift, EpisodeSummary, FaithfulnessReport, Rewards, Severity,
-    SolverOutput, Spec, SpecFile, Task,
+    Category, Decision, Diagnostic, Drift, FaithfulnessReport, FinishedEpisode, Outcome, RewardSettings,
+    Rewards, Severity, SolverOutput, Spec, SpecFile, Step, StepRole, Task, Verdict,
 };
 pub use rng::Rng;
 pub use worlds::{DiagnosticParser, DomainAdapter, FaithfulnessChecker, Reward};
@@ -92,6 +103,34 @@ pub mod __private {
         };
     }
 
+    /// A WIT `diagnostic` (of the bindings module `$w`) as the SDK's.
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __onebrain_diagnostic_from_wit {
+        ($d:expr, $w:ident) => {{
+            let d = $d;
+            $crate::Diagnostic {
+                category: $crate::__onebrain_enum!(d.category, $w::Category => $crate::Category,
+                    [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
+                severity: $crate::__onebrain_enum!(d.severity, $w::Severity => $crate::Severity, [Error, Warning]),
+                message: d.message,
+                file: d.file.map(|f| $crate::__onebrain_enum!(f, $w::SpecFile => $crate::SpecFile, [Domain, Problem, Plan])),
+                line: d.line,
+                column: d.column,
+            }
+        }};
+    }
+
+    /// A WIT `solver-output` as the SDK's.
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __onebrain_solver_output_from_wit {
+        ($o:expr) => {{
+            let o = $o;
+            $crate::SolverOutput { exit_code: o.exit_code, stdout: o.stdout, stderr: o.stderr, timed_out: o.timed_out }
+        }};
+    }
+
     /// Maps an enum onto its twin case by case (the WIT enums and the SDK
     /// enums have the same cases under the same names).
     #[macro_export]
@@ -125,27 +164,47 @@ macro_rules! export_reward {
         struct __OnebrainExport;
         impl __onebrain_bindings::Guest for __OnebrainExport {
             fn episode_rewards(
-                ep: __onebrain_bindings::onebrain::plugin::types::EpisodeSummary,
+                ep: __onebrain_bindings::onebrain::plugin::types::FinishedEpisode,
             ) -> ::core::result::Result<
                 __onebrain_bindings::onebrain::plugin::types::Rewards,
                 ::std::string::String,
             > {
-                let ep = $crate::EpisodeSummary {
-                    b0: ep.b0,
+                use __onebrain_bindings::onebrain::plugin::types as w;
+                let step = |s: w::Step| $crate::Step {
+                    role: $crate::__onebrain_enum!(s.role, w::StepRole => $crate::StepRole, [Actor, Editor]),
+                    spec: s.spec.map(|x| $crate::Spec { domain: x.domain, problem: x.problem }),
+                    verdict: $crate::Verdict {
+                        solved: s.verdict.solved,
+                        outcome: $crate::__onebrain_enum!(s.verdict.outcome, w::Outcome => $crate::Outcome,
+                            [Solved, Rejected, Unsolvable, Timeout, OutOfMemory, InputError, SolverError]),
+                        plan: s.verdict.plan,
+                        diagnostics: s
+                            .verdict
+                            .diagnostics
+                            .into_iter()
+                            .map(|d| $crate::__onebrain_diagnostic_from_wit!(d, w))
+                            .collect(),
+                        time_ms: s.verdict.time_ms,
+                        solver_time_ms: s.verdict.solver_time_ms,
+                        solver_output: s.verdict.solver_output.map(|o| $crate::__onebrain_solver_output_from_wit!(o)),
+                    },
+                    output_tokens: s.output_tokens,
+                };
+                let ep = $crate::FinishedEpisode {
+                    task_id: ep.task_id,
+                    domain: ep.domain,
+                    task_text: ep.task_text,
+                    steps: ep.steps.into_iter().map(step).collect(),
                     judge_score: ep.judge_score,
-                    solved_final: ep.solved_final,
-                    repairs: ep.repairs,
-                    max_repairs: ep.max_repairs,
-                    judge_threshold: ep.judge_threshold,
-                    lambda_judge: ep.lambda_judge,
-                    repair_cost: ep.repair_cost,
+                    settings: $crate::RewardSettings {
+                        max_repairs: ep.settings.max_repairs,
+                        judge_threshold: ep.settings.judge_threshold,
+                        lambda_judge: ep.settings.lambda_judge,
+                        repair_cost: ep.settings.repair_cost,
+                    },
                 };
                 let r = __ONEBRAIN_PLUGIN.with(|p| $crate::Reward::rewards(p, &ep))?;
-                Ok(__onebrain_bindings::onebrain::plugin::types::Rewards {
-                    actor: r.actor,
-                    editor: r.editor,
-                    judge: r.judge,
-                })
+                Ok(w::Rewards { actor: r.actor, editor: r.editor, judge: r.judge, editor_steps: r.editor_steps })
             }
         }
         __onebrain_bindings::export!(__OnebrainExport with_types_in __onebrain_bindings);
@@ -235,24 +294,9 @@ macro_rules! export_diagnostic_parser {
                 ::std::string::String,
             > {
                 use __onebrain_bindings::onebrain::plugin::types as w;
-                let raw = $crate::SolverOutput {
-                    exit_code: raw.exit_code,
-                    stdout: raw.stdout,
-                    stderr: raw.stderr,
-                    timed_out: raw.timed_out,
-                };
-                let native: ::std::vec::Vec<$crate::Diagnostic> = native
-                    .into_iter()
-                    .map(|d| $crate::Diagnostic {
-                        category: $crate::__onebrain_enum!(d.category, w::Category => $crate::Category,
-                            [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
-                        severity: $crate::__onebrain_enum!(d.severity, w::Severity => $crate::Severity, [Error, Warning]),
-                        message: d.message,
-                        file: d.file.map(|f| $crate::__onebrain_enum!(f, w::SpecFile => $crate::SpecFile, [Domain, Problem, Plan])),
-                        line: d.line,
-                        column: d.column,
-                    })
-                    .collect();
+                let raw = $crate::__onebrain_solver_output_from_wit!(raw);
+                let native: ::std::vec::Vec<$crate::Diagnostic> =
+                    native.into_iter().map(|d| $crate::__onebrain_diagnostic_from_wit!(d, w)).collect();
                 let out = __ONEBRAIN_PLUGIN.with(|p| $crate::DiagnosticParser::parse(p, &raw, &native))?;
                 Ok(out
                     .into_iter()

@@ -1,13 +1,15 @@
 //! One trait per WIT world. Every method has a default body, so a plugin
 //! overrides only what it serves.
 
-use crate::types::{Diagnostic, EpisodeSummary, FaithfulnessReport, Rewards, SolverOutput, Spec, Task};
+use crate::types::{Diagnostic, FaithfulnessReport, FinishedEpisode, Rewards, SolverOutput, Spec, Task};
 use crate::{not_implemented, Result};
 
-/// The `reward` world: rewards for the three roles from one episode.
+/// The `reward` world: rewards for the three roles from one whole episode: the task
+/// text, every step's spec, verdict, plan and diagnostics, and the Judge's score.
 pub trait Reward {
-    /// R_A, R_E and the Judge's reward for `episode`; the weights are in the episode.
-    fn rewards(&self, episode: &EpisodeSummary) -> Result<Rewards> {
+    /// R_A, R_E and the Judge's reward for `episode`, and optionally one reward per
+    /// Editor step ([`Rewards::editor_steps`]); the weights are in `episode.settings`.
+    fn rewards(&self, episode: &FinishedEpisode) -> Result<Rewards> {
         let _ = episode;
         Err(not_implemented("rewards"))
     }

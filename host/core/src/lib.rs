@@ -15,18 +15,17 @@
 //! | [`DiagnosticParser`] | the structured diagnostics d | `diagnostic-parser` plugins |
 //!
 //! ```
-//! use onebrain_core::{EpisodeSummary, Reward, Rewards, BoxError};
+//! use onebrain_core::{BoxError, FinishedEpisode, Reward, Rewards};
 //!
 //! /// R_A = b_0 only: a reward that ignores the Judge.
 //! struct SolverOnly;
 //! impl Reward for SolverOnly {
-//!     fn rewards(&self, ep: &EpisodeSummary) -> Result<Rewards, BoxError> {
-//!         let b0 = if ep.b0 { 1.0 } else { 0.0 };
-//!         Ok(Rewards { actor: b0, editor: 0.0, judge: 0.0 })
+//!     fn rewards(&self, ep: &FinishedEpisode) -> Result<Rewards, BoxError> {
+//!         let b0 = if ep.b0() { 1.0 } else { 0.0 };
+//!         Ok(Rewards { actor: b0, ..Rewards::default() })
 //!     }
 //! }
-//! let ep = EpisodeSummary { b0: true, ..EpisodeSummary::default() };
-//! assert_eq!(SolverOnly.rewards(&ep).unwrap().actor, 1.0);
+//! assert_eq!(SolverOnly.rewards(&FinishedEpisode::default()).unwrap().actor, 0.0);
 //! ```
 #![deny(missing_docs)]
 
@@ -102,6 +101,20 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// A verdict of `outcome` (solved exactly when it is [`Outcome::Solved`]) with no
+    /// timings and no planner output: for examples, tests and plugins' own checks.
+    pub fn new(outcome: Outcome, plan: Vec<String>, diagnostics: Vec<Diagnostic>) -> Verdict {
+        Verdict {
+            solved: outcome == Outcome::Solved,
+            outcome,
+            plan,
+            diagnostics,
+            time_ms: 0,
+            solver_time_ms: 0,
+            solver_output: None,
+        }
+    }
+
     /// The paper's b as a number, for rewards.
     pub fn b(&self) -> f32 {
         if self.solved {
@@ -131,7 +144,137 @@ pub trait Verifier: Send + Sync {
     fn verify(&self, spec: &Spec) -> Verdict;
 }
 
-/// What a reward function sees of one episode.
+/// Which role wrote a step's spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepRole {
+    /// The Actor's first spec y_0.
+    Actor,
+    /// One Editor repair y_t, t = 1..T.
+    Editor,
+}
+
+/// One verified step of an episode, as a reward function sees it.
+///
+/// ```
+/// use onebrain_core::{FinishedEpisode, Outcome, Step, StepRole, Verdict};
+///
+/// let step = |role, outcome| Step::new(role, None, Verdict::new(outcome, vec![], vec![]));
+/// let ep = FinishedEpisode {
+///     steps: vec![step(StepRole::Actor, Outcome::Rejected), step(StepRole::Editor, Outcome::Solved)],
+///     ..FinishedEpisode::default()
+/// };
+/// assert_eq!((ep.b0(), ep.solved_final(), ep.repairs()), (false, true, 1));
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// Who wrote it.
+    pub role: StepRole,
+    /// The spec as the verifier saw it; `None` when the answer held no PDDL
+    /// (the verdict then says why).
+    pub spec: Option<Spec>,
+    /// The verifier's verdict on it.
+    pub verdict: Verdict,
+    /// How many tokens the model wrote for this step.
+    pub output_tokens: u32,
+}
+
+impl Step {
+    /// A step of `role` that wrote `spec` and got `verdict`; 0 output tokens.
+    pub fn new(role: StepRole, spec: Option<Spec>, verdict: Verdict) -> Step {
+        Step { role, spec, verdict, output_tokens: 0 }
+    }
+}
+
+/// The weights of the run's configuration, as a reward function sees them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RewardSettings {
+    /// H_max: the most repairs allowed.
+    pub max_repairs: u32,
+    /// τ: the Judge's decision threshold.
+    pub judge_threshold: f32,
+    /// λ_J: the weight of the Judge's score in the Actor's reward.
+    pub lambda_judge: f32,
+    /// β: the per-repair cost in the Editor's reward.
+    pub repair_cost: f32,
+}
+
+impl Default for RewardSettings {
+    /// The paper's weights: λ_J = 0.3, β = 0.1, τ = 0.5, H_max = 5.
+    fn default() -> Self {
+        RewardSettings { max_repairs: 5, judge_threshold: 0.5, lambda_judge: 0.3, repair_cost: 0.1 }
+    }
+}
+
+/// What a reward function sees of one finished episode: the task, every step and the
+/// Judge. Never the reference spec: rewards come from solver feedback alone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FinishedEpisode {
+    /// The task's stable identifier.
+    pub task_id: String,
+    /// The domain's name as its adapter reports it.
+    pub domain: String,
+    /// The natural-language statement of the task, x.
+    pub task_text: String,
+    /// Every verified step in order: the Actor's first, then each Editor repair.
+    pub steps: Vec<Step>,
+    /// s_J: the Judge's score for the Actor's spec, in [0, 1]; 0.5 when the Judge did not run.
+    pub judge_score: f32,
+    /// The weights.
+    pub settings: RewardSettings,
+}
+
+impl Default for FinishedEpisode {
+    /// No steps, the uninformative s_J = 0.5 and the paper's weights.
+    fn default() -> Self {
+        FinishedEpisode {
+            task_id: String::new(),
+            domain: String::new(),
+            task_text: String::new(),
+            steps: Vec::new(),
+            judge_score: 0.5,
+            settings: RewardSettings::default(),
+        }
+    }
+}
+
+impl FinishedEpisode {
+    /// b_0: the Actor's first spec was solved.
+    pub fn b0(&self) -> bool {
+        self.steps.first().is_some_and(|s| s.role == StepRole::Actor && s.verdict.solved)
+    }
+
+    /// b_T: the last spec (the episode stops at the first solved one) was solved.
+    pub fn solved_final(&self) -> bool {
+        self.steps.last().is_some_and(|s| s.verdict.solved)
+    }
+
+    /// T: the number of Editor repairs.
+    pub fn repairs(&self) -> u32 {
+        self.steps.iter().filter(|s| s.role == StepRole::Editor).count() as u32
+    }
+
+    /// The Editor's steps, in order.
+    pub fn editor_steps(&self) -> impl Iterator<Item = &Step> {
+        self.steps.iter().filter(|s| s.role == StepRole::Editor)
+    }
+
+    /// The eight numbers API 0.1.0's reward world sees.
+    pub fn summary(&self) -> EpisodeSummary {
+        EpisodeSummary {
+            b0: self.b0(),
+            judge_score: self.judge_score,
+            solved_final: self.solved_final(),
+            repairs: self.repairs(),
+            max_repairs: self.settings.max_repairs,
+            judge_threshold: self.settings.judge_threshold,
+            lambda_judge: self.settings.lambda_judge,
+            repair_cost: self.settings.repair_cost,
+        }
+    }
+}
+
+/// What a reward function of plugin API 0.1.0 sees of one episode: eight numbers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EpisodeSummary {
     /// b_0: the Actor's first spec was solved.
@@ -155,21 +298,12 @@ pub struct EpisodeSummary {
 impl Default for EpisodeSummary {
     /// The paper's weights (λ_J = 0.3, β = 0.1, τ = 0.5, H_max = 5) and an empty episode.
     fn default() -> Self {
-        EpisodeSummary {
-            b0: false,
-            judge_score: 0.5,
-            solved_final: false,
-            repairs: 0,
-            max_repairs: 5,
-            judge_threshold: 0.5,
-            lambda_judge: 0.3,
-            repair_cost: 0.1,
-        }
+        FinishedEpisode::default().summary()
     }
 }
 
 /// The three roles' rewards for one episode.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Rewards {
     /// R_A, the Actor's reward.
     pub actor: f32,
@@ -177,12 +311,17 @@ pub struct Rewards {
     pub editor: f32,
     /// The Judge's logged reward (the paper's ±1 / ±0.5 table).
     pub judge: f32,
+    /// One reward per Editor step, in order, when the reward function gives them: the
+    /// trainer then uses them as the per-step rewards r_1..r_T, discounted like any
+    /// reward. `None`: r_T = R_E and the earlier repairs get 0, as in the paper.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub editor_steps: Option<Vec<f32>>,
 }
 
 /// A reward function over episodes.
 pub trait Reward: Send + Sync {
     /// The rewards for one finished episode.
-    fn rewards(&self, episode: &EpisodeSummary) -> Result<Rewards, BoxError>;
+    fn rewards(&self, episode: &FinishedEpisode) -> Result<Rewards, BoxError>;
 }
 
 /// Which way a solvable spec drifted from the task.

@@ -296,7 +296,7 @@ impl StrategyReport {
             j
         });
 
-        let rewarded: Vec<_> = records.iter().filter_map(|r| r.rewards).collect();
+        let rewarded: Vec<_> = records.iter().filter_map(|r| r.rewards.as_ref()).collect();
         let mean_rewards = (!rewarded.is_empty()).then(|| {
             [
                 mean(rewarded.iter().map(|r| r.actor as f64)),

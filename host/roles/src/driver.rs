@@ -8,11 +8,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use onebrain_core::{Checker, EpisodeSummary, FaithfulnessReport, Reward, Spec, Verdict, Verifier};
+use onebrain_core::{
+    Checker, FaithfulnessReport, FinishedEpisode, Reward, RewardSettings, Spec, Step, StepRole, Verdict, Verifier,
+};
 use onebrain_verifier::VerifierPool;
 
 use crate::episode::{Episode, Request, Response};
 use crate::model::LanguageModel;
+use onebrain_model::Role;
 use crate::record::{EpisodeRecord, Event};
 use crate::strategy::{EpisodeConfig, Strategy};
 
@@ -41,18 +44,8 @@ impl Finalizer {
         let start = Instant::now();
         let mut errors = Vec::new();
         if let (Some(reward), Strategy::MultiRole) = (&self.reward, rec.strategy) {
-            let summary = EpisodeSummary {
-                b0: rec.b0,
-                // Without a Judge call, s_J is the uninformative 0.5.
-                judge_score: rec.judge_score.unwrap_or(0.5),
-                solved_final: rec.solved,
-                repairs: rec.repairs,
-                max_repairs: cfg.max_repairs,
-                judge_threshold: cfg.judge_threshold,
-                lambda_judge: cfg.lambda_judge,
-                repair_cost: cfg.repair_cost,
-            };
-            match reward.rewards(&summary) {
+            let episode = finished_episode(rec, cfg);
+            match reward.rewards(&episode) {
                 Ok(r) => rec.rewards = Some(r),
                 Err(e) => errors.push(format!("reward plugin: {e}")),
             }
@@ -84,6 +77,37 @@ impl Finalizer {
                 None => joined,
             });
         }
+    }
+}
+
+/// What the reward function sees of a finished multi-role record: the task, every verified
+/// Actor and Editor step, the Judge's score and the weights; never the reference spec.
+pub fn finished_episode(rec: &EpisodeRecord, cfg: &EpisodeConfig) -> FinishedEpisode {
+    let steps = rec
+        .verified_steps()
+        .filter_map(|s| {
+            let role = match s.role {
+                Role::Actor => StepRole::Actor,
+                Role::Editor => StepRole::Editor,
+                Role::Judge => return None,
+            };
+            let verdict = s.verdict.clone().expect("a verified step");
+            Some(Step { role, spec: s.spec.clone(), verdict, output_tokens: s.output_tokens.len() as u32 })
+        })
+        .collect();
+    FinishedEpisode {
+        task_id: rec.task_id.clone(),
+        domain: rec.domain.clone(),
+        task_text: rec.task_text.clone(),
+        steps,
+        // Without a Judge call, s_J is the uninformative 0.5.
+        judge_score: rec.judge_score.unwrap_or(0.5),
+        settings: RewardSettings {
+            max_repairs: cfg.max_repairs,
+            judge_threshold: cfg.judge_threshold,
+            lambda_judge: cfg.lambda_judge,
+            repair_cost: cfg.repair_cost,
+        },
     }
 }
 

@@ -75,7 +75,7 @@ mod solve;
 mod strategy;
 
 pub use config::{config_base, CheckerChoice, SolveConfig, SolverConfig};
-pub use driver::{run_episode, run_pipelined, Finalizer};
+pub use driver::{finished_episode, run_episode, run_pipelined, Finalizer};
 pub use episode::{Episode, EpisodeInput, Request, Response};
 pub use error::RolesError;
 pub use extract::{extract_spec, Extraction, Mode};

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use onebrain_core::{
-    BoxError, Category, EpisodeSummary, Outcome, Reward, Rewards, Spec, Task, Verdict, Verifier,
+    BoxError, Category, FinishedEpisode, Outcome, StepRole, Reward, Rewards, Spec, Task, Verdict, Verifier,
 };
 use onebrain_roles::{
     run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeInput, Event, Finalizer, Generation,
@@ -139,7 +139,8 @@ impl Verifier for NativeVerifier {
 /// The paper's rewards, natively.
 struct PaperRewards;
 impl Reward for PaperRewards {
-    fn rewards(&self, ep: &EpisodeSummary) -> Result<Rewards, BoxError> {
+    fn rewards(&self, ep: &FinishedEpisode) -> Result<Rewards, BoxError> {
+        let ep = ep.summary();
         let b = |x: bool| if x { 1.0 } else { 0.0 };
         let judge = match (ep.judge_score > ep.judge_threshold, ep.b0) {
             (true, true) => 1.0,
@@ -156,6 +157,7 @@ impl Reward for PaperRewards {
             actor: b(ep.b0) + ep.lambda_judge * ep.judge_score,
             editor,
             judge,
+            editor_steps: None,
         })
     }
 }
@@ -276,11 +278,24 @@ fn a_broken_spec_then_its_repair() {
     assert_eq!(rec.final_spec.as_ref().unwrap().domain, DOMAIN);
     assert_eq!(rec.final_plan, ["(pick-up a)", "(stack a b)"]);
     // R_A = b_0 + 0.3·s_J = 0.24; R_E = b_T − 0.1·T = 0.9; Judge: s_J > τ and b_0 = 0 → −1.
-    let r = rec.rewards.unwrap();
+    let r = rec.rewards.clone().unwrap();
     assert!(
         (r.actor - 0.24).abs() < 1e-6 && (r.editor - 0.9).abs() < 1e-6 && r.judge == -1.0,
         "{r:?}"
     );
+    // What a 0.2.0 reward plugin sees: the task, both specs with their verdicts, the
+    // Judge's score, the weights; never the reference.
+    let ep = onebrain_roles::finished_episode(&rec, &cfg);
+    assert_eq!((ep.task_id.as_str(), ep.task_text.as_str()), (rec.task_id.as_str(), rec.task_text.as_str()));
+    let roles: Vec<StepRole> = ep.steps.iter().map(|s| s.role).collect();
+    assert_eq!(roles, [StepRole::Actor, StepRole::Editor]);
+    assert!(ep.steps[0].spec.as_ref().unwrap().problem.contains("(:objects a)"));
+    assert_eq!(ep.steps[1].spec, rec.final_spec);
+    assert_eq!(ep.steps[1].verdict.plan, rec.final_plan);
+    assert!(!ep.steps[0].verdict.diagnostics.is_empty());
+    assert_eq!(ep.steps[1].output_tokens as usize, rec.steps[1].output_tokens.len());
+    assert_eq!((ep.judge_score, ep.settings.lambda_judge), (0.8, cfg.lambda_judge));
+    assert_eq!((ep.b0(), ep.solved_final(), ep.repairs()), (rec.b0, rec.solved, rec.repairs));
     // Every step is recorded for training: prompt hash, token ids, seed.
     for (i, s) in rec.steps.iter().enumerate() {
         assert_eq!(s.index as usize, i);

@@ -3,7 +3,7 @@
 //! [`DiagnosticParser`], never wasmtime.
 
 use onebrain_core::{
-    BoxError, Checker, DiagnosticParser, Diagnostic, DomainAdapter, EpisodeSummary, FaithfulnessReport, Reward,
+    BoxError, Checker, DiagnosticParser, Diagnostic, DomainAdapter, FaithfulnessReport, FinishedEpisode, Reward,
     Rewards, SolverOutput, Spec, Task,
 };
 use wasmtime::component::InstancePre;
@@ -16,6 +16,7 @@ use crate::manifest::World;
 use crate::state::StoreState;
 use crate::validate;
 use crate::wit::latest::{self, diagnostic_parser as dp, domain_adapter as da, faithfulness_checker as fc, reward as rw};
+use crate::wit::{since_v0_1_0, ApiVersion};
 
 macro_rules! world_bindings {
     ($bindings:ty, $pre:ident, $world:expr) => {
@@ -36,32 +37,40 @@ use da::DomainAdapterPre;
 use dp::DiagnosticParserPre;
 use fc::FaithfulnessCheckerPre;
 use rw::RewardPre;
+use since_v0_1_0::reward::RewardPre as RewardPreV0_1_0;
 
 world_bindings!(rw::Reward, RewardPre, World::Reward);
+world_bindings!(since_v0_1_0::reward::Reward, RewardPreV0_1_0, World::Reward);
 world_bindings!(da::DomainAdapter, DomainAdapterPre, World::DomainAdapter);
 world_bindings!(dp::DiagnosticParser, DiagnosticParserPre, World::DiagnosticParser);
 world_bindings!(fc::FaithfulnessChecker, FaithfulnessCheckerPre, World::FaithfulnessChecker);
 
-impl OutputSize for rw::onebrain::plugin::types::Rewards {
+impl OutputSize for latest::types::Rewards {
+    fn output_size(&self) -> usize {
+        12 + self.editor_steps.as_ref().map_or(0, |s| 4 * s.len())
+    }
+}
+
+impl OutputSize for since_v0_1_0::reward::onebrain::plugin::types::Rewards {
     fn output_size(&self) -> usize {
         12
     }
 }
 
-impl OutputSize for da::onebrain::plugin::types::Task {
+impl OutputSize for latest::types::Task {
     fn output_size(&self) -> usize {
         let r = self.reference.as_ref().map_or(0, |s| s.domain.len() + s.problem.len());
         self.id.len() + self.domain.len() + self.text.len() + r
     }
 }
 
-impl OutputSize for dp::onebrain::plugin::types::Diagnostic {
+impl OutputSize for latest::types::Diagnostic {
     fn output_size(&self) -> usize {
         self.message.len() + 16
     }
 }
 
-impl OutputSize for fc::onebrain::plugin::types::FaithfulnessReport {
+impl OutputSize for latest::types::FaithfulnessReport {
     fn output_size(&self) -> usize {
         self.explanation.output_size() + 32
     }
@@ -71,27 +80,70 @@ fn boxed(e: PluginError) -> BoxError {
     Box::new(e)
 }
 
-/// A `reward` plugin as a [`Reward`].
+/// A `reward` plugin as a [`Reward`], of either API version: a 0.1.0 plugin sees the
+/// episode's eight numbers ([`FinishedEpisode::summary`]), a 0.2.0 one the whole episode.
 pub struct WasmReward {
-    slot: Slot<rw::Reward>,
+    slot: RewardSlot,
+}
+
+/// The bindings a reward plugin is called through, by the API version it was built for.
+enum RewardSlot {
+    V0_1_0(Slot<since_v0_1_0::reward::Reward>),
+    V0_2_0(Slot<rw::Reward>),
 }
 
 impl WasmReward {
     /// Wraps `plugin`, which must implement the `reward` world.
     pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
-        Ok(WasmReward { slot: Slot::new(plugin, policy)? })
+        let slot = match plugin.api_version {
+            ApiVersion::V0_1_0 => RewardSlot::V0_1_0(Slot::new(plugin, policy)?),
+            ApiVersion::V0_2_0 => RewardSlot::V0_2_0(Slot::new(plugin, policy)?),
+        };
+        Ok(WasmReward { slot })
     }
 
     /// The rewards for `episode`, with the typed error.
-    pub fn try_rewards(&self, episode: &EpisodeSummary) -> Result<Rewards, PluginError> {
-        let ep = rw::onebrain::plugin::types::EpisodeSummary::from(episode);
-        let limits = self.slot.limits();
-        self.slot.call(|b, store| b.call_episode_rewards(store, ep), |r| validate::rewards(Rewards::from(r), limits))
+    pub fn try_rewards(&self, episode: &FinishedEpisode) -> Result<Rewards, PluginError> {
+        let editor_steps = episode.repairs();
+        match &self.slot {
+            RewardSlot::V0_1_0(slot) => {
+                let ep = since_v0_1_0::reward::onebrain::plugin::types::EpisodeSummary::from(&episode.summary());
+                let limits = slot.limits();
+                slot.call(
+                    |b, store| b.call_episode_rewards(store, ep),
+                    |r| validate::rewards(Rewards::from(r), editor_steps, limits),
+                )
+            }
+            RewardSlot::V0_2_0(slot) => {
+                let ep = latest::rewards::episode(episode);
+                let limits = slot.limits();
+                slot.call(
+                    |b, store| b.call_episode_rewards(store, &ep),
+                    |r| validate::rewards(latest::rewards::rewards(r), editor_steps, limits),
+                )
+            }
+        }
     }
 }
 
+/// An episode whose steps were solved as `solved` says (the Actor's first, then each
+/// repair's), with no specs and s_J = `judge_score`: the smoke call's and the
+/// benchmark's input.
+pub(crate) fn episode_of(solved: &[bool], judge_score: f32) -> FinishedEpisode {
+    use onebrain_core::{Outcome, Step, StepRole, Verdict};
+    let steps = solved
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            let role = if i == 0 { StepRole::Actor } else { StepRole::Editor };
+            Step::new(role, None, Verdict::new(if b { Outcome::Solved } else { Outcome::Unsolvable }, vec![], vec![]))
+        })
+        .collect();
+    FinishedEpisode { steps, judge_score, ..FinishedEpisode::default() }
+}
+
 impl Reward for WasmReward {
-    fn rewards(&self, episode: &EpisodeSummary) -> Result<Rewards, BoxError> {
+    fn rewards(&self, episode: &FinishedEpisode) -> Result<Rewards, BoxError> {
         self.try_rewards(episode).map_err(boxed)
     }
 }

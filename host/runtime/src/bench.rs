@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use onebrain_core::EpisodeSummary;
 use onebrain_sdk::text::PlanBenchWording;
 use serde::Serialize;
 
@@ -118,7 +117,7 @@ pub fn bench_plugins(options: &BenchOptions) -> Result<BenchReport, RegistryErro
 
     let reward_m = registry.get("paper-rewards")?;
     let reward_p = host.load(reward_m)?;
-    let ep = EpisodeSummary { b0: true, judge_score: 0.7, solved_final: true, repairs: 2, ..Default::default() };
+    let ep = crate::adapters::episode_of(&[false, false, true], 0.7);
     let reused = WasmReward::new(&reward_p, InstancePolicy::Reuse)?;
     let fresh = WasmReward::new(&reward_p, InstancePolicy::FreshPerCall)?;
     let reward_call_reused_us = time_each(n, |_| {

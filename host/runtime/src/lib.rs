@@ -25,7 +25,7 @@
 //!
 //! ```
 //! use onebrain_runtime::{PluginHost, HostOptions, PluginRegistry, RuntimeConfig, World};
-//! use onebrain_core::{EpisodeSummary, Reward};
+//! use onebrain_core::{FinishedEpisode, Outcome, Reward, Step, StepRole, Verdict};
 //!
 //! let config = RuntimeConfig::from_toml(r#"
 //!     plugin-dirs = ["plugins"]
@@ -41,7 +41,9 @@
 //! if registry.get("paper-rewards").map_or(false, |m| m.component_path().is_file()) {
 //!     let plugins = config.load(&root).unwrap();
 //!     let reward = plugins.reward.unwrap();
-//!     let r = reward.rewards(&EpisodeSummary { b0: true, judge_score: 1.0, ..Default::default() }).unwrap();
+//!     let solved = Verdict::new(Outcome::Solved, vec!["(pick-up a)".into()], vec![]);
+//!     let steps = vec![Step::new(StepRole::Actor, None, solved)];
+//!     let r = reward.rewards(&FinishedEpisode { steps, judge_score: 1.0, ..Default::default() }).unwrap();
 //!     assert!((r.actor - 1.3).abs() < 1e-6);
 //! }
 //! ```

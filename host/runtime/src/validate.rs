@@ -21,15 +21,26 @@ fn invalid(msg: impl Into<String>) -> PluginErrorKind {
     PluginErrorKind::Invalid(msg.into())
 }
 
-/// `reward`: each of the three rewards finite and within ±`limits.reward_bound`.
-pub(crate) fn rewards(r: Rewards, limits: &Limits) -> Result<Rewards, PluginErrorKind> {
+/// `reward`: each reward finite and within ±`limits.reward_bound`, and per-step Editor
+/// rewards, when given, one for each of the episode's `editor_steps` repairs.
+pub(crate) fn rewards(r: Rewards, editor_steps: u32, limits: &Limits) -> Result<Rewards, PluginErrorKind> {
     let bound = limits.reward_bound;
-    for (role, v) in [("actor", r.actor), ("editor", r.editor), ("judge", r.judge)] {
+    let per_step = r.editor_steps.iter().flatten().enumerate().map(|(i, &v)| (format!("editor step {}", i + 1), v));
+    let totals = [("actor", r.actor), ("editor", r.editor), ("judge", r.judge)].map(|(n, v)| (n.to_string(), v));
+    for (role, v) in totals.into_iter().chain(per_step) {
         if !v.is_finite() {
             return Err(invalid(format!("the {role} reward is {v}, not a finite number")));
         }
         if v.abs() > bound {
             return Err(invalid(format!("the {role} reward {v} is outside [-{bound}, {bound}]")));
+        }
+    }
+    if let Some(steps) = &r.editor_steps {
+        if steps.len() != editor_steps as usize {
+            return Err(invalid(format!(
+                "{} per-step editor rewards for an episode of {editor_steps} editor steps",
+                steps.len()
+            )));
         }
     }
     Ok(r)
@@ -132,17 +143,32 @@ mod tests {
     #[test]
     fn rewards_must_be_finite_and_bounded() {
         let l = Limits::default();
-        let r = |actor| Rewards { actor, editor: 0.0, judge: 0.0 };
+        let r = |actor| Rewards { actor, ..Rewards::default() };
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, 100.5, -101.0] {
-            assert!(matches!(rewards(r(bad), &l), Err(PluginErrorKind::Invalid(_))), "{bad}");
+            assert!(matches!(rewards(r(bad), 0, &l), Err(PluginErrorKind::Invalid(_))), "{bad}");
         }
         for good in [0.0, 1.3, -100.0, 100.0] {
-            assert!(rewards(r(good), &l).is_ok(), "{good}");
+            assert!(rewards(r(good), 0, &l).is_ok(), "{good}");
         }
         let tight = Limits { reward_bound: 1.0, ..l };
-        assert!(rewards(r(1.3), &tight).is_err());
-        let e = rewards(Rewards { actor: 0.0, editor: 0.0, judge: f32::NAN }, &Limits::default()).unwrap_err();
+        assert!(rewards(r(1.3), 0, &tight).is_err());
+        let e = rewards(Rewards { judge: f32::NAN, ..Rewards::default() }, 0, &Limits::default()).unwrap_err();
         assert!(e.to_string().contains("judge reward is NaN"), "{e}");
+    }
+
+    #[test]
+    fn per_step_editor_rewards_are_checked_one_by_one_and_counted() {
+        let l = Limits::default();
+        let steps = |v: Vec<f32>| Rewards { editor_steps: Some(v), ..Rewards::default() };
+        assert!(rewards(steps(vec![-0.1, 0.9]), 2, &l).is_ok());
+        let e = rewards(steps(vec![-0.1, f32::NAN]), 2, &l).unwrap_err();
+        assert!(e.to_string().contains("editor step 2 reward is NaN"), "{e}");
+        let e = rewards(steps(vec![0.0, 1e9]), 2, &l).unwrap_err();
+        assert!(e.to_string().contains("editor step 2 reward"), "{e}");
+        let e = rewards(steps(vec![0.5]), 2, &l).unwrap_err();
+        assert!(e.to_string().contains("1 per-step editor rewards for an episode of 2 editor steps"), "{e}");
+        // No list at all is the paper's terminal reward, whatever the episode's length.
+        assert!(rewards(Rewards::default(), 5, &l).is_ok());
     }
 
     #[test]

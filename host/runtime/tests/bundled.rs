@@ -4,7 +4,7 @@ mod common;
 
 use std::collections::{HashSet, VecDeque};
 
-use onebrain_core::{DomainAdapter, EpisodeSummary, Reward};
+use onebrain_core::{DomainAdapter, Reward};
 use onebrain_pddl as pddl;
 use onebrain_runtime::{InstancePolicy, Limits, PluginErrorKind, WasmDomainAdapter, WasmReward};
 
@@ -23,11 +23,11 @@ fn plugins_check_passes_for_every_bundled_plugin() {
     for info in reg.list() {
         let report = reg.check(&host, &info.name).unwrap();
         assert!(report.ok, "{}: {:?}", info.name, report.error);
-        assert_eq!(report.api_version.as_deref(), Some("0.1.0"));
+        assert_eq!(report.api_version.as_deref(), Some("0.2.0"));
         assert!(!report.smoke.is_empty());
     }
     let details = reg.inspect("blocksworld").unwrap();
-    assert_eq!(details.api_version.as_deref(), Some("0.1.0"));
+    assert_eq!(details.api_version.as_deref(), Some("0.2.0"));
     assert_eq!(details.sha256.as_ref().map(String::len), Some(64));
 }
 
@@ -35,7 +35,7 @@ fn plugins_check_passes_for_every_bundled_plugin() {
 fn paper_rewards_follow_the_paper() {
     let host = common::host(Limits::default());
     let r = WasmReward::new(&common::bundled(&host, "paper-rewards"), InstancePolicy::Reuse).unwrap();
-    let ep = |b0, s, bt, t| EpisodeSummary { b0, judge_score: s, solved_final: bt, repairs: t, ..Default::default() };
+    let ep = common::episode;
     let close = |a: f32, b: f32| (a - b).abs() < 1e-6;
     // R_A = b0 + 0.3 s_J; the Judge's table at tau = 0.5.
     let x = r.rewards(&ep(true, 0.9, true, 0)).unwrap();
@@ -47,8 +47,11 @@ fn paper_rewards_follow_the_paper() {
     let x = r.rewards(&ep(true, 0.5, true, 0)).unwrap();
     assert!(close(x.judge, -0.5), "s = tau counts as 'not solvable': {x:?}");
     // Weights come from the call.
-    let x = r.rewards(&EpisodeSummary { lambda_judge: 1.0, repair_cost: 0.5, ..ep(true, 0.5, true, 2) }).unwrap();
-    assert!(close(x.actor, 1.5) && close(x.editor, 0.0), "{x:?}");
+    let mut weighted = ep(false, 0.5, true, 2);
+    (weighted.settings.lambda_judge, weighted.settings.repair_cost) = (1.0, 0.5);
+    let x = r.rewards(&weighted).unwrap();
+    assert!(close(x.actor, 0.5) && close(x.editor, 0.0), "{x:?}");
+    assert_eq!(x.editor_steps, None, "the paper's R_E is terminal");
     // A bad score is the plugin's own typed error, and the plugin goes on.
     let e = r.try_rewards(&ep(true, 1.5, true, 0)).unwrap_err();
     assert!(matches!(e.kind, PluginErrorKind::Guest(_)), "{e}");

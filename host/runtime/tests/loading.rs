@@ -25,6 +25,10 @@ fn api_version_is_checked_before_instantiating() {
     let old = patched(b"onebrain:api-version0.1.0", b"onebrain:api-version9.9.9");
     let e = host.load_component(&old.path().join("patched.wasm"), World::Reward).unwrap_err();
     assert!(matches!(&e.kind, PluginErrorKind::IncompatibleApiVersion { found, .. } if found == "9.9.9"), "{e}");
+    // The message names the plugin, the version it was built for and the versions this host loads.
+    let text = e.to_string();
+    assert!(text.contains("patched") && text.contains("onebrain:plugin@9.9.9"), "{text}");
+    assert!(text.contains("this host loads 0.1.0, 0.2.0"), "{text}");
     let none = patched(b"onebrain:api-version", b"onebrain:api-versioX");
     let e = host.load_component(&none.path().join("patched.wasm"), World::Reward).unwrap_err();
     assert!(matches!(e.kind, PluginErrorKind::MissingApiVersion), "{e}");

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use onebrain_core::{EpisodeSummary, Spec};
+use onebrain_core::{FinishedEpisode, Spec};
 use onebrain_runtime::{
     check_manifest, Grant, HostOptions, InstancePolicy, Limits, PluginErrorKind, PluginHost, PluginManifest,
     PluginRegistry, RegistryError, RuntimeConfig, WasmChecker, WasmDiagnosticParser, WasmDomainAdapter, WasmReward,
@@ -38,8 +38,11 @@ fn hostile_domain(limits: Limits) -> WasmDomainAdapter {
 }
 
 /// The hostile reward picks its attack by the repair count.
-fn attack(repairs: u32) -> EpisodeSummary {
-    EpisodeSummary { b0: true, judge_score: 0.8, repairs, ..Default::default() }
+/// `hostile-reward` picks its attack by the episode's repair count; this one is honest.
+const HONEST: u32 = 8;
+
+fn attack(repairs: u32) -> FinishedEpisode {
+    common::episode(repairs == HONEST, 0.8, false, repairs)
 }
 
 fn candidate(cmd: &str) -> Spec {
@@ -76,13 +79,19 @@ fn r13_1_poisoned_rewards_are_refused_on_every_call() {
     let r = reward(Limits::default());
     // Honest first, so the instance is warm: a plugin that passes one call is
     // still checked on the next.
-    assert_eq!(r.try_rewards(&attack(9)).unwrap().actor, 1.0);
+    assert_eq!(r.try_rewards(&attack(HONEST)).unwrap().actor, 1.0);
     for (t, what) in [(0, "NaN"), (1, "inf"), (2, "-inf"), (3, "1000000000000000000000000000000"), (4, "100.5")] {
         let e = r.try_rewards(&attack(t)).expect_err(what);
         assert!(matches!(&e.kind, PluginErrorKind::Invalid(m) if m.contains(what)), "T={t}: {e}");
         assert!(e.to_string().starts_with("plugin hostile_reward@0.0.0 returned an invalid value"), "{e}");
-        assert_eq!(r.try_rewards(&attack(9)).unwrap().actor, 1.0, "the next honest call after T={t}");
+        assert_eq!(r.try_rewards(&attack(HONEST)).unwrap().actor, 1.0, "the next honest call after T={t}");
     }
+    // Per-step Editor rewards (API 0.2.0) are checked the same way, and counted.
+    let e = r.try_rewards(&attack(9)).unwrap_err();
+    assert!(matches!(&e.kind, PluginErrorKind::Invalid(m) if m.contains("editor step 5 reward is NaN")), "{e}");
+    let e = r.try_rewards(&attack(10)).unwrap_err();
+    assert!(matches!(&e.kind, PluginErrorKind::Invalid(m) if m.contains("9 per-step editor rewards for an episode of 10")), "{e}");
+    assert_eq!(r.try_rewards(&attack(HONEST)).unwrap().actor, 1.0);
     // The bound is the config's: -100 is inside the default, outside 50.
     assert_eq!(r.try_rewards(&attack(5)).unwrap().actor, -100.0);
     let tight = reward(Limits { reward_bound: 50.0, ..Limits::default() });
@@ -131,7 +140,7 @@ fn r13_2_a_huge_error_is_refused_before_it_is_copied() {
     assert!(matches!(e.kind, PluginErrorKind::OutputTooLarge { limit: 1_048_576, .. }), "{e}");
     assert!(e.to_string().len() < 200, "the error is short: {e}");
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-    assert_eq!(r.try_rewards(&attack(9)).unwrap().actor, 1.0);
+    assert_eq!(r.try_rewards(&attack(HONEST)).unwrap().actor, 1.0);
 
     // Under the output cap but over the message cap: kept, cut to 4 KiB.
     let d = hostile_domain(Limits { max_output_kb: 256, ..Limits::default() });

@@ -158,7 +158,7 @@ impl Batch {
                 st.judge.push((f64::from(s), rec.b0));
             }
             // An episode cut short by an error, or without rewards, has no trustworthy signal.
-            let Some(rewards) = rec.rewards.filter(|_| rec.error.is_none()) else {
+            let Some(rewards) = rec.rewards.as_ref().filter(|_| rec.error.is_none()) else {
                 st.errors += 1;
                 continue;
             };
@@ -168,20 +168,27 @@ impl Batch {
                 editor_sum += f64::from(rewards.editor);
                 editor_n += 1;
             }
-            let last_repair = rec
+            // The Editor's per-step rewards: the plugin's list (API 0.2.0), one per repair
+            // in order, or the paper's terminal R_E on the last repair. (An episode without
+            // error verified every repair, so the list and the repairs line up.)
+            let repairs: Vec<u32> = rec
                 .steps
                 .iter()
                 .filter(|s| s.role == Role::Editor)
                 .map(|s| s.index)
-                .max();
+                .collect();
+            let editor_reward = |index: u32| match (&rewards.editor_steps, repairs.iter().position(|&i| i == index)) {
+                (Some(list), Some(k)) => list.get(k).copied().unwrap_or(0.0),
+                (None, _) if repairs.last() == Some(&index) => rewards.editor,
+                _ => 0.0,
+            };
             for step in &rec.steps {
                 if !ablation.trains(step.role) || step.output_tokens.is_empty() {
                     continue;
                 }
                 let reward = match step.role {
                     Role::Actor => rewards.actor,
-                    Role::Editor if Some(step.index) == last_repair => rewards.editor,
-                    Role::Editor => 0.0,
+                    Role::Editor => editor_reward(step.index),
                     Role::Judge => continue,
                 };
                 let prompt = encode(&step.prompt)?;
@@ -375,6 +382,7 @@ mod tests {
                         actor: 1.24,
                         editor: 0.0,
                         judge: 1.0,
+                        editor_steps: None,
                     },
                 ),
             ),
@@ -388,6 +396,7 @@ mod tests {
                         actor: 0.24,
                         editor: 0.8,
                         judge: -1.0,
+                        editor_steps: None,
                     },
                 ),
             ),
@@ -431,6 +440,7 @@ mod tests {
                     actor: 0.1,
                     editor: 0.7,
                     judge: 0.5,
+                    editor_steps: None,
                 },
             ),
         )];
@@ -456,11 +466,29 @@ mod tests {
     }
 
     #[test]
+    fn a_plugins_per_step_editor_rewards_replace_the_terminal_one() {
+        let rewards = Rewards { actor: 0.1, editor: 0.7, judge: 0.5, editor_steps: Some(vec![0.2, -0.1, 0.8]) };
+        let recs = vec![(0, record(3, false, true, rewards))];
+        let mut b = Batch::from_records(&recs, Ablation::Full, encode).unwrap();
+        let editor = |b: &Batch, f: fn(&PolicySample) -> f32| -> Vec<f32> {
+            b.policy.iter().filter(|s| s.role == Role::Editor).map(f).collect()
+        };
+        assert_eq!(editor(&b, |s| s.reward), [0.2, -0.1, 0.8]);
+        let args = PpoArgs { advantage: Advantage::ValueHead, norm_adv: false, gae_lambda: 1.0, ..Default::default() };
+        b.assign_advantages(&args);
+        // Discounted with γ = 0.9 like the terminal reward: 0.8; −0.1 + 0.72; 0.2 + 0.9·0.62.
+        for (a, e) in editor(&b, |s| s.ret).iter().zip([0.758, 0.62, 0.8]) {
+            assert!((a - e).abs() < 1e-6, "{a} {e}");
+        }
+    }
+
+    #[test]
     fn group_advantages_compare_samples_of_one_task() {
         let r = |a| Rewards {
             actor: a,
             editor: 0.0,
             judge: 0.0,
+            editor_steps: None,
         };
         let recs = vec![
             (0, record(0, true, true, r(1.0))),
@@ -487,6 +515,7 @@ mod tests {
                 actor: 0.0,
                 editor: 0.0,
                 judge: 0.0,
+                editor_steps: None,
             },
         );
         bad.error = Some("model error".into());

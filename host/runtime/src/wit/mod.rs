@@ -1,27 +1,34 @@
 //! Host bindings, one module per released WIT version (Zed's
-//! `wasm_host/wit/since_v0_8_0.rs`). The rest of the host sees only
-//! [`latest`] and the plain `onebrain-core` types; when `since_v0_2_0` is
-//! added, the older modules stay and convert into it.
+//! `wasm_host/wit/since_v0_8_0.rs`). The rest of the host sees [`latest`]
+//! and the plain `onebrain-core` types; an older module keeps only the
+//! worlds that changed after it, and converts into the core types.
 
 pub(crate) mod since_v0_1_0;
+pub(crate) mod since_v0_2_0;
 
-pub(crate) use since_v0_1_0 as latest;
+pub(crate) use since_v0_2_0 as latest;
 
 /// A WIT version this host has bindings for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApiVersion {
-    /// `onebrain:plugin@0.1.0`, the folder `wit/since_v0.1.0`.
+    /// `onebrain:plugin@0.1.0`, the folder `wit/since_v0.1.0`: a reward sees eight numbers.
     V0_1_0,
+    /// `onebrain:plugin@0.2.0`, the folder `wit/since_v0.2.0`: a reward sees the whole episode.
+    V0_2_0,
 }
 
 impl ApiVersion {
     /// Every supported version, oldest first.
-    pub const SUPPORTED: [ApiVersion; 1] = [ApiVersion::V0_1_0];
+    pub const SUPPORTED: [ApiVersion; 2] = [ApiVersion::V0_1_0, ApiVersion::V0_2_0];
+
+    /// The newest version, the one the SDK writes.
+    pub const LATEST: ApiVersion = ApiVersion::V0_2_0;
 
     /// The semantic version string.
     pub fn as_str(self) -> &'static str {
         match self {
             ApiVersion::V0_1_0 => "0.1.0",
+            ApiVersion::V0_2_0 => "0.2.0",
         }
     }
 
@@ -35,11 +42,12 @@ impl ApiVersion {
         }
         match (major, minor) {
             ("0", "1") => Some(ApiVersion::V0_1_0),
+            ("0", "2") => Some(ApiVersion::V0_2_0),
             _ => None,
         }
     }
 
-    /// "0.1.0" (and, later, "0.1.0, 0.2.0"), for error messages.
+    /// "0.1.0, 0.2.0", for error messages.
     pub fn supported_list() -> String {
         Self::SUPPORTED.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
     }
@@ -70,10 +78,40 @@ mod tests {
     fn versions_parse_by_major_and_minor() {
         assert_eq!(ApiVersion::from_section("0.1.0"), Some(ApiVersion::V0_1_0));
         assert_eq!(ApiVersion::from_section("0.1.7"), Some(ApiVersion::V0_1_0));
-        assert_eq!(ApiVersion::from_section("0.2.0"), None);
+        assert_eq!(ApiVersion::from_section("0.2.0"), Some(ApiVersion::V0_2_0));
+        assert_eq!(ApiVersion::from_section("0.3.0"), None);
         assert_eq!(ApiVersion::from_section("1.1.0"), None);
         assert_eq!(ApiVersion::from_section("0.1"), None);
         assert_eq!(ApiVersion::from_section("0.1.x"), None);
+    }
+
+    /// The premise of serving 0.1.0's domain adapters, diagnostic parsers and checkers
+    /// with 0.2.0's bindings: those worlds, and every record they use, are the same text.
+    #[test]
+    fn only_the_reward_world_changed_in_0_2_0() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit");
+        let read = |v: &str, f: &str| {
+            let text = std::fs::read_to_string(format!("{dir}/since_v{v}/{f}")).unwrap();
+            text.lines().filter(|l| !l.starts_with("package ")).collect::<Vec<_>>().join("\n")
+        };
+        for world in ["domain-adapter.wit", "diagnostic-parser.wit", "faithfulness-checker.wit"] {
+            assert_eq!(read("0.1.0", world), read("0.2.0", world), "{world} changed");
+        }
+        assert_ne!(read("0.1.0", "reward.wit"), read("0.2.0", "reward.wit"));
+        // Every type 0.1.0 declared, other than the reward's, is still there unchanged.
+        let (old, new) = (read("0.1.0", "types.wit"), read("0.2.0", "types.wit"));
+        let types = [
+            "record spec", "record task", "enum category", "enum severity", "enum spec-file",
+            "record diagnostic", "record solver-output", "enum drift", "enum decision",
+            "record faithfulness-report",
+        ];
+        for name in types {
+            let block = |t: &str| {
+                let start = t.find(&format!("{name} {{")).unwrap_or_else(|| panic!("{name}"));
+                t[start..start + t[start..].find('}').unwrap()].to_string()
+            };
+            assert_eq!(block(&old), block(&new), "{name} changed");
+        }
     }
 
     #[test]

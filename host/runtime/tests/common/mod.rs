@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use onebrain_core::{FinishedEpisode, Outcome, Step, StepRole, Verdict};
 use onebrain_runtime::{HostOptions, Limits, LoadedPlugin, PluginHost, PluginManifest, PluginRegistry, World};
 
 pub fn root() -> PathBuf {
@@ -56,4 +57,18 @@ pub fn data_dir() -> Option<PathBuf> {
         eprintln!("skipping: benchmark data not found at {}", d.display());
         None
     }
+}
+
+/// An episode of the paper's numbers: the Actor's step solved as `b0`, then `repairs`
+/// Editor steps of which only the last may be solved (as `solved_final`), s_J = `judge_score`.
+pub fn episode(b0: bool, judge_score: f32, solved_final: bool, repairs: u32) -> FinishedEpisode {
+    let step = |role, solved: bool| {
+        let outcome = if solved { Outcome::Solved } else { Outcome::Unsolvable };
+        Step::new(role, None, Verdict::new(outcome, vec![], vec![]))
+    };
+    let mut steps = vec![step(StepRole::Actor, b0)];
+    for t in 1..=repairs {
+        steps.push(step(StepRole::Editor, t == repairs && solved_final));
+    }
+    FinishedEpisode { steps, judge_score, ..FinishedEpisode::default() }
 }
