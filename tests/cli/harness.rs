@@ -39,6 +39,10 @@ impl TestCommand {
         TestCommand { cmd }
     }
 
+    pub fn args(self, args: &[&str]) -> Self {
+        args.iter().fold(self, |cmd, a| cmd.arg(a))
+    }
+
     pub fn arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
         self.cmd.arg(arg);
         self

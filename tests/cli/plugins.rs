@@ -174,3 +174,25 @@ fn r13_3_plugins_inspect_does_not_read_outside_the_folder() {
     assert_eq!(code, Some(1));
     assert!(out.contains("FAILED") && !out.contains("root:"), "{out}");
 }
+
+/// `plugins rescore` reads a committed eval trace: through `finished_episode`,
+/// `paper-rewards` gives back exactly the rewards recorded at the time, and
+/// `grounded-rewards` withholds the Actor's pay from the gamed specs.
+#[test]
+fn rescore_reproduces_the_recorded_rewards_and_grounded_rewards_pays_less() {
+    built();
+    let trace = repo().join("results/eval-constrained/trace.jsonl");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = TestCommand::new(&["plugins", "--json", "--cache-dir"])
+        .arg(tmp.path())
+        .arg("rescore")
+        .arg("--trace")
+        .arg(&trace)
+        .args(&["--reward", "paper-rewards", "--reward", "grounded-rewards"])
+        .json();
+    let (paper, grounded) = (&out[0], &out[1]);
+    assert_eq!(paper["episodes"], 40, "{out}");
+    assert_eq!(paper["actor_differs"], 0, "{out}");
+    assert!(paper["errors"].as_array().unwrap().is_empty() && grounded["errors"].as_array().unwrap().is_empty());
+    assert!(grounded["actor"].as_f64().unwrap() + 0.5 < paper["actor"].as_f64().unwrap(), "{out}");
+}

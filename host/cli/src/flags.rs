@@ -246,6 +246,17 @@ pub enum PluginsAction {
         /// The plugin's name; all plugins when omitted.
         name: Option<String>,
     },
+    /// Score the multi-role episodes of an eval or training trace again with other reward
+    /// plugins (the paper's weights), next to the rewards the trace recorded: what a reward
+    /// would have paid, without running the model again.
+    Rescore {
+        /// The trace (`trace.jsonl` of `onebrain eval`, `episodes.jsonl` of `onebrain train`).
+        #[arg(long)]
+        trace: PathBuf,
+        /// Reward plugins, by name or path; repeatable.
+        #[arg(long = "reward", required = true)]
+        rewards: Vec<String>,
+    },
 }
 
 /// `onebrain faithful`.

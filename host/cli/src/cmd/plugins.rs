@@ -1,5 +1,7 @@
 use std::path::Path;
 
+use onebrain_core::{Reward, Rewards};
+use onebrain_roles::{finished_episode, EpisodeConfig, Strategy};
 use onebrain_runtime::{escape_line, escape_path, CheckReport, RuntimeConfig};
 
 use crate::cmd::print_json;
@@ -18,6 +20,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<()> {
         eprintln!("onebrain: warning: {w}");
     }
     match args.action {
+        PluginsAction::Rescore { trace, rewards } => return rescore(&config, &trace, &rewards, args.json),
         PluginsAction::List => {
             let list = registry.list();
             if args.json {
@@ -146,4 +149,79 @@ fn print_check(r: &CheckReport) {
             dirs.join(", ")
         }
     );
+}
+
+/// Means of one reward's terms over the rescored episodes.
+#[derive(Debug, Default, serde::Serialize)]
+struct RewardMeans {
+    reward: String,
+    episodes: usize,
+    /// Mean R_A.
+    actor: f64,
+    /// Mean R_E over the episodes with a repair.
+    editor: Option<f64>,
+    /// Mean Judge reward.
+    judge: f64,
+    /// Episodes where this reward's R_A differs from the one the trace recorded.
+    actor_differs: usize,
+    /// Plugin errors, each naming the episode.
+    errors: Vec<String>,
+}
+
+/// `onebrain plugins rescore`: the multi-role episodes of a trace under other rewards.
+pub(crate) fn rescore(config: &RuntimeConfig, trace: &Path, rewards: &[String], json: bool) -> anyhow::Result<()> {
+    let contents = onebrain_eval::read_trace(trace)?;
+    let episodes: Vec<_> = contents
+        .records
+        .iter()
+        .filter(|r| r.strategy == Strategy::MultiRole && r.error.is_none())
+        .collect();
+    let cfg = EpisodeConfig::default();
+    let mut out = Vec::new();
+    for name in rewards {
+        let plugins = RuntimeConfig { reward: Some(name.clone()), ..config.clone() }.load(Path::new("."))?;
+        let reward = plugins.reward.expect("a reward was named");
+        let mut m = RewardMeans { reward: name.clone(), episodes: episodes.len(), ..Default::default() };
+        let (mut editor_sum, mut editor_n) = (0.0, 0usize);
+        for rec in &episodes {
+            match reward.rewards(&finished_episode(rec, &cfg)) {
+                Ok(r) => {
+                    m.actor += f64::from(r.actor);
+                    m.judge += f64::from(r.judge);
+                    if rec.repairs > 0 {
+                        editor_sum += f64::from(r.editor);
+                        editor_n += 1;
+                    }
+                    let recorded = rec.rewards.as_ref().map(|r: &Rewards| r.actor);
+                    m.actor_differs += usize::from(recorded.is_some_and(|a| (a - r.actor).abs() > 1e-6));
+                }
+                Err(e) => m.errors.push(format!("{}: {e}", rec.task_id)),
+            }
+        }
+        let scored = (m.episodes - m.errors.len()).max(1) as f64;
+        (m.actor, m.judge) = (m.actor / scored, m.judge / scored);
+        m.editor = (editor_n > 0).then(|| editor_sum / editor_n as f64);
+        out.push(m);
+    }
+    if json {
+        return print_json(&out);
+    }
+    println!("{} multi-role episodes of {} (the paper's weights: λ_J 0.3, β 0.1, τ 0.5)", episodes.len(), escape_path(trace));
+    println!("{:<22} {:>8} {:>8} {:>8} {:>14} {:>7}", "reward", "mean R_A", "mean R_E", "mean R_J", "R_A ≠ recorded", "errors");
+    for m in &out {
+        let editor = m.editor.map_or("-".into(), |e| format!("{e:.3}"));
+        println!(
+            "{:<22} {:>8.3} {:>8} {:>8.3} {:>14} {:>7}",
+            escape_line(&m.reward),
+            m.actor,
+            editor,
+            m.judge,
+            m.actor_differs,
+            m.errors.len()
+        );
+        for e in &m.errors {
+            eprintln!("onebrain: {}", escape_line(e));
+        }
+    }
+    Ok(())
 }
