@@ -185,6 +185,85 @@ enum Stage {
     Only,
 }
 
+/// A plan answer's budget: the ```plan block must open while a step and the closing fence
+/// still fit, and a step may only start while it and the fence fit. Without it the base
+/// model looped `(unstack b b)` steps to the token cap (5 of 72 `direct` answers).
+struct PlanBudget {
+    /// Tokens of the longest step over the longest object name, its newline included.
+    step: usize,
+    /// Tokens of the opening fence.
+    open: usize,
+    /// Tokens of the closing fence.
+    close: usize,
+}
+
+impl PlanBudget {
+    fn new(env: &TokenEnv, vocab: &Vocabulary, objects: &[(String, String)]) -> PlanBudget {
+        let longest = objects
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .max_by_key(|n| env.tokenize(format!(" {n}").as_bytes()).len())
+            .unwrap_or("x");
+        let step = vocab
+            .actions
+            .iter()
+            .map(|(name, params)| env.tokenize(format!("\n({name}{})", format!(" {longest}").repeat(params.len())).as_bytes()).len())
+            .max()
+            .unwrap_or(4);
+        // Slack for a tokenization of the step other than the canonical one.
+        PlanBudget { step: step + 2, open: env.tokenize(b"```plan\n").len(), close: env.tokenize(b"\n```").len() }
+    }
+
+    /// Where an answer reading `text` is.
+    fn place(text: &[u8]) -> PlanPlace {
+        let Some(at) = text.windows(7).position(|w| w == b"```plan") else { return PlanPlace::Reasoning };
+        let body = &text[at..];
+        let opens = body.iter().filter(|&&b| b == b'(').count();
+        let closes = body.iter().filter(|&&b| b == b')').count();
+        if opens > closes {
+            PlanPlace::InStep
+        } else {
+            PlanPlace::BetweenSteps
+        }
+    }
+
+    /// Whether, with `left` tokens after the next, some token could be refused at all (the
+    /// mask is only walked then).
+    fn binds(&self, place: PlanPlace, left: usize) -> bool {
+        match place {
+            PlanPlace::Reasoning => left < self.open + self.step + self.close,
+            PlanPlace::InStep => left < self.step + self.close,
+            PlanPlace::BetweenSteps => left + 1 < self.step + self.close,
+        }
+    }
+
+    /// Whether a token of `bytes` may come next at `place`, with `left` tokens after it;
+    /// `after_blank` when the answer so far ends in a blank.
+    fn admits(&self, place: PlanPlace, bytes: &[u8], left: usize, after_blank: bool) -> bool {
+        let tick = bytes.contains(&b'`');
+        let blanks = bytes.iter().all(u8::is_ascii_whitespace);
+        match place {
+            // Once only a fence, a step and the close fit, the fence must begin.
+            PlanPlace::Reasoning => tick || left >= self.open + self.step + self.close,
+            // A step opened with room for itself: spacing may not eat that room, beyond the
+            // one blank between words that the step's count includes.
+            PlanPlace::InStep => !blanks || left >= self.step + self.close || !after_blank,
+            PlanPlace::BetweenSteps if bytes.contains(&b'(') => left + 1 >= self.step + self.close,
+            PlanPlace::BetweenSteps => tick || !blanks || left >= self.close,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PlanPlace {
+    /// Before the ```plan fence.
+    Reasoning,
+    /// Inside a step's parentheses.
+    InStep,
+    /// In the block, between steps.
+    BetweenSteps,
+}
+
 /// A grammar that is rebuilt when the answer has said enough to narrow it (the domain written
 /// in `full` mode, the objects declared), plus the guard. A new stage's grammar accepts the
 /// whole answer from its start, so the tokens so far are replayed into it.
@@ -197,6 +276,8 @@ struct Staged {
     guard: Option<Guard>,
     /// `full` mode, while the domain is written.
     domain_guard: Option<DomainGuard>,
+    /// Plans.
+    plan_budget: Option<PlanBudget>,
     tokens: Vec<u32>,
     text: Vec<u8>,
     /// Forced tokens not yet consumed, front first.
@@ -229,6 +310,10 @@ impl Staged {
         };
         let matcher = env.matcher(&lark)?;
         let domain_guard = (stage == Stage::Domain).then(|| DomainGuard::new(FULL_PRIMER));
+        let plan_budget = match &spec {
+            ConstraintSpec::Plan { domain, objects, .. } => Some(PlanBudget::new(&env, &parse_domain(domain)?, objects)),
+            _ => None,
+        };
         let mut s = Staged {
             spec,
             env,
@@ -237,6 +322,7 @@ impl Staged {
             vocab,
             guard,
             domain_guard,
+            plan_budget,
             tokens: Vec::new(),
             text: Vec::new(),
             queue: Vec::new(),
@@ -453,6 +539,21 @@ impl TokenConstraint for Staged {
             });
             self.restrict(&mut mask, &refused);
         }
+        if let Some(budget) = &self.plan_budget {
+            let left = self.max_tokens.saturating_sub(self.tokens.len() + 1);
+            let place = PlanBudget::place(&self.text);
+            let after_blank = self.text.last().is_some_and(u8::is_ascii_whitespace);
+            if budget.binds(place, left) {
+                let mut refused = Vec::new();
+                mask.iter_set_entries(|t| {
+                    let t = t as u32;
+                    if !self.env.eos().contains(&t) && !budget.admits(place, self.env.token(t), left, after_blank) {
+                        refused.push(t);
+                    }
+                });
+                self.restrict(&mut mask, &refused);
+            }
+        }
         // Blank runs: only where some token could overrun one, or the blank budget is spent,
         // is the mask walked (per-token leads are precomputed in the environment).
         let tail = Lead::of(self.text.iter().rev().copied());
@@ -498,6 +599,10 @@ impl TokenConstraint for Staged {
         self.text.extend_from_slice(&bytes);
         if let Some(g) = &mut self.guard {
             g.commit_token(&bytes, self.tokens.len());
+            if self.stage != Stage::Facts {
+                let env = self.env.clone();
+                g.measure_name(|b| env.tokenize(b));
+            }
         }
         if let Some(g) = self.domain_guard.as_mut().filter(|_| self.stage == Stage::Domain) {
             g.commit(&bytes);

@@ -22,19 +22,28 @@ use std::sync::Arc;
 use crate::lark::{Limits, Vocabulary};
 
 /// Tokens that must be left when a new object name starts: enough to close the objects and
-/// write an empty `:init` and a one-fact goal.
+/// write an empty `:init` and a one-fact goal, when facts are short (see
+/// [`Guard::objects_reserve`]).
 const OBJECTS_RESERVE: usize = 24;
-/// Tokens that must be left to start a new object name: the reserve, plus the name itself at
-/// its longest (a small model may spend a token per character: SmolLM2 wrote `xTxTxT…`).
-const NAME_START_RESERVE: usize = OBJECTS_RESERVE + crate::lark::MAX_NAME;
+/// What closing the objects, an empty `:init` and a goal's `(:goal (and ` … `)))` take
+/// around the goal's one fact (24 byte-sized tokens; a real tokenizer needs about 10).
+const OBJECTS_CLOSE: usize = 24;
 /// Tokens that must be left when a new `:init` fact opens: enough to finish it, close the
 /// section and write a one-fact goal (`(:goal (and (on a b)))` is ~12 tokens).
 const INIT_RESERVE: usize = 28;
 /// Tokens that must be left when a new goal fact opens: the fact and three closing parens.
 const GOAL_RESERVE: usize = 12;
-/// Below this many tokens left, a token of blanks only is refused where anything else is
-/// allowed: spacing must not eat the budget the closing parentheses need.
+/// Below this many tokens left (or a goal fact's reserve, when facts are long), a token of
+/// blanks only is refused where anything else is allowed: spacing must not eat the budget
+/// the last fact and the closing parentheses need.
 const BLANKS_RESERVE: usize = 12;
+
+/// The tokens a name may take: a token per three letters, one per digit or other character
+/// (Qwen spends a token on each digit and `_` of `location_0_1`).
+fn name_tokens(name: &str) -> usize {
+    let letters = name.chars().filter(|c| c.is_ascii_alphabetic()).count();
+    letters.div_ceil(3) + (name.chars().count() - letters)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Section {
@@ -273,6 +282,9 @@ pub(crate) struct Guard {
     avoid: Vec<Candidate>,
     /// The longest fact's tokens, counted by the model's tokenizer.
     measured_fact_tokens: Option<usize>,
+    /// While the objects are written: the most tokens a name so far takes, as the model's
+    /// tokenizer counts it ([`Guard::measure_name`]).
+    measured_name_tokens: usize,
 }
 
 impl Guard {
@@ -290,6 +302,7 @@ impl Guard {
             max_tokens,
             avoid: Vec::new(),
             measured_fact_tokens: None,
+            measured_name_tokens: 0,
         };
         g.commit(prefix);
         g
@@ -346,20 +359,20 @@ impl Guard {
             return None;
         }
         let left = self.max_tokens.saturating_sub(tokens);
-        let room = left >= OBJECTS_RESERVE;
+        let room = left >= self.objects_reserve();
         let w = self.scan.word.as_str();
         let is_name = !w.is_empty() && w != "-" && !top.after_dash;
         let declared = parse_objects(&top.words[1..]);
         let repeat = is_name && declared.iter().any(|(n, _)| n == w);
         // A new name needs its budget, and the list may hold `max_objects` names in all.
-        let start = left >= NAME_START_RESERVE && declared.len() + usize::from(is_name) < self.limits.max_objects;
+        let start = left >= self.name_start_reserve() && declared.len() + usize::from(is_name) < self.limits.max_objects;
         // A name of characters only may also be the first of a new name, or a type's.
         let extend = match (w.is_empty(), top.after_dash) {
             (true, false) => start,
             // A repeat may always grow into a new name: that is its way out.
             _ => room || repeat,
         };
-        Some(NameVerdicts { extend, end: !repeat, start, blank: left >= BLANKS_RESERVE })
+        Some(NameVerdicts { extend, end: !repeat, start, blank: left >= self.blanks_reserve() })
     }
 
     /// Object names declared so far, the one being written included.
@@ -383,7 +396,7 @@ impl Guard {
     /// Whether a token with these bytes may come next, as the `tokens`-th token of the answer.
     pub(crate) fn admits(&self, bytes: &[u8], tokens: usize) -> bool {
         let left = self.max_tokens.saturating_sub(tokens);
-        if left < BLANKS_RESERVE && !bytes.is_empty() && bytes.iter().all(u8::is_ascii_whitespace) {
+        if left < self.blanks_reserve() && !bytes.is_empty() && bytes.iter().all(u8::is_ascii_whitespace) {
             return false;
         }
         let mut scan = self.scan.clone();
@@ -395,7 +408,7 @@ impl Guard {
                 let open = !scan.word.is_empty() && scan.word != "-" && !top.after_dash;
                 let declared = parse_objects(&top.words[1..]).len() + usize::from(open);
                 let before = self.objects_declared();
-                if declared > before && (left < NAME_START_RESERVE || declared > self.limits.max_objects) {
+                if declared > before && (left < self.name_start_reserve() || declared > self.limits.max_objects) {
                     return false;
                 }
             }
@@ -555,14 +568,56 @@ impl Guard {
     }
 
     /// The tokens the longest fact takes: as the model's tokenizer counts it once
-    /// [`Guard::measure_facts`] ran, else an estimate (a token per three characters).
+    /// [`Guard::measure_facts`] ran, else an estimate ([`name_tokens`]) over the names
+    /// declared so far, the one being written included.
     fn fact_tokens(&self) -> usize {
         if let Some(n) = self.measured_fact_tokens {
             return n;
         }
-        let longest = self.objects.iter().flatten().map(|(n, _)| n.len()).max().unwrap_or(1);
+        let declared = self.objects.iter().flatten().map(|(n, _)| name_tokens(n));
+        let writing = self.scan.stack.last().filter(|t| t.head() == Some(":objects")).map(|top| {
+            let words = parse_objects(&top.words[1..]);
+            words.iter().map(|(n, _)| name_tokens(n)).chain([name_tokens(&self.scan.word)]).max().unwrap_or(1)
+        });
+        let longest = declared.chain(writing).max().unwrap_or(1).max(self.measured_name_tokens).max(1);
         let arity = self.vocab.predicates.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
-        4 + arity * (longest.div_ceil(3) + 1)
+        4 + arity * (longest + 1)
+    }
+
+    /// Tokens that must be left while object names are written: the objects' close, an
+    /// empty `:init` and a goal of one fact over the longest name so far. Long names make
+    /// long facts (`gripper11111111111111115` is 18 tokens): the reserve grows with them.
+    fn objects_reserve(&self) -> usize {
+        OBJECTS_RESERVE.max(OBJECTS_CLOSE + self.fact_tokens())
+    }
+
+    /// Tokens that must be left to start a new object name: the reserve, plus the name itself
+    /// at its longest (a small model may spend a token per character: SmolLM2 wrote `xTxTxT…`).
+    fn name_start_reserve(&self) -> usize {
+        self.objects_reserve() + crate::lark::MAX_NAME
+    }
+
+    /// Below this many tokens left, blanks-only tokens are refused: what the rest of the
+    /// answer needs from here must not go to spacing. In the goal, that is a fact and the
+    /// closing parentheses; before it, the objects' reserve (a goal is still to be written).
+    fn blanks_reserve(&self) -> usize {
+        let goal = BLANKS_RESERVE.max(GOAL_RESERVE.max(self.fact_tokens() + 3));
+        match section_of(&self.scan.stack) {
+            Some(Section::Goal) => goal,
+            _ => goal.max(self.objects_reserve()),
+        }
+    }
+
+    /// Counts, with the model's tokenizer, the tokens of the object name being written, so the
+    /// reserves follow names the estimate would undercount (a tokenizer may spend a token on
+    /// every character of `gggg…`).
+    pub(crate) fn measure_name(&mut self, tokenize: impl Fn(&[u8]) -> Vec<u32>) {
+        let in_objects = self.scan.stack.last().is_some_and(|t| t.head() == Some(":objects"));
+        let w = &self.scan.word;
+        if in_objects && !w.is_empty() && w != "-" {
+            let n = tokenize(format!(" {w}").as_bytes()).len();
+            self.measured_name_tokens = self.measured_name_tokens.max(n);
+        }
     }
 
     /// Counts, with the model's tokenizer, the tokens of the longest fact over the declared
@@ -765,6 +820,29 @@ mod tests {
         assert!(Candidate::read(prefix, b"a b) (:init (on a b)) (:goal (and (clear a)").is_none());
     }
 
+    /// Regression: a self-refine Actor on Planetarium Gripper declared names like
+    /// `gripper11111111111111115` (18 tokens each under Qwen), then padded its goal with blank
+    /// tokens while more than the fixed 12-token blank reserve was left, and ran into the cap
+    /// inside its only goal fact. The reserves now grow with the longest name: a new name
+    /// needs room for a goal fact over it, and blanks stop where a goal fact's reserve begins.
+    #[test]
+    fn reserves_grow_with_long_object_names() {
+        let long = "gripper11111111111111115";
+        let short = guard("a ");
+        let g = guard(&format!("{long} "));
+        assert_eq!(name_tokens(long), 3 + 17);
+        assert!(g.objects_reserve() >= OBJECTS_CLOSE + 20 && g.objects_reserve() > short.objects_reserve());
+        // Where a short name may still start, after a long one no new name may.
+        let left = short.name_start_reserve();
+        assert!(short.admits(b"b ", 400 - left) && !g.admits(b"b ", 400 - left));
+        // In the goal: blanks with 15 tokens left were spacing for a short fact, but are the
+        // long fact's own tokens.
+        let goal = |first: &str| guard(&format!("{first} b) (:init ) (:goal (and "));
+        assert!(goal("a").admits(b"\n ", 400 - 15));
+        assert!(!goal(long).admits(b"\n ", 400 - 15));
+        assert!(goal(long).admits(b"\n ", 400 - goal(long).blanks_reserve()));
+    }
+
     #[test]
     fn repeated_objects_and_exhausted_budgets_are_refused() {
         let g = guard("a b ");
@@ -776,7 +854,7 @@ mod tests {
         assert!(!g.admits(b"(", 400 - INIT_RESERVE + 1), "no room left to finish the answer");
         let g = guard("a ");
         assert!(g.admits(b"b ", 10));
-        assert!(!g.admits(b"b ", 400 - NAME_START_RESERVE + 1), "no room for another object");
+        assert!(!g.admits(b"b ", 400 - g.name_start_reserve() + 1), "no room for another object");
         assert!(!g.admits(b"  ", 399), "blanks cannot eat the last tokens");
         // A repeat at the longest name the grammar allows could neither grow nor end.
         let long = "a".repeat(crate::lark::MAX_NAME);

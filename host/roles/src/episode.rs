@@ -13,7 +13,7 @@ use onebrain_core::{Spec, Task, Verdict};
 use onebrain_model::{Generation, Role, SamplingConfig, StopReason};
 
 use crate::extract::{extract_spec, Mode};
-use crate::plan::{parse_plan_lines, validate_plan};
+use crate::plan::{parse_plan_lines, validate_answer, validate_plan};
 use crate::prompts::{prompt_hash, TaskContext};
 use crate::record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
 use crate::strategy::{Constrain, EpisodeConfig, ExampleChoice, RepeatPolicy, Strategy, MAX_RESAMPLES};
@@ -487,14 +487,13 @@ impl Episode {
             secs: g.prefill_secs + g.decode_secs,
         });
         if self.cfg.strategy == Strategy::Direct {
-            let plan = parse_plan_lines(&text);
             let reference = self
                 .input
                 .task
                 .reference
                 .as_ref()
                 .expect("checked at start");
-            let verdict = validate_plan(reference, &plan);
+            let (_, verdict) = validate_answer(reference, &text);
             step.solver_call = true;
             self.record.steps.push(step);
             let at = self.record.steps.len() - 1;

@@ -80,7 +80,7 @@ pub use episode::{Episode, EpisodeInput, Request, Response};
 pub use error::RolesError;
 pub use extract::{extract_spec, Extraction, Mode};
 pub use model::LanguageModel;
-pub use plan::{map_plan, parse_plan_lines, validate_plan};
+pub use plan::{map_plan, parse_plan_lines, validate_answer, validate_plan};
 pub use prompts::{format_diagnostics, prompt_hash, raw_feedback, TaskContext, SYSTEM};
 pub use record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
 pub use setup::{episode_input, load_model, test_setup_missing, Services};

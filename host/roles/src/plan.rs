@@ -106,8 +106,22 @@ pub fn map_plan(plan: &[String], objects: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Validates a plan answer: its steps ([`parse_plan_lines`]) against the reference task. A
+/// code block with no step in it is an empty plan, validated like any other (right exactly
+/// when the goal already holds); an answer with neither a block nor a step holds no plan.
+pub fn validate_answer(reference: &Spec, text: &str) -> (Vec<String>, Verdict) {
+    let plan = parse_plan_lines(text);
+    let stated_empty = plan.is_empty() && fenced(text).is_some();
+    (plan.clone(), check_plan(reference, &plan, stated_empty))
+}
+
 /// Validates `plan` against the reference task natively; the verdict of a plan strategy.
+/// An empty `plan` holds no plan step.
 pub fn validate_plan(reference: &Spec, plan: &[String]) -> Verdict {
+    check_plan(reference, plan, false)
+}
+
+fn check_plan(reference: &Spec, plan: &[String], empty_is_a_plan: bool) -> Verdict {
     let start = Instant::now();
     let fail = |category, message: String| (false, vec![Diagnostic::error(category, message)]);
     let (solved, diagnostics, steps) = match (
@@ -117,7 +131,7 @@ pub fn validate_plan(reference: &Spec, plan: &[String]) -> Verdict {
         (Ok(domain), Ok(problem)) => {
             let objects: Vec<String> = problem.objects.iter().map(|o| o.name.to_string()).collect();
             let mapped = map_plan(plan, &objects);
-            let (solved, diags) = if mapped.is_empty() {
+            let (solved, diags) = if mapped.is_empty() && !empty_is_a_plan {
                 fail(
                     Category::Syntax,
                     "the answer holds no plan step `(action args)`".into(),
@@ -221,6 +235,24 @@ mod tests {
             map_plan(&["(move ball1 room9)".into()], &bw),
             ["(move ball1 room9)"]
         );
+    }
+
+    /// Regression: under the plan grammar the base model answered BlocksWorld with prose and
+    /// an empty ```plan block, which was counted as a syntax failure. An empty block is an
+    /// empty plan: right when the goal already holds, a goal failure when it does not.
+    #[test]
+    fn an_empty_plan_block_is_an_empty_plan() {
+        let unsolved = Spec { domain: BW_DOMAIN.into(), problem: BW_PROBLEM.into() };
+        let (plan, v) = validate_answer(&unsolved, "Here is the plan:\n```plan\n```");
+        assert!(plan.is_empty() && !v.solved);
+        assert_eq!(v.dominant_category(), Some(Category::GoalConstraint), "{v:?}");
+        let trivial = Spec { problem: BW_PROBLEM.replace("(:goal (on a b))", "(:goal (clear a))"), ..unsolved.clone() };
+        assert!(validate_answer(&trivial, "```plan\n```").1.solved);
+        // No block and no step: no plan at all.
+        let (_, v) = validate_answer(&trivial, "I would move the blocks.");
+        assert_eq!(v.dominant_category(), Some(Category::Syntax));
+        // Steps are validated as before.
+        assert!(validate_answer(&unsolved, "```plan\n(pick-up a)\n(stack a b)\n```").1.solved);
     }
 
     #[test]
