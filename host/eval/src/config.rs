@@ -8,6 +8,7 @@ use onebrain_runtime::RuntimeConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::tasks::Benchmark;
+use crate::transfer::TransferBenchmark;
 
 /// Why an eval config is unusable.
 #[derive(Debug, thiserror::Error)]
@@ -71,8 +72,12 @@ pub struct EvalConfig {
     /// Episodes open at once (the verifier checks one while the model writes another).
     #[serde(default = "default_in_flight")]
     pub in_flight: usize,
-    /// The benchmarks.
+    /// The planning benchmarks.
+    #[serde(default)]
     pub benchmarks: Vec<Benchmark>,
+    /// The transfer benchmarks (ProntoQA, NATURAL PLAN), answered directly.
+    #[serde(default)]
+    pub transfer: Vec<TransferBenchmark>,
     /// The model.
     #[serde(default)]
     pub model: ModelConfig,
@@ -138,8 +143,8 @@ impl EvalConfig {
 
     /// Checks the values that need no I/O.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.benchmarks.is_empty() {
-            return Err(ConfigError::Invalid("no [[benchmarks]]".into()));
+        if self.benchmarks.is_empty() && self.transfer.is_empty() {
+            return Err(ConfigError::Invalid("no [[benchmarks]] and no [[transfer]]".into()));
         }
         if self.strategies.is_empty() {
             return Err(ConfigError::Invalid("no strategies".into()));

@@ -43,6 +43,7 @@ mod runner;
 mod svg;
 mod tasks;
 mod trace;
+mod transfer;
 
 pub use config::{ConfigError, EvalConfig, ReportConfig};
 pub use report::{
@@ -55,6 +56,10 @@ pub use runner::{
 };
 pub use tasks::{planbench_task, plugin_for_set, Benchmark, SourceKind, TaskError};
 pub use trace::{read_jsonl, read_trace, TraceContents, TraceError, TraceWriter};
+pub use transfer::{
+    run_transfer, run_transfer_eval, transfer_items, transfer_table, TransferBenchmark, TransferItem, TransferKind,
+    TransferLoadError, TransferRecord, TransferRunError,
+};
 
 pub use metrics::{
     disagreement_bound, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts,

@@ -32,6 +32,9 @@ pub enum EvalError {
     /// The trace could not be read or written.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// The transfer benchmarks could not be run.
+    #[error(transparent)]
+    Transfer(#[from] crate::transfer::TransferRunError),
     /// The report could not be written.
     #[error("cannot write the report into {dir}: {source}")]
     Report {

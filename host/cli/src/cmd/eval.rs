@@ -1,6 +1,8 @@
 use std::io::Write;
 
-use onebrain_eval::{progress_line, run_eval, trace_path, write_report, EvalConfig, Progress};
+use onebrain_eval::{
+    progress_line, run_eval, run_transfer_eval, trace_path, write_report, EvalConfig, Progress, TransferRecord,
+};
 use onebrain_roles::{config_base, render_event};
 
 use crate::flags::EvalArgs;
@@ -31,8 +33,23 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         println!("report: {}", paths.markdown.display());
         return Ok(());
     }
-    let verbose = args.verbose;
-    let outcome = run_eval(&cfg, &base, &mut |p| match p {
+    if !cfg.benchmarks.is_empty() {
+        run_planning(&cfg, &base, args.verbose)?;
+    }
+    if !cfg.transfer.is_empty() {
+        let (trace, table) = run_transfer_eval(&cfg, &base, &mut |r: &TransferRecord, done, total| {
+            let got = r.parsed.as_deref().unwrap_or("no answer read");
+            let mark = if r.correct { "right" } else { "wrong" };
+            eprintln!("{done}/{total} {} {:<36} {mark} ({got}; {} tokens, {:.0} s)", r.kind.column(), r.id, r.output_tokens, r.model_secs);
+        })?;
+        println!("{table}");
+        println!("transfer trace: {}", trace.display());
+    }
+    Ok(())
+}
+
+fn run_planning(cfg: &EvalConfig, base: &std::path::Path, verbose: bool) -> anyhow::Result<()> {
+    let outcome = run_eval(cfg, base, &mut |p| match p {
         Progress::Planned {
             total,
             done,
