@@ -16,7 +16,7 @@
 //! - the Judge's table is the paper's: the Judge predicts the solver (b_0).
 
 use onebrain_sdk::gaming::findings;
-use onebrain_sdk::{FinishedEpisode, Result, Reward, Rewards, Step};
+use onebrain_sdk::{paper_judge_reward, FinishedEpisode, Result, Reward, Rewards, Step};
 
 #[derive(Default)]
 struct GroundedRewards;
@@ -48,12 +48,7 @@ impl Reward for GroundedRewards {
         let repairs = ep.repairs();
         let editor = if repairs == 0 { 0.0 } else { phi.last().copied().unwrap_or(0.0) - w.repair_cost * repairs as f32 };
         let editor_steps: Vec<f32> = phi.windows(2).map(|p| p[1] - p[0] - w.repair_cost).collect();
-        let judge = match (ep.judge_score > w.judge_threshold, ep.b0()) {
-            (true, true) => 1.0,
-            (true, false) => -1.0,
-            (false, false) => 0.5,
-            (false, true) => -0.5,
-        };
+        let judge = paper_judge_reward(ep);
         Ok(Rewards { actor, editor, judge, editor_steps: Some(editor_steps) })
     }
 }

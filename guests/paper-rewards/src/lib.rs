@@ -2,7 +2,7 @@
 //! Judge's logged reward table (±1, ±0.5 around τ). The weights come from the
 //! call, so one build serves every configuration.
 
-use onebrain_sdk::{FinishedEpisode, Result, Reward, Rewards};
+use onebrain_sdk::{paper_judge_reward, FinishedEpisode, Result, Reward, Rewards};
 
 #[derive(Default)]
 struct PaperRewards;
@@ -24,14 +24,7 @@ impl Reward for PaperRewards {
         let actor = b(b0) + w.lambda_judge * ep.judge_score;
         // No repair made: the Editor did not act and gets no reward.
         let editor = if repairs == 0 { 0.0 } else { b(ep.solved_final()) - w.repair_cost * repairs as f32 };
-        // The Judge is scored on the Actor's first spec (b_0): +1 / −1 when it
-        // says "solvable" (s > τ), +0.5 / −0.5 when it says "not" (s ≤ τ).
-        let judge = match (ep.judge_score > w.judge_threshold, b0) {
-            (true, true) => 1.0,
-            (true, false) => -1.0,
-            (false, false) => 0.5,
-            (false, true) => -0.5,
-        };
+        let judge = paper_judge_reward(ep);
         // The paper's terminal R_E: no per-step list.
         Ok(Rewards { actor, editor, judge, editor_steps: None })
     }

@@ -65,6 +65,18 @@ pub use worlds::{DiagnosticParser, DomainAdapter, FaithfulnessChecker, Reward};
 /// reports with the plugin's name and version.
 pub type Result<T, E = String> = std::result::Result<T, E>;
 
+/// The paper's Judge reward for `ep`: the Judge is scored on the Actor's first spec (b_0),
+/// +1 / −1 when it says "solvable" (s_J > τ), +0.5 / −0.5 when it says "not" (s_J ≤ τ).
+/// Any reward that keeps the Judge predicting the solver can return it as is.
+pub fn paper_judge_reward(ep: &FinishedEpisode) -> f32 {
+    match (ep.judge_score > ep.settings.judge_threshold, ep.b0()) {
+        (true, true) => 1.0,
+        (true, false) => -1.0,
+        (false, false) => 0.5,
+        (false, true) => -0.5,
+    }
+}
+
 /// The error a default method body returns.
 pub fn not_implemented(what: &str) -> String {
     format!("{what} is not implemented by this plugin")

@@ -193,30 +193,26 @@ pub fn transfer_items(b: &TransferBenchmark, base: &Path) -> Result<Vec<Transfer
         }
         TransferKind::TripPlanning => {
             let pick = natural_plan_prompt(shots).map_err(invalid)?;
-            tr::load_trip_planning(&path)?
+            let trips = tr::load_trip_planning(&path)?;
+            trips
                 .into_iter()
-                .map(|ex| TransferItem {
-                    id: ex.id.clone(),
-                    hops: None,
-                    prompt: pick(&ex.prompt_0shot, &ex.prompt_5shot),
-                    stop: vec!["\nTASK:".into()],
-                    score: Box::new(move |a| (tr::score_trip(&ex, a), trip_text(&tr::parse_trip(a)))),
+                .map(|ex| {
+                    let prompt = pick(&ex.prompt_0shot, &ex.prompt_5shot);
+                    natural_plan_item(ex.id.clone(), prompt, move |a| (tr::score_trip(&ex, a), trip_text(&tr::parse_trip(a))))
                 })
                 .collect()
         }
         TransferKind::CalendarScheduling => {
             let pick = natural_plan_prompt(shots).map_err(invalid)?;
-            tr::load_calendar_scheduling(&path)?
+            let meetings = tr::load_calendar_scheduling(&path)?;
+            meetings
                 .into_iter()
-                .map(|ex| TransferItem {
-                    id: ex.id.clone(),
-                    hops: None,
-                    prompt: pick(&ex.prompt_0shot, &ex.prompt_5shot),
-                    stop: vec!["\nTASK:".into()],
-                    score: Box::new(move |a| {
+                .map(|ex| {
+                    let prompt = pick(&ex.prompt_0shot, &ex.prompt_5shot);
+                    natural_plan_item(ex.id.clone(), prompt, move |a| {
                         let parsed = tr::parse_calendar(a);
                         (parsed.as_ref() == Some(&ex.golden), parsed.as_ref().map(time_text))
-                    }),
+                    })
                 })
                 .collect()
         }
@@ -225,6 +221,11 @@ pub fn transfer_items(b: &TransferBenchmark, base: &Path) -> Result<Vec<Transfer
         items.truncate(n);
     }
     Ok(items)
+}
+
+/// A NATURAL PLAN example: its answer ends where the next worked example's `TASK:` would begin.
+fn natural_plan_item(id: String, prompt: String, score: impl Fn(&str) -> (bool, Option<String>) + Send + 'static) -> TransferItem {
+    TransferItem { id, hops: None, prompt, stop: vec!["\nTASK:".into()], score: Box::new(score) }
 }
 
 /// NATURAL PLAN ships two prompts per example; `shots` picks one.

@@ -282,9 +282,10 @@ pub(crate) struct Guard {
     avoid: Vec<Candidate>,
     /// The longest fact's tokens, counted by the model's tokenizer.
     measured_fact_tokens: Option<usize>,
-    /// While the objects are written: the most tokens a name so far takes, as the model's
-    /// tokenizer counts it ([`Guard::measure_name`]).
-    measured_name_tokens: usize,
+    /// While the objects are written: the most tokens a name so far takes, by the estimate
+    /// ([`name_tokens`], kept by [`Guard::commit`]) or as the model's tokenizer counts it
+    /// ([`Guard::measure_name`]), whichever is more.
+    longest_name_tokens: usize,
 }
 
 impl Guard {
@@ -302,7 +303,7 @@ impl Guard {
             max_tokens,
             avoid: Vec::new(),
             measured_fact_tokens: None,
-            measured_name_tokens: 0,
+            longest_name_tokens: 0,
         };
         g.commit(prefix);
         g
@@ -348,6 +349,12 @@ impl Guard {
                 Event::Fact(f, _) => self.facts.push(f),
                 Event::Name { .. } | Event::GoalClosed => {}
             }
+        }
+        // Once per token, not per candidate token: the reserves read the result.
+        if let Some(top) = self.scan.stack.last().filter(|t| t.head() == Some(":objects")) {
+            let words = top.words[1..].iter().chain([&self.scan.word]);
+            let longest = words.map(|w| name_tokens(w)).max().unwrap_or(0);
+            self.longest_name_tokens = self.longest_name_tokens.max(longest);
         }
     }
 
@@ -568,18 +575,14 @@ impl Guard {
     }
 
     /// The tokens the longest fact takes: as the model's tokenizer counts it once
-    /// [`Guard::measure_facts`] ran, else an estimate ([`name_tokens`]) over the names
-    /// declared so far, the one being written included.
+    /// [`Guard::measure_facts`] ran, else over the longest name so far, the one being
+    /// written included.
     fn fact_tokens(&self) -> usize {
         if let Some(n) = self.measured_fact_tokens {
             return n;
         }
         let declared = self.objects.iter().flatten().map(|(n, _)| name_tokens(n));
-        let writing = self.scan.stack.last().filter(|t| t.head() == Some(":objects")).map(|top| {
-            let words = parse_objects(&top.words[1..]);
-            words.iter().map(|(n, _)| name_tokens(n)).chain([name_tokens(&self.scan.word)]).max().unwrap_or(1)
-        });
-        let longest = declared.chain(writing).max().unwrap_or(1).max(self.measured_name_tokens).max(1);
+        let longest = declared.max().unwrap_or(1).max(self.longest_name_tokens).max(1);
         let arity = self.vocab.predicates.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
         4 + arity * (longest + 1)
     }
@@ -616,7 +619,7 @@ impl Guard {
         let w = &self.scan.word;
         if in_objects && !w.is_empty() && w != "-" {
             let n = tokenize(format!(" {w}").as_bytes()).len();
-            self.measured_name_tokens = self.measured_name_tokens.max(n);
+            self.longest_name_tokens = self.longest_name_tokens.max(n);
         }
     }
 
