@@ -297,6 +297,7 @@ impl Staged {
             ConstraintSpec::Problem { domain, prefix, limits, avoid } => {
                 let vocab = Arc::new(parse_domain(domain)?);
                 let mut guard = Guard::new(vocab.clone(), *limits, max_tokens, prefix.as_bytes());
+                guard.measure_predicates(|b| env.tokenize(b));
                 guard.avoid(avoid.iter().filter_map(|a| Candidate::read(prefix.as_bytes(), a.as_bytes())).collect());
                 (lark::problem_continuation(&vocab, &Objects::Unknown, limits), Stage::Objects, Some(vocab), Some(guard))
             }
@@ -370,6 +371,8 @@ impl Staged {
                     let vocab = Arc::new(vocab);
                     let limits = self.limits();
                     let mut guard = Guard::new(vocab.clone(), limits, self.max_tokens, b"");
+                    let env = self.env.clone();
+                    guard.measure_predicates(|b| env.tokenize(b));
                     guard.commit(&self.text[end..]);
                     if let ConstraintSpec::Full { avoid, .. } = &self.spec {
                         // Only an earlier answer with this same domain can be repeated now.
@@ -454,6 +457,9 @@ impl TokenConstraint for Staged {
         let started = Instant::now();
         let mut mask = self.matcher.compute_mask().map_err(|e| GrammarError::Mask(e.to_string()))?;
         let past_share = self.tokens.len() * 100 >= self.max_tokens * DOMAIN_SHARE;
+        if let Some(dg) = self.domain_guard.as_mut() {
+            dg.set_tokens_left(self.max_tokens.saturating_sub(self.tokens.len()));
+        }
         if let Some(dg) = self.domain_guard.as_ref().filter(|_| self.stage == Stage::Domain) {
             let quick = dg.quick(past_share);
             let mut refused = Vec::new();
@@ -464,14 +470,15 @@ impl TokenConstraint for Staged {
                 }
                 let flags = self.env.flags(t);
                 let bytes = self.env.token(t);
-                let verdict = match quick {
+                let quick_verdict = match quick {
                     Some(q) if flags & NAME_ONLY != 0 => q.names(bytes, 0),
-                    Some(q) if flags & BLANKS_ONLY != 0 => q.end,
+                    Some(q) if flags & BLANKS_ONLY != 0 => Some(q.end),
                     Some(q) if flags & BLANKS_THEN_NAME != 0 => {
                         q.names(bytes, bytes.iter().take_while(|b| b.is_ascii_whitespace()).count())
                     }
-                    _ => dg.admits(bytes, past_share),
+                    _ => None,
                 };
+                let verdict = quick_verdict.unwrap_or_else(|| dg.admits(bytes, past_share));
                 if !verdict {
                     refused.push(t);
                 }
@@ -562,15 +569,26 @@ impl TokenConstraint for Staged {
         let may_overrun = tail.blanks + most.blanks > MAX_BLANK_RUN || tail.newlines + most.newlines > MAX_NEWLINE_RUN;
         if tail.blanks > 0 && may_overrun || blank_budget_spent {
             let mut refused = Vec::new();
+            let mut padding = Vec::new();
+            let mut other = false;
             mask.iter_set_entries(|t| {
                 let t = t as u32;
                 let lead = self.env.lead(t);
                 let too_long = tail.blanks + lead.blanks > MAX_BLANK_RUN || tail.newlines + lead.newlines > MAX_NEWLINE_RUN;
                 let only_blanks = self.env.flags(t) & BLANKS_ONLY != 0;
-                if lead.blanks > 0 && (tail.blanks > 0 && too_long || only_blanks && blank_budget_spent) {
+                if lead.blanks > 0 && tail.blanks > 0 && too_long {
                     refused.push(t);
+                } else if lead.blanks > 0 && only_blanks && blank_budget_spent {
+                    padding.push(t);
+                } else {
+                    other = true;
                 }
             });
+            // The blank budget bounds padding, not the separator the grammar needs (`(:action`
+            // must be followed by a blank): where only blanks may come, it gives way.
+            if other {
+                refused.extend(padding);
+            }
             self.restrict(&mut mask, &refused);
         }
         self.stats.mask_us += started.elapsed().as_secs_f64() * 1e6;

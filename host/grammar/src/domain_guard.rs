@@ -23,6 +23,19 @@
 /// Names one list may hold (types, constants, parameters): the reference domains in
 /// `../shared/data` and the plugins use at most a dozen.
 pub(crate) const MAX_LIST_ITEMS: usize = 24;
+/// The longest name (`DNAME`) and variable (`VAR`) the domain grammar allows, in bytes.
+const MAX_DNAME: usize = 48;
+const MAX_VAR: usize = 40;
+/// A name may take one byte per this many tokens the answer has left, but never less than
+/// `MIN_NAME_CAP` bytes: every name in `../shared/data` and the plugins fits in 8 up to a
+/// few, and a short name only costs the model its spelling.
+const TOKENS_PER_NAME_BYTE: usize = 16;
+const MIN_NAME_CAP: usize = 8;
+/// The longest name (at most `longest` bytes) an answer with `left` tokens may still write.
+pub(crate) fn name_cap(left: usize, longest: usize) -> usize {
+    (left / TOKENS_PER_NAME_BYTE).clamp(MIN_NAME_CAP, longest)
+}
+
 /// Comments a domain may hold: a few explain it, more are a loop.
 pub(crate) const MAX_COMMENTS: usize = 8;
 
@@ -72,16 +85,31 @@ pub(crate) struct Quick {
     pub(crate) name: bool,
     /// A `-` (a type follows) may start.
     pub(crate) dash: bool,
+    /// Bytes the word being written may still gain, and a new word may hold.
+    pub(crate) room: usize,
+    pub(crate) fresh_room: usize,
 }
 
 impl Quick {
-    /// The verdict on a token of name characters, optionally after blanks (`lead` of them).
-    pub(crate) fn names(&self, bytes: &[u8], lead: usize) -> bool {
+    /// The verdict on a token of name characters, optionally after blanks (`lead` of them);
+    /// `None` for a token that would bring its word to the longest length allowed, which
+    /// only [`DomainGuard::admits`] can judge (the word must then be fit to end).
+    pub(crate) fn names(&self, bytes: &[u8], lead: usize) -> Option<bool> {
+        let added = bytes.len() - lead;
+        let within = |room: usize| match added.cmp(&room) {
+            std::cmp::Ordering::Less => Some(true),
+            std::cmp::Ordering::Equal => None,
+            std::cmp::Ordering::Greater => Some(false),
+        };
         if lead == 0 && self.continuing {
-            return true;
+            return within(self.room);
         }
         let fresh = if bytes.get(lead) == Some(&b'-') { self.dash } else { self.name };
-        fresh && (lead == 0 || self.end)
+        if fresh && (lead == 0 || self.end) {
+            within(self.fresh_room)
+        } else {
+            Some(false)
+        }
     }
 }
 
@@ -104,6 +132,8 @@ pub(crate) struct DomainGuard {
     done: bool,
     /// A copy judging a token: stop at the first refusal.
     asking: bool,
+    /// The longest name the answer's budget still allows (0: the grammar's longest).
+    name_cap: usize,
 }
 
 fn is_blank(b: u8) -> bool {
@@ -184,13 +214,15 @@ impl DomainGuard {
     /// literals, whose words are checked against names): see [`Quick`].
     pub(crate) fn quick(&self, past_share: bool) -> Option<Quick> {
         if self.done || self.comment {
-            return Some(Quick { continuing: true, end: true, name: true, dash: true });
+            return Some(Quick { continuing: true, end: true, name: true, dash: true, room: usize::MAX, fresh_room: usize::MAX });
         }
         let depth = self.stack.len().checked_sub(1)?;
         if self.kind_at(depth) == Kind::Literal {
             return None;
         }
         Some(Quick {
+            room: self.longest(&self.word).saturating_sub(self.word.len()),
+            fresh_room: self.longest("?"),
             continuing: !self.word.is_empty(),
             end: self.word.is_empty() || self.word_ok(&self.word),
             name: self.prefix_ok("a", true, past_share),
@@ -204,6 +236,9 @@ impl DomainGuard {
         let Some(depth) = self.stack.len().checked_sub(1) else { return true };
         let top = &self.stack[depth];
         let kind = self.kind_at(depth);
+        if kind != Kind::Literal && partial.len() > self.longest(partial) {
+            return false;
+        }
         match kind {
             Kind::Literal => self.literal_word(top, partial, false),
             Kind::Names | Kind::Declaration | Kind::Parameters if fresh && !top.after_dash => {
@@ -287,7 +322,44 @@ impl DomainGuard {
             return self.clone().feed_checked(bytes, past_share);
         }
         let fresh = self.word.is_empty() || bytes.first().copied().is_some_and(is_blank);
-        self.prefix_ok(&word, fresh, past_share)
+        self.prefix_ok(&word, fresh, past_share) && self.may_reach(&word)
+    }
+
+    /// A word at the grammar's longest name can only end, so it must be fit to end: a
+    /// repeated name there left the model no way on (a byte-level rambler wrote the same
+    /// 48-character constant four times, each time by a guard override).
+    fn may_reach(&self, word: &str) -> bool {
+        let literal = self.stack.len().checked_sub(1).is_some_and(|d| self.kind_at(d) == Kind::Literal);
+        let longest = if literal { self.grammar_longest(word) } else { self.longest(word) };
+        word.len() < longest || self.word_ok(word)
+    }
+
+    /// The grammar's longest word of this shape: keywords are the grammar's own.
+    fn grammar_longest(&self, word: &str) -> usize {
+        match word.as_bytes().first() {
+            Some(b':') => usize::MAX,
+            Some(b'?') => MAX_VAR,
+            _ => MAX_DNAME,
+        }
+    }
+
+    /// The longest word of this shape the answer may write now: the grammar's, or less once
+    /// the budget runs low, so that a long name cannot eat the problem's tokens. (A literal
+    /// names declared words, whatever their length.)
+    fn longest(&self, word: &str) -> usize {
+        let g = self.grammar_longest(word);
+        if self.name_cap == 0 || word.starts_with(':') {
+            g
+        } else {
+            g.min(self.name_cap)
+        }
+    }
+
+    /// Tells the guard how many tokens the answer has left: names are held to
+    /// `left / TOKENS_PER_NAME_BYTE` bytes (at least [`MIN_NAME_CAP`]), counted as if each
+    /// byte were a token, the worst a tokenizer does (SmolLM2 spelt names a byte a token).
+    pub(crate) fn set_tokens_left(&mut self, left: usize) {
+        self.name_cap = name_cap(left, MAX_DNAME);
     }
 
     fn feed_checked(&mut self, bytes: &[u8], past_share: bool) -> bool {
@@ -300,7 +372,7 @@ impl DomainGuard {
         }
         // The open word began in this token unless the token only extended it.
         let fresh = self.word.len() <= bytes.len();
-        self.prefix_ok(&self.word, fresh, past_share)
+        self.prefix_ok(&self.word, fresh, past_share) && self.may_reach(&self.word)
     }
 
     /// Reads `bytes`, always advancing the state; false when the guard refuses something in
@@ -443,7 +515,7 @@ mod tests {
         let g = guard("(:types ");
         assert!(!g.admits(b"-", false), "a list starting with a type");
         let q = g.quick(false).unwrap();
-        assert!(!q.names(b"-", 0) && q.names(b"a", 0));
+        assert_eq!((q.names(b"-", 0), q.names(b"a", 0)), (Some(false), Some(true)));
         // Past the share, a declaration keeps the one variable it has.
         let g = guard("(:predicates (p ?x ");
         assert!(!g.admits(b"?y", true));

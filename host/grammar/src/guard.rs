@@ -19,7 +19,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::domain_guard::name_cap;
 use crate::lark::{Limits, Vocabulary};
+
+/// The grammar's longest problem name (`LONGNAME`).
+const LONGEST_PROBLEM_NAME: usize = 64;
 
 /// Tokens that must be left when a new object name starts: enough to close the objects and
 /// write an empty `:init` and a one-fact goal, when facts are short (see
@@ -286,6 +290,9 @@ pub(crate) struct Guard {
     /// ([`name_tokens`], kept by [`Guard::commit`]) or as the model's tokenizer counts it
     /// ([`Guard::measure_name`]), whichever is more.
     longest_name_tokens: usize,
+    /// The most tokens a fact's `(` and predicate take, counted by the model's tokenizer
+    /// ([`Guard::measure_predicates`]); 0 until counted.
+    predicate_tokens: usize,
 }
 
 impl Guard {
@@ -304,6 +311,7 @@ impl Guard {
             avoid: Vec::new(),
             measured_fact_tokens: None,
             longest_name_tokens: 0,
+            predicate_tokens: 0,
         };
         g.commit(prefix);
         g
@@ -410,6 +418,11 @@ impl Guard {
         scan.position = Some(tokens);
         let mut events = Vec::new();
         scan.feed(bytes, &mut events);
+        // The problem's own name (a `full` answer writes it) is held to the budget left, as
+        // the domain's names are, so it cannot eat what the objects and facts need.
+        if scan.stack.last().is_some_and(|t| t.head() == Some("problem")) && scan.word.len() > name_cap(left, LONGEST_PROBLEM_NAME) {
+            return false;
+        }
         if let Some(top) = scan.stack.last().filter(|t| t.head() == Some(":objects")) {
             if scan.names_started > self.scan.names_started {
                 let open = !scan.word.is_empty() && scan.word != "-" && !top.after_dash;
@@ -581,10 +594,21 @@ impl Guard {
         if let Some(n) = self.measured_fact_tokens {
             return n;
         }
-        let declared = self.objects.iter().flatten().map(|(n, _)| name_tokens(n));
+        let declared = self.objects.iter().flatten().chain(&self.vocab.constants).map(|(n, _)| name_tokens(n));
         let longest = declared.max().unwrap_or(1).max(self.longest_name_tokens).max(1);
+        // Each predicate with its arguments at the longest name, and the fact's `)`: a long
+        // predicate name makes a long fact even with no argument (a `full` answer may declare
+        // one, spelt a token a character).
         let arity = self.vocab.predicates.iter().map(|(_, p)| p.len()).max().unwrap_or(0);
-        4 + arity * (longest + 1)
+        let short_head = 4 + arity * (longest + 1);
+        let heads = self.vocab.predicates.iter().map(|(p, params)| name_tokens(p).max(self.predicate_tokens) + 2 + params.len() * (longest + 1));
+        heads.max().unwrap_or(0).max(short_head)
+    }
+
+    /// Counts, with the model's tokenizer, the tokens of each predicate's ` (name`, so that
+    /// the reserves hold room for a goal fact over a long predicate before any object is known.
+    pub(crate) fn measure_predicates(&mut self, tokenize: impl Fn(&[u8]) -> Vec<u32>) {
+        self.predicate_tokens = self.vocab.predicates.iter().map(|(p, _)| tokenize(format!(" ({p}").as_bytes()).len()).max().unwrap_or(0);
     }
 
     /// Tokens that must be left while object names are written: the objects' close, an
@@ -628,14 +652,19 @@ impl Guard {
     /// it. Names like `location_0_1` take a token per digit and underscore, which the estimate
     /// missed (a Logistics goal ran into the cap).
     pub(crate) fn measure_facts(&mut self, tokenize: impl Fn(&[u8]) -> Vec<u32>) {
-        let Some(longest) = self.objects_raw.iter().map(|(n, _)| n).max_by_key(|n| tokenize(format!(" {n}").as_bytes()).len()) else {
+        // A fact's argument is a declared object or one of the domain's constants.
+        let names = self.objects_raw.iter().chain(&self.vocab.constants).map(|(n, _)| n);
+        let Some(longest) = names.max_by_key(|n| tokenize(format!(" {n}").as_bytes()).len()) else {
             return;
         };
         let most = self
             .vocab
             .predicates
             .iter()
-            .map(|(p, params)| tokenize(format!(" ({p} {})", vec![longest.as_str(); params.len()].join(" ")).as_bytes()).len())
+            .map(|(p, params)| {
+                let args: String = vec![longest.as_str(); params.len()].iter().map(|a| format!(" {a}")).collect();
+                tokenize(format!(" ({p}{args})").as_bytes()).len()
+            })
             .max();
         self.measured_fact_tokens = most.map(|n| n + 1);
     }

@@ -154,8 +154,14 @@ S: /[ \t\r\n]{1,32}/
 NAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,23}/
 LONGNAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,63}/
 VAR: /\?[a-zA-Z][a-zA-Z0-9_\-]{0,39}/
-REQ: /:[a-zA-Z][a-zA-Z\-]{0,39}/
 "#;
+
+/// `REQ`: a requirement the verifier supports, in any case. Any other `:name` makes the
+/// parser refuse the whole domain; SmolLM2 listed `:def :defs :defs-list …` until the cap.
+fn requirement_terminal() -> String {
+    let keys: Vec<String> = onebrain_pddl::SUPPORTED_REQUIREMENTS.iter().map(|r| format!("\"{r}\"i")).collect();
+    format!("REQ: {}\n", keys.join(" | "))
+}
 
 /// Domain-side terminals: the same, plus `;` comments inside whitespace (domain files carry
 /// them; a generated domain may too).
@@ -298,6 +304,7 @@ fn grammar(start: &str, rules: &[String], domain_terminals: bool) -> String {
         g.push_str(r);
     }
     g.push_str(TERMINALS);
+    g.push_str(&requirement_terminal());
     if domain_terminals {
         g.push_str(DOMAIN_TERMINALS);
     }
@@ -416,6 +423,22 @@ mod tests {
             )
             .unwrap(),
         )
+    }
+
+    /// Regression: any `:name` was a requirement, and SmolLM2 wrote `:def :defs …`, which the
+    /// parser refuses, so the whole domain failed.
+    #[test]
+    fn requirements_are_the_ones_the_verifier_supports_in_any_case() {
+        let env = TokenEnv::bytes();
+        let g = domain_file();
+        let domain = |req: &str| format!("(define (domain d) (:requirements {req}) (:predicates (p)) (:action a :parameters () :precondition (p) :effect (p)))");
+        assert!(env.accepts(&g, &domain(":strips :TYPING :Negative-Preconditions")).is_ok());
+        assert!(env.accepts(&g, &domain(":def")).is_err());
+        assert!(env.accepts(&g, &domain(":strips :defs-list")).is_err());
+        for r in onebrain_pddl::SUPPORTED_REQUIREMENTS {
+            assert!(env.accepts(&g, &domain(r)).is_ok(), "{r}");
+            onebrain_pddl::parse_domain(&domain(r)).unwrap();
+        }
     }
 
     #[test]

@@ -5,13 +5,19 @@
 
 use std::sync::Arc;
 
-use onebrain_grammar::{ConstraintSpec, Limits, TokenEnv};
+use onebrain_grammar::{ConstraintSpec, ConstraintStats, Limits, TokenEnv};
 
 const EOS: u32 = 256;
 
 /// Drives `spec` with byte tokens, preferring `favourites` in order, then the lowest allowed
 /// byte. Returns the answer and whether the grammar finished within `max_tokens`.
 fn ramble(env: &Arc<TokenEnv>, spec: &ConstraintSpec, max_tokens: usize, favourites: &[u8]) -> (String, bool, u32) {
+    let (text, finished, stats) = ramble_stats(env, spec, max_tokens, favourites);
+    (text, finished, stats.guard_overrides)
+}
+
+/// [`ramble`], returning the constraint's counters.
+fn ramble_stats(env: &Arc<TokenEnv>, spec: &ConstraintSpec, max_tokens: usize, favourites: &[u8]) -> (String, bool, ConstraintStats) {
     let mut c = spec.build(env, max_tokens).unwrap();
     let mut out = Vec::new();
     while out.len() < max_tokens && !c.finished() {
@@ -32,7 +38,7 @@ fn ramble(env: &Arc<TokenEnv>, spec: &ConstraintSpec, max_tokens: usize, favouri
         c.consume(t).unwrap();
         out.push(t as u8);
     }
-    (String::from_utf8_lossy(&out).into_owned(), c.finished(), c.stats().guard_overrides)
+    (String::from_utf8_lossy(&out).into_owned(), c.finished(), c.stats())
 }
 
 const BW: &str = "(define (domain bw) (:predicates (clear ?x) (ontable ?x) (handempty) (holding ?x) (on ?x ?y))
@@ -73,5 +79,33 @@ fn a_problem_with_long_object_names_closes_inside_its_cap() {
         let (text, finished, _) = ramble(&env, &spec, cap, b"g1 \n\t(");
         assert!(finished, "cap {cap}: ran out at {text:?}");
         assert!(text.to_ascii_lowercase().contains(":goal"), "{text}");
+    }
+}
+
+/// Regression: greedy SmolLM2 in `full` mode listed `:def :defs :defs-list …` as requirements.
+/// The grammar took any `:name`, the parser refused the domain, so the problem kept the
+/// generic grammar, with no guard and no budget, and ran into the 400-token cap. Whatever the
+/// model prefers, the domain a `full` answer writes now parses (the problem is then held to
+/// it: one stage switch at least), and the answer closes inside its cap with no guard
+/// override. The rambler also found, and this test holds fixed: names that ate the problem's
+/// budget (names are now held to the tokens left), a repeated name at the longest length
+/// (which could neither grow nor end), the blank budget refusing the blank the grammar
+/// needed after `(:action`, and a goal fact over a long predicate or constant that the
+/// reserves did not count.
+#[test]
+fn a_full_answer_writes_a_domain_that_parses_and_closes_inside_its_cap() {
+    let env = TokenEnv::bytes();
+    let limits = Limits { max_objects: 6, max_init: 8, max_goal: 4, ..Limits::default() };
+    let spec = ConstraintSpec::Full { limits, avoid: vec![] };
+    // A byte a token is the worst a tokenizer does; below about 800 such tokens a domain and
+    // a problem over names spelt that way do not both fit (README, Constrained decoding).
+    for cap in [800, 1000, 2000] {
+        for favourites in [&b":d-(\n"[..], b"x(", b"(:x", b" \n(x", b"?-x (:"] {
+            let (text, finished, stats) = ramble_stats(&env, &spec, cap, favourites);
+            let shown = String::from_utf8_lossy(favourites);
+            assert!(stats.stage_switches >= 1, "cap {cap}, {shown:?}: the domain did not parse:\n{text}");
+            assert!(finished, "cap {cap}, {shown:?}: ran out at\n{text}");
+            assert_eq!(stats.guard_overrides, 0, "cap {cap}, {shown:?}:\n{text}");
+        }
     }
 }

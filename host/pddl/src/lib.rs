@@ -78,5 +78,5 @@ pub use ground::{
     ground, AtomId, GroundAction, GroundError, GroundTask, Reachability, State, MAX_GROUND_ACTIONS,
     MAX_JOIN_STEPS,
 };
-pub use parser::{parse_domain, parse_plan, parse_problem};
+pub use parser::{parse_domain, parse_plan, parse_problem, SUPPORTED_REQUIREMENTS};
 pub use validate::{validate, ValidationReport};

@@ -24,7 +24,7 @@ fn unsupported<T>(span: Span, construct: &str) -> Result<T> {
 /// Requirements this toolkit handles. `:adl` is accepted because language models write it to
 /// mean "negative preconditions and equality"; the ADL constructs themselves are rejected
 /// where they are used, so accepting the keyword never hides a misparse.
-const SUPPORTED_REQUIREMENTS: &[&str] = &[
+pub const SUPPORTED_REQUIREMENTS: &[&str] = &[
     ":strips",
     ":typing",
     ":negative-preconditions",
