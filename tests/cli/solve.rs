@@ -197,3 +197,85 @@ fn r18_solve_with_a_domain_file_and_a_reference() {
     assert!(rec["faithfulness"].is_object(), "{rec}");
     assert!(rec["steps"][0]["spec"].is_object(), "{rec}");
 }
+
+fn solve_full(extra: &[&str]) -> TestCommand {
+    TestCommand::new(&["solve", "--config"]).arg(fixture("configs/solve-smollm-full.toml")).args(extra)
+}
+
+/// Issue 15: a domain given only in prose. The model writes the domain and the problem
+/// (`full` mode, under the full grammar), the verifier and the Judge work as for a plugin's
+/// task, and the reference files turn on the faithfulness check.
+#[test]
+fn r15_solve_a_domain_given_in_prose() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let rec = solve_full(&["--domain-text"])
+        .arg(fixture("text-tasks/lamps.domain.txt"))
+        .arg("--file")
+        .arg(fixture("text-tasks/lamps.problem.txt"))
+        .arg("--reference-domain")
+        .arg(fixture("text-tasks/lamps.domain.pddl"))
+        .arg("--reference-problem")
+        .arg(fixture("text-tasks/lamps.problem.pddl"))
+        .json();
+    assert_eq!(rec["mode"], "full", "{rec}");
+    assert_eq!(rec["task_id"], "lamps/lamps", "{rec}");
+    assert!(rec["faithfulness"].is_object(), "the reference files are given: {rec}");
+    let steps = rec["steps"].as_array().unwrap();
+    assert!(!steps.is_empty() && rec["solver_calls"].as_u64().unwrap() <= 2, "{rec}");
+    for step in steps {
+        assert_ne!(step["stop_reason"], "max-tokens", "{step}");
+        assert!(step["spec"]["domain"].as_str().is_some_and(|d| d.contains("(define (domain")), "a domain and a problem: {step}");
+        assert_eq!(step["sampling"]["constraint"]["grammar"], "full", "{step}");
+        let diags = step["verdict"]["diagnostics"].as_array().unwrap();
+        assert!(diags.iter().all(|d| d["category"] != "syntax"), "no syntax failure under the grammar: {diags:?}");
+    }
+}
+
+/// Issue 15: bad input to `--domain-text` is a clear error naming the file, before any model
+/// time is spent.
+#[test]
+fn r15_bad_domain_text_input_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, " \n").unwrap();
+    let err = solve_full(&["--text", "Switch the lamp on.", "--domain-text"]).arg(&empty).fails_with(1);
+    assert!(err.contains("empty.txt") && err.contains("empty"), "{err}");
+    let err = solve_full(&["--text", "Switch the lamp on.", "--domain-text"]).arg(dir.path().join("absent.txt")).fails_with(1);
+    assert!(err.contains("absent.txt"), "{err}");
+    let err = solve_full(&["--domain-text"]).arg(fixture("text-tasks/lamps.domain.txt")).arg("--file").arg(&empty).fails_with(1);
+    assert!(err.contains("empty.txt"), "{err}");
+    // A reference that does not parse, and one of another domain.
+    let broken = dir.path().join("broken.pddl");
+    std::fs::write(&broken, "(define (domain lamps)\n  (:predicates (on ?l)\n").unwrap();
+    let with_reference = |domain: &std::path::Path, problem: &std::path::Path| {
+        solve_full(&["--domain-text"])
+            .arg(fixture("text-tasks/lamps.domain.txt"))
+            .arg("--file")
+            .arg(fixture("text-tasks/lamps.problem.txt"))
+            .arg("--reference-domain")
+            .arg(domain)
+            .arg("--reference-problem")
+            .arg(problem)
+            .fails_with(1)
+    };
+    let err = with_reference(&broken, &fixture("text-tasks/lamps.problem.pddl"));
+    assert!(err.contains("broken.pddl") && err.contains("line"), "{err}");
+    let err = with_reference(&fixture("text-tasks/lamps.domain.pddl"), &fixture("blocks-problem-stack.pddl"));
+    assert!(err.contains("blocks-problem-stack.pddl") && err.contains("of domain `blocks`, not `lamps`"), "{err}");
+    // A reference problem alone cannot be checked against a domain in prose.
+    let err = solve_full(&["--text", "x", "--domain-text"])
+        .arg(fixture("text-tasks/lamps.domain.txt"))
+        .arg("--reference-problem")
+        .arg(fixture("text-tasks/lamps.problem.pddl"))
+        .fails_with(1);
+    assert!(err.contains("--reference-domain"), "{err}");
+    // Plans need a domain plugin's domain.
+    let err = solve_full(&["--text", "x", "--strategy", "direct", "--domain-text"]).arg(fixture("text-tasks/lamps.domain.txt")).fails_with(1);
+    assert!(err.contains("direct"), "{err}");
+    // A plugin and a prose domain at once is a usage error.
+    let err = solve_full(&["--text", "x", "--domain", "blocksworld", "--domain-text"]).arg(fixture("text-tasks/lamps.domain.txt")).fails_with(2);
+    assert!(err.contains("cannot be used with"), "{err}");
+}

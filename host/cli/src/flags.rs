@@ -60,19 +60,29 @@ pub struct TrainArgs {
 /// `onebrain solve`.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("task").required(true).args(["text", "file", "seed", "planbench", "problem_file"])))]
+#[command(group(clap::ArgGroup::new("custom_domain").args(["domain_file", "domain_text"])))]
 pub struct SolveArgs {
     /// The solve config (model, episode, solver, plugins).
     #[arg(long, default_value = "configs/solve.toml")]
     pub config: PathBuf,
     /// The domain plugin that describes the task (`blocksworld`, `logistics`, …).
-    #[arg(long, required_unless_present = "domain_file", conflicts_with = "domain_file")]
+    #[arg(long, required_unless_present = "custom_domain", conflicts_with = "custom_domain")]
     pub domain: Option<String>,
     /// A domain no plugin has, as a PDDL file: the model writes the problem for it
     /// (`problem` mode) from `--text` or `--file`.
     #[arg(long, conflicts_with_all = ["seed", "planbench", "problem_file"])]
     pub domain_file: Option<PathBuf>,
-    /// With `--domain-file`: a reference problem, for the faithfulness check.
-    #[arg(long, requires = "domain_file")]
+    /// A domain no plugin has and no PDDL states, described in prose in this file: the model
+    /// writes the domain and the problem (`full` mode) from it and `--text` or `--file`.
+    #[arg(long, conflicts_with_all = ["seed", "planbench", "problem_file"])]
+    pub domain_text: Option<PathBuf>,
+    /// With `--domain-text`: the reference domain, for the faithfulness check (with
+    /// `--reference-problem`).
+    #[arg(long, requires_all = ["domain_text", "reference_problem"])]
+    pub reference_domain: Option<PathBuf>,
+    /// With `--domain-file` or `--domain-text`: a reference problem, for the faithfulness
+    /// check (with `--domain-text`, also `--reference-domain`).
+    #[arg(long, requires = "custom_domain")]
     pub reference_problem: Option<PathBuf>,
     /// A problem file of the plugin's domain: the plugin states it in words, and the file is
     /// the reference for the faithfulness check.

@@ -154,6 +154,20 @@ impl EvalConfig {
                 "report delta must be in (0, 1) and checkpoints ≥ 1".into(),
             ));
         }
+        if let Some(b) = self.benchmarks.iter().find(|b| b.source == crate::SourceKind::TextFolder) {
+            if self.episode.mode != onebrain_roles::Mode::Full {
+                return Err(ConfigError::Invalid(format!(
+                    "benchmark `{}` is a text-folder: its domains exist only in prose, so it needs mode = \"full\"",
+                    b.domain
+                )));
+            }
+            if let Some(s) = self.strategies.iter().find(|s| s.writes_plan() || **s == Strategy::LlmPlusP) {
+                return Err(ConfigError::Invalid(format!(
+                    "benchmark `{}` is a text-folder, which has no domain plugin; strategy {s} needs one (multi-role and self-refine do not)",
+                    b.domain
+                )));
+            }
+        }
         self.solve_config(self.strategies[0])
             .validate()
             .map_err(|e| ConfigError::Invalid(e.to_string()))

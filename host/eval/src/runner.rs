@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use onebrain_core::Task;
 use onebrain_roles::{
-    load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, RolesError, Services,
+    load_model, run_pipelined, Episode, EpisodeInput, EpisodeRecord, Event, LanguageModel, RolesError, Services,
     Strategy,
 };
 use onebrain_verifier::VerifierPool;
 
 use crate::config::{ConfigError, EvalConfig};
 use crate::report::{Report, ReportPaths};
-use crate::tasks::TaskError;
+use crate::tasks::{SourceKind, TaskError};
 use crate::trace::{read_trace, TraceError, TraceWriter};
 
 /// Why an evaluation stopped.
@@ -106,6 +106,22 @@ pub fn progress_line(done: usize, total: usize, r: &EpisodeRecord) -> String {
     )
 }
 
+/// A task of the run: a plugin's (its episode input comes from the plugin), or one whose
+/// input is given whole (a domain in prose).
+enum EvalTask {
+    Plugin(Task),
+    Given(EpisodeInput),
+}
+
+impl EvalTask {
+    fn task(&self) -> &Task {
+        match self {
+            EvalTask::Plugin(t) => t,
+            EvalTask::Given(input) => &input.task,
+        }
+    }
+}
+
 /// Runs the evaluation `cfg` (read from a file in `base`): loads everything, runs, reports.
 pub fn run_eval(
     cfg: &EvalConfig,
@@ -142,20 +158,24 @@ pub fn run_eval_with<'m>(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<EvalOutcome, EvalError> {
     let data = base.join(&cfg.data);
-    let mut tasks: Vec<Task> = Vec::new();
+    let mut tasks: Vec<EvalTask> = Vec::new();
     for b in &cfg.benchmarks {
-        let adapter = services.domain(&b.domain)?;
-        tasks.extend(b.tasks(&data, adapter.as_ref())?);
+        if b.source == SourceKind::TextFolder {
+            tasks.extend(b.text_inputs(&data)?.into_iter().map(EvalTask::Given));
+        } else {
+            let adapter = services.domain(&b.domain)?;
+            tasks.extend(b.tasks(&data, adapter.as_ref())?.into_iter().map(EvalTask::Plugin));
+        }
     }
     let trace = trace_path(cfg, base);
     let existing = read_trace(&trace)?;
     let done_pairs = existing.done();
     let total = tasks.len() * cfg.strategies.len();
-    let todo: Vec<(Strategy, &Task)> = cfg
+    let todo: Vec<(Strategy, &EvalTask)> = cfg
         .strategies
         .iter()
         .flat_map(|&s| tasks.iter().map(move |t| (s, t)))
-        .filter(|(s, t)| !done_pairs.contains(&(t.id.clone(), *s)))
+        .filter(|(s, t)| !done_pairs.contains(&(t.task().id.clone(), *s)))
         .collect();
     let skipped = total - todo.len();
     progress(&Progress::Planned {
@@ -177,7 +197,10 @@ pub fn run_eval_with<'m>(
             let ep_cfg = cfg.solve_config(strategy).episode;
             let mut episodes = Vec::new();
             for (_, t) in todo.iter().filter(|(s, _)| *s == strategy) {
-                let input = services.episode_input((*t).clone())?;
+                let input = match t {
+                    EvalTask::Plugin(task) => services.episode_input(task.clone())?,
+                    EvalTask::Given(input) => services.with_foreign_example(input.clone())?,
+                };
                 episodes.push(Episode::new(input, &ep_cfg, &model.name()));
             }
             // Both callbacks report progress; the cell lets them share it.

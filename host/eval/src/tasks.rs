@@ -5,6 +5,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use onebrain_core::{DomainAdapter, Spec, Task};
+use onebrain_roles::{domain_text_input, read_nonempty_text, read_reference, EpisodeInput, ReferenceFiles};
 use serde::{Deserialize, Serialize};
 
 use crate::planbench::{load_planbench, LoadError, PlanBenchSet};
@@ -43,14 +44,18 @@ pub enum TaskError {
     /// another domain); the message names the file and the line.
     #[error(transparent)]
     ProblemFile(#[from] onebrain_roles::RolesError),
-    /// A `folder` benchmark's folder cannot be listed, or holds no `.pddl` file.
-    #[error("cannot read problem folder {path}: {message}")]
+    /// A `folder` benchmark's folder cannot be listed, or holds no `.pddl` file (or a
+    /// `text-folder` one no complete task).
+    #[error("cannot read task folder {path}: {message}")]
     Folder {
         /// The folder.
         path: PathBuf,
         /// What went wrong.
         message: String,
     },
+    /// A `text-folder` benchmark has no domain plugin, so it has no plugin's tasks.
+    #[error("benchmark `{0}`: a text-folder benchmark has no domain plugin to state or generate its tasks; only `onebrain eval` runs it")]
+    NoPlugin(String),
     /// The domain plugin failed to generate a task.
     #[error("domain plugin `{domain}` failed to generate seed {seed}: {message}")]
     Generate {
@@ -77,6 +82,12 @@ pub enum SourceKind {
     /// folder unless absolute): the plugin states each in words, and the file is its
     /// reference.
     Folder,
+    /// Tasks whose domain is given only in prose, for `full` mode and no plugin: `folder`
+    /// (relative to the data folder unless absolute) holds `NAME.domain.txt` and
+    /// `NAME.problem.txt` per task, and `reference-folder`, when given, `NAME.domain.pddl` and
+    /// `NAME.problem.pddl`, the reference for the faithfulness check. `domain` only names the
+    /// benchmark in the report.
+    TextFolder,
 }
 
 fn default_max_objects() -> u32 {
@@ -107,9 +118,12 @@ pub struct Benchmark {
     /// Planetarium: the rows' file, relative to the data folder.
     #[serde(default)]
     pub file: Option<PathBuf>,
-    /// Folder: the folder of `.pddl` problem files.
+    /// Folder: the folder of `.pddl` problem files. Text-folder: the folder of task texts.
     #[serde(default)]
     pub folder: Option<PathBuf>,
+    /// Text-folder: the folder of reference PDDL, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_folder: Option<PathBuf>,
     /// Planetarium: rows with more objects are skipped (prompts stay short).
     #[serde(default = "default_max_objects")]
     pub max_objects: u32,
@@ -279,6 +293,7 @@ impl Benchmark {
                     })
                     .collect()
             }
+            SourceKind::TextFolder => Err(TaskError::NoPlugin(self.domain.clone())),
             SourceKind::Generated => {
                 let size = self.size.ok_or_else(|| missing("size"))?;
                 (0..self.sample as u64)
@@ -299,6 +314,53 @@ impl Benchmark {
                     .collect()
             }
         }
+    }
+
+    /// A `text-folder` benchmark's tasks as episode inputs (`full` mode, no plugin): each
+    /// `NAME.problem.txt` of `folder` with its `NAME.domain.txt`, and the reference PDDL of
+    /// `reference-folder` when given. A missing or empty text, a missing reference, or a
+    /// reference that does not parse is an error naming the file.
+    pub fn text_inputs(&self, data: &Path) -> Result<Vec<EpisodeInput>, TaskError> {
+        let dir = data.join(self.folder.as_ref().ok_or_else(|| TaskError::MissingKey {
+            domain: self.domain.clone(),
+            source_kind: "text-folder".into(),
+            key: "folder",
+        })?);
+        let err = |message: String| TaskError::Folder { path: dir.clone(), message };
+        let mut names: Vec<String> = Vec::new();
+        for entry in std::fs::read_dir(&dir).map_err(|e| err(e.to_string()))?.flatten() {
+            let file = entry.file_name().to_string_lossy().into_owned();
+            if let Some(name) = file.strip_suffix(".problem.txt") {
+                names.push(name.to_string());
+            } else if let Some(name) = file.strip_suffix(".domain.txt") {
+                if !dir.join(format!("{name}.problem.txt")).exists() {
+                    return Err(err(format!("{file} has no {name}.problem.txt beside it")));
+                }
+            }
+        }
+        if names.is_empty() {
+            return Err(err("no NAME.problem.txt in it (a task is NAME.domain.txt and NAME.problem.txt)".into()));
+        }
+        names.sort();
+        let refs = self.reference_folder.as_ref().map(|r| data.join(r));
+        spread(names.len(), self.sample, self.offset)
+            .into_iter()
+            .map(|i| {
+                let name = &names[i];
+                let description = read_nonempty_text(&dir.join(format!("{name}.domain.txt")))?;
+                let text = read_nonempty_text(&dir.join(format!("{name}.problem.txt")))?;
+                let reference = match &refs {
+                    Some(r) => Some(read_reference(&ReferenceFiles {
+                        domain: r.join(format!("{name}.domain.pddl")),
+                        problem: r.join(format!("{name}.problem.pddl")),
+                    })?),
+                    None => None,
+                };
+                let mut input = domain_text_input(&self.domain, description, text, name, reference);
+                input.task.id = format!("text-folder/{}", input.task.id);
+                Ok(input)
+            })
+            .collect()
     }
 }
 

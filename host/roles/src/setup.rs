@@ -103,6 +103,15 @@ impl Services {
         }
         Ok(input)
     }
+
+    /// An input built without a plugin (a domain file or prose) with the first plugin's
+    /// worked example as its other-domain example (`example = "other-domain"`).
+    pub fn with_foreign_example(&self, mut input: EpisodeInput) -> Result<EpisodeInput, RolesError> {
+        if let Some(other) = self.domains.first() {
+            input.foreign_example = foreign_example(other.as_ref())?;
+        }
+        Ok(input)
+    }
 }
 
 /// What an episode on `task` needs from `adapter`: the description, the domain PDDL, and a

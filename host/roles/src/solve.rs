@@ -43,6 +43,34 @@ pub struct DomainFile {
     pub reference_problem: Option<PathBuf>,
 }
 
+/// A domain no plugin has and no PDDL states: its description in prose, for `full` mode
+/// (the model writes the domain and the problem).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DomainText {
+    /// The file describing the domain.
+    pub path: PathBuf,
+    /// A reference domain and problem, for the faithfulness check.
+    pub reference: Option<ReferenceFiles>,
+}
+
+/// A reference spec given as two PDDL files.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReferenceFiles {
+    /// The reference domain.
+    pub domain: PathBuf,
+    /// The reference problem, of that domain.
+    pub problem: PathBuf,
+}
+
+/// A domain that no plugin provides.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CustomDomain {
+    /// Given as PDDL (`--domain-file`): `problem` mode.
+    File(DomainFile),
+    /// Given as prose (`--domain-text`): `full` mode.
+    Text(DomainText),
+}
+
 /// What `onebrain solve` was asked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SolveOptions {
@@ -55,8 +83,20 @@ pub struct SolveOptions {
     pub domain: String,
     /// The task.
     pub task: TaskInput,
-    /// A domain given as a PDDL file instead of a plugin (`--domain-file`).
-    pub domain_file: Option<DomainFile>,
+    /// A domain given as a file instead of a plugin (`--domain-file`, `--domain-text`).
+    pub custom_domain: Option<CustomDomain>,
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+/// A text file's name without `.txt` and without the `.domain` or `.problem` of the
+/// text-folder layout: `lamps.domain.txt` names `lamps`.
+fn text_stem(path: &Path) -> String {
+    let stem = file_stem(path);
+    let name = stem.strip_suffix(".domain").or_else(|| stem.strip_suffix(".problem")).unwrap_or(&stem);
+    name.to_string()
 }
 
 fn read_file(path: &Path) -> Result<String, RolesError> {
@@ -99,6 +139,58 @@ pub fn task_from_problem_file(adapter: &dyn DomainAdapter, path: &Path) -> Resul
     })
 }
 
+/// Reads a problem file that must parse and be of `domain` (read from `domain_path`).
+fn read_problem_of(domain: &onebrain_pddl::Domain, domain_path: &Path, path: &Path) -> Result<String, RolesError> {
+    let problem = read_pddl(path)?;
+    let parsed = onebrain_pddl::parse_problem(&problem).map_err(|e| pddl_err(path, e))?;
+    if !parsed.domain_name.eq_ignore_ascii_case(&domain.name) {
+        return Err(pddl_err(
+            path,
+            format!(
+                "line {}, column {}: the problem is of domain `{}`, not `{}` ({})",
+                parsed.domain_span.line,
+                parsed.domain_span.column,
+                parsed.domain_name,
+                domain.name,
+                domain_path.display()
+            ),
+        ));
+    }
+    Ok(problem)
+}
+
+/// A reference spec from two files: the domain must parse, and the problem must parse and
+/// be of that domain; otherwise the error names the file and the line.
+pub fn read_reference(files: &ReferenceFiles) -> Result<Spec, RolesError> {
+    let domain_pddl = read_pddl(&files.domain)?;
+    let domain = onebrain_pddl::parse_domain(&domain_pddl).map_err(|e| pddl_err(&files.domain, e))?;
+    let problem = read_problem_of(&domain, &files.domain, &files.problem)?;
+    Ok(Spec { domain: domain_pddl, problem })
+}
+
+/// Reads a text a task needs (a description, a task statement); an empty one is an error
+/// naming the file.
+pub fn read_nonempty_text(path: &Path) -> Result<String, RolesError> {
+    let text = read_file(path)?;
+    if text.trim().is_empty() {
+        return Err(RolesError::Config(format!("{} is empty", path.display())));
+    }
+    Ok(text)
+}
+
+/// The episode input of a task whose domain is given only in prose (`full` mode: the model
+/// writes the domain and the problem). `domain` names the domain in the task id and the
+/// report; a `reference` enables the faithfulness check.
+pub fn domain_text_input(domain: &str, description: String, task_text: String, task_name: &str, reference: Option<Spec>) -> EpisodeInput {
+    EpisodeInput {
+        task: Task { id: format!("{domain}/{task_name}"), domain: domain.to_string(), text: task_text, reference },
+        description,
+        domain_pddl: None,
+        example: None,
+        foreign_example: None,
+    }
+}
+
 /// The episode input of a task over a domain file: the domain PDDL is given (`problem`
 /// mode), the description says so, and a reference problem (checked against the domain)
 /// enables the faithfulness check.
@@ -106,17 +198,7 @@ fn domain_file_input(d: &DomainFile, task_text: String, task_name: String) -> Re
     let domain_pddl = read_pddl(&d.path)?;
     let domain = onebrain_pddl::parse_domain(&domain_pddl).map_err(|e| pddl_err(&d.path, e))?;
     let reference = match &d.reference_problem {
-        Some(p) => {
-            let problem = read_pddl(p)?;
-            let parsed = onebrain_pddl::parse_problem(&problem).map_err(|e| pddl_err(p, e))?;
-            if !parsed.domain_name.eq_ignore_ascii_case(&domain.name) {
-                return Err(pddl_err(
-                    p,
-                    format!("line {}, column {}: the problem is of domain `{}`, not `{}` ({})", parsed.domain_span.line, parsed.domain_span.column, parsed.domain_name, domain.name, d.path.display()),
-                ));
-            }
-            Some(Spec { domain: domain_pddl.clone(), problem })
-        }
+        Some(p) => Some(Spec { domain: domain_pddl.clone(), problem: read_problem_of(&domain, &d.path, p)? }),
         None => None,
     };
     Ok(EpisodeInput {
@@ -136,22 +218,40 @@ pub fn solve(
 ) -> Result<EpisodeRecord, RolesError> {
     opts.config.validate()?;
     let services = Services::load(&opts.config, &opts.base)?;
-    if let Some(d) = &opts.domain_file {
-        // No plugin: the model writes the problem for the given domain.
+    if let Some(custom) = &opts.custom_domain {
+        // No plugin: the model writes the problem for the given domain, or (prose) both.
+        let flag = match custom {
+            CustomDomain::File(_) => "--domain-file",
+            CustomDomain::Text(_) => "--domain-text",
+        };
         let (text, name) = match &opts.task {
             TaskInput::Text(t) => (t.clone(), "input".to_string()),
-            TaskInput::File(p) => (read_file(p)?, p.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()),
-            _ => return Err(RolesError::Config("--domain-file takes the task as --text or --file".into())),
+            TaskInput::File(p) => (read_nonempty_text(p)?, text_stem(p)),
+            _ => return Err(RolesError::Config(format!("{flag} takes the task as --text or --file"))),
         };
         if text.trim().is_empty() {
             return Err(RolesError::Config("the task text is empty".into()));
         }
-        let mut input = domain_file_input(d, text, name)?;
-        if let Some(other) = services.domains.first() {
-            input.foreign_example = crate::setup::foreign_example(other.as_ref())?;
-        }
         let mut cfg = opts.config.clone();
-        cfg.episode.mode = crate::extract::Mode::Problem;
+        let input = match custom {
+            CustomDomain::File(d) => {
+                cfg.episode.mode = crate::extract::Mode::Problem;
+                domain_file_input(d, text, name)?
+            }
+            CustomDomain::Text(d) => {
+                let strategy = cfg.episode.strategy;
+                if strategy.writes_plan() || strategy == crate::Strategy::LlmPlusP {
+                    return Err(RolesError::Config(format!(
+                        "--domain-text runs the multi-role or self-refine strategy: {strategy} needs a domain plugin"
+                    )));
+                }
+                cfg.episode.mode = crate::extract::Mode::Full;
+                let description = read_nonempty_text(&d.path)?;
+                let reference = d.reference.as_ref().map(read_reference).transpose()?;
+                domain_text_input(&text_stem(&d.path), description, text, &name, reference)
+            }
+        };
+        let input = services.with_foreign_example(input)?;
         let mut model = load_model(&cfg, &opts.base)?;
         let episode = Episode::new(input, &cfg.episode, &model.name());
         return Ok(run_episode(episode, &cfg.episode, &mut model, services.verifier.as_ref(), &services.finalizer, on_event));

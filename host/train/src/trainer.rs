@@ -510,6 +510,9 @@ impl TaskSource {
         let data = base.join(&cfg.data);
         let mut rows = Vec::new();
         for b in &t.benchmarks {
+            if b.source == onebrain_eval::SourceKind::TextFolder {
+                return Err(TrainError::Tasks(onebrain_eval::TaskError::NoPlugin(b.domain.clone()).to_string()));
+            }
             let adapter = services.domain(&b.domain)?;
             rows.extend(
                 b.tasks(&data, adapter.as_ref())

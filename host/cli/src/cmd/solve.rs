@@ -3,7 +3,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use onebrain_eval::planbench_task;
 use onebrain_roles::{
-    config_base, render_event, solve, Constrain, DomainFile, Mode, SolveConfig, SolveOptions, Strategy, TaskInput,
+    config_base, render_event, solve, Constrain, CustomDomain, DomainFile, DomainText, Mode, ReferenceFiles, SolveConfig,
+    SolveOptions, Strategy, TaskInput,
 };
 
 use crate::cmd::print_json;
@@ -50,7 +51,7 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
         base: config_base(&args.config),
         domain,
         task,
-        domain_file: args.domain_file.map(|path| DomainFile { path, reference_problem: args.reference_problem }),
+        custom_domain: custom_domain(args.domain_file, args.domain_text, args.reference_domain, args.reference_problem)?,
     };
     let json = args.json;
     let record = solve(&opts, &mut |event| {
@@ -62,6 +63,30 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
         print_json(&record)?;
     }
     Ok(())
+}
+
+/// `--domain-file` or `--domain-text` with their references (clap keeps the two apart).
+fn custom_domain(
+    domain_file: Option<PathBuf>,
+    domain_text: Option<PathBuf>,
+    reference_domain: Option<PathBuf>,
+    reference_problem: Option<PathBuf>,
+) -> anyhow::Result<Option<CustomDomain>> {
+    Ok(match (domain_file, domain_text) {
+        (Some(path), _) => Some(CustomDomain::File(DomainFile { path, reference_problem })),
+        (None, Some(path)) => {
+            let reference = match (reference_domain, reference_problem) {
+                (Some(domain), Some(problem)) => Some(ReferenceFiles { domain, problem }),
+                (None, None) => None,
+                (None, Some(_)) => anyhow::bail!(
+                    "--domain-text has no reference domain: give --reference-domain with --reference-problem"
+                ),
+                (Some(_), None) => unreachable!("clap requires --reference-problem with --reference-domain"),
+            };
+            Some(CustomDomain::Text(DomainText { path, reference }))
+        }
+        (None, None) => None,
+    })
 }
 
 /// A path given on the command line, made independent of the config file's folder.
