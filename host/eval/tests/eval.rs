@@ -358,6 +358,22 @@ impl Verifier for Native {
     }
 }
 
+/// A generation of `text`, as a scripted model returns it.
+fn scripted(text: String) -> Generation {
+    Generation {
+        text,
+        tokens: vec![1, 2, 3],
+        prompt_tokens: 9,
+        cached_prompt_tokens: 0,
+        prefill_tokens: 9,
+        prefill_secs: 0.0,
+        decode_secs: 0.0,
+        stop_reason: StopReason::Eos,
+        logprobs: Vec::new(),
+        constraint: None,
+    }
+}
+
 /// Writes the right problem for whichever task it is asked about; counts its calls.
 struct Echo(Arc<std::sync::atomic::AtomicUsize>);
 impl LanguageModel for Echo {
@@ -369,18 +385,7 @@ impl LanguageModel for Echo {
     ) -> Result<Generation, BoxError> {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         assert!(prompt.contains("put a on b"));
-        Ok(Generation {
-            text: TAIL.into(),
-            tokens: vec![1, 2, 3],
-            prompt_tokens: 9,
-            cached_prompt_tokens: 0,
-            prefill_tokens: 9,
-            prefill_secs: 0.0,
-            decode_secs: 0.0,
-            stop_reason: StopReason::Eos,
-            logprobs: Vec::new(),
-            constraint: None,
-        })
+        Ok(scripted(TAIL.into()))
     }
     fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
         Ok(0.7)
@@ -487,18 +492,7 @@ struct FullEcho;
 impl LanguageModel for FullEcho {
     fn generate(&mut self, _: Role, _: &str, _: &SamplingConfig) -> Result<Generation, BoxError> {
         let domain = DOMAIN.strip_prefix("(define (domain ").unwrap();
-        Ok(Generation {
-            text: format!("{domain}\n```\n```pddl\n(define (problem p) (:domain bw) (:objects {TAIL}\n```"),
-            tokens: vec![1, 2, 3],
-            prompt_tokens: 9,
-            cached_prompt_tokens: 0,
-            prefill_tokens: 9,
-            prefill_secs: 0.0,
-            decode_secs: 0.0,
-            stop_reason: StopReason::Eos,
-            logprobs: Vec::new(),
-            constraint: None,
-        })
+        Ok(scripted(format!("{domain}\n```\n```pddl\n(define (problem p) (:domain bw) (:objects {TAIL}\n```")))
     }
     fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
         Ok(0.7)
