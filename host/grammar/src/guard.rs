@@ -82,8 +82,9 @@ enum Event {
     /// `(:objects …)` closed: the declared (name, type) pairs, lower-case, and with the names
     /// as written.
     ObjectsClosed(Vec<(String, String)>, Vec<(String, String)>),
-    /// A fact closed in a section, and the token its list (`(not …)`'s when negated) opened at.
-    Fact(Fact, Option<usize>),
+    /// A fact closed in a section, the token its list (`(not …)`'s when negated) opened at, and
+    /// whether it is the goal's whole body (`(:goal (on a b))`, no `and`).
+    Fact(Fact, Option<usize>, bool),
     /// The goal's body closed: the problem says everything it will.
     GoalClosed,
 }
@@ -205,7 +206,9 @@ impl Scan {
                 if let Some(section) = section_of(&self.stack) {
                     let not = self.stack.last().filter(|p| p.head() == Some("not"));
                     let opened_at = not.map_or(f.opened_at, |n| n.opened_at);
-                    out.push(Event::Fact(Fact { section, positive: not.is_none(), words: f.words }, opened_at));
+                    let parent = self.stack.len().checked_sub(1 + usize::from(not.is_some())).map(|i| &self.stack[i]);
+                    let whole_goal = parent.and_then(Frame::head) == Some(":goal");
+                    out.push(Event::Fact(Fact { section, positive: not.is_none(), words: f.words }, opened_at, whole_goal));
                 }
             }
         }
@@ -236,7 +239,7 @@ impl Candidate {
         for e in events {
             match e {
                 Event::ObjectsClosed(o, _) => objects = Some(o),
-                Event::Fact(f, _) => {
+                Event::Fact(f, ..) => {
                     facts.insert(f);
                 }
                 Event::GoalClosed => return Some(Candidate::of(objects?, facts)),
@@ -354,7 +357,7 @@ impl Guard {
                     self.objects_raw = raw;
                     self.set_objects(o)
                 }
-                Event::Fact(f, _) => self.facts.push(f),
+                Event::Fact(f, ..) => self.facts.push(f),
                 Event::Name { .. } | Event::GoalClosed => {}
             }
         }
@@ -451,7 +454,7 @@ impl Guard {
                 Event::Name { repeat: true } => return false,
                 Event::Name { repeat: false } => {}
                 Event::ObjectsClosed(o, _) => objects_now = Some(o),
-                Event::Fact(f, opened_at) => {
+                Event::Fact(f, opened_at, whole_goal) => {
                     if self.facts.contains(f) || new_facts.contains(&f) {
                         return false;
                     }
@@ -459,7 +462,10 @@ impl Guard {
                     if *opened_at == Some(tokens) && !self.room_for_fact(f.section, &new_facts, tokens) {
                         return false;
                     }
-                    if f.section == Section::Goal && self.last_goal_fact(*opened_at, tokens) && self.repeat_completions(&new_facts).contains(f) {
+                    if f.section == Section::Goal
+                        && self.last_goal_fact(*opened_at, tokens, *whole_goal, &new_facts)
+                        && self.repeat_completions(&new_facts).contains(f)
+                    {
                         return false;
                     }
                     new_facts.push(f);
@@ -507,12 +513,15 @@ impl Guard {
         // has begun: a single token may hold `(car` (regression: a Gripper repair ran into
         // the cap when `(car` skipped the check that `(` alone would have met).
         let fact_list = if positive { top } else { below.last().unwrap_or(top) };
+        // The list the fact sits in: `:goal` itself when the fact is the goal's whole body.
+        let holder = below.len().checked_sub(1 + usize::from(!positive)).and_then(|i| below[i].head());
+        let whole_goal = holder == Some(":goal");
         if fact_list.opened_at == Some(tokens) && !self.room_for_fact(section, new_facts, tokens) {
             return false;
         }
         // The last goal fact there is room for may not be one that makes the answer a repeat:
         // the goal could not close after it, and no other fact would fit.
-        let avoided = if section == Section::Goal && self.last_goal_fact(fact_list.opened_at, tokens) {
+        let avoided = if section == Section::Goal && self.last_goal_fact(fact_list.opened_at, tokens, whole_goal, new_facts) {
             self.repeat_completions(new_facts)
         } else {
             Vec::new()
@@ -561,13 +570,19 @@ impl Guard {
     }
 
     /// Whether a goal fact whose list opened at token `opened_at` (unknown: now, the `tokens`-th)
-    /// is the last one the budget has room for: after it, the tokens left could not open
-    /// another (with a little slack for blanks).
-    fn last_goal_fact(&self, opened_at: Option<usize>, tokens: usize) -> bool {
+    /// is the last one the goal can hold, after those stated and `new_facts`: it is the goal's
+    /// whole body (no `and`, so the goal closes with it), it fills the section to
+    /// `max_goal`, or the tokens left after it could not open another (with a little slack
+    /// for blanks).
+    fn last_goal_fact(&self, opened_at: Option<usize>, tokens: usize, whole_goal: bool, new_facts: &[&Fact]) -> bool {
         const SLACK: usize = 4;
+        if self.avoid.is_empty() {
+            return false;
+        }
+        let goal_facts = self.facts.iter().chain(new_facts.iter().copied()).filter(|f| f.section == Section::Goal).count();
         let fact = self.fact_tokens();
         let left = self.max_tokens.saturating_sub(opened_at.unwrap_or(tokens));
-        !self.avoid.is_empty() && left < fact + GOAL_RESERVE.max(fact + 3) + SLACK
+        whole_goal || goal_facts + 1 >= self.limits.max_goal || left < fact + GOAL_RESERVE.max(fact + 3) + SLACK
     }
 
     /// The goal facts that, stated next, would leave the answer equal to a candidate to avoid
@@ -829,6 +844,49 @@ mod tests {
         let mut opened_early = g.clone();
         opened_early.commit_token(b" (clear", roomy);
         assert!(opened_early.admits(b" b)", last + 1));
+    }
+
+    /// Regression (the constrained baselines' trace, self-refine on
+    /// planetarium/gripper/99741): the earlier candidate's goal was one bare fact,
+    /// `(:goal (at-robby ball))`. The repair wrote `(:goal (at-robby ball`, whose only
+    /// continuation `)` closes the goal on the repeat; the guard refused it and then gave way
+    /// nine times over blank tokens. A goal's whole body is its last fact: the guard must
+    /// refuse the fact's last argument, not the `)` after it. The same holds for the fact
+    /// that fills the goal to `max_goal`.
+    #[test]
+    fn a_bare_goal_fact_may_not_complete_a_candidate_to_avoid() {
+        let prefix = b"(define (problem t) (:domain bw) (:objects ";
+        let earlier = Candidate::read(prefix, b"a b) (:init (on a b)) (:goal (clear a)))").unwrap();
+        let mut g = guard("a b) (:init (on a b)) (:goal ");
+        g.avoid(vec![earlier]);
+        assert!(!g.admits(b"(clear a", 10), "its only completion is the repeat");
+        assert!(!g.admits(b"(clear a)", 10));
+        assert!(g.admits(b"(clear", 10), "`(clear b)` is still new");
+        assert!(g.admits(b"(clear b)", 10));
+        assert!(g.admits(b"(and (clear a)", 10), "inside `and` another fact may follow");
+        let mut written = g.clone();
+        written.commit_token(b"(clear", 10);
+        assert!(!written.admits(b" a", 11) && written.admits(b" b", 11));
+        // A negated bare goal is the goal's whole body too.
+        let negated = Candidate::read(prefix, b"a b) (:init (on a b)) (:goal (not (clear a))))").unwrap();
+        let vocab = {
+            let d = onebrain_pddl::parse_domain(
+                "(define (domain bw) (:requirements :negative-preconditions) (:predicates (on ?x ?y) (clear ?x))
+                 (:action a :parameters (?x) :precondition (clear ?x) :effect (not (clear ?x))))",
+            )
+            .unwrap();
+            Arc::new(Vocabulary::of(&d))
+        };
+        let mut n = Guard::new(vocab, Limits::default(), 400, b"(define (problem t) (:domain bw) (:objects a b) (:init (on a b)) (:goal ");
+        n.avoid(vec![negated]);
+        assert!(!n.admits(b"(not (clear a", 10));
+        assert!(n.admits(b"(not (clear b", 10));
+        // The fact that fills the goal to `max_goal` is its last one.
+        let two = Candidate::read(prefix, b"a b) (:init (on a b)) (:goal (and (clear a) (clear b))))").unwrap();
+        let mut full = Guard::new(bw(), Limits { max_goal: 2, ..Limits::default() }, 400, b"(define (problem t) (:domain bw) (:objects a b) (:init (on a b)) (:goal (and (clear a) ");
+        full.avoid(vec![two]);
+        assert!(!full.admits(b"(clear b", 10));
+        assert!(full.admits(b"(on b a", 10));
     }
 
     #[test]
