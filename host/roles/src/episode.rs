@@ -656,6 +656,9 @@ impl Episode {
             .sampling(self.search.generations, self.cfg.tot.max_tokens, true);
         let sampling = SamplingConfig {
             stop: vec![")".into(), "\n".into()],
+            // One step of the domain's actions over the task's objects, or `done)`: without
+            // it the base model proposed `(put-down orange orange)` to a one-argument action.
+            constraint: self.constraint(self.search.generations),
             ..sampling
         };
         self.search.generations += 1;

@@ -540,6 +540,36 @@ fn tot_searches_breadth_first_and_validates_completed_plans() {
         .all(|s| s.verdict.is_none()));
 }
 
+/// Regression (issue 18, found in the constrained baselines' trace): ToT's proposals were
+/// sampled free, with no `constraint`, so the base model proposed `(put-down orange orange)`
+/// to a one-argument action. Under `constrain = "grammar"` every proposal is held to one step
+/// of the domain's actions over the task's objects.
+#[test]
+fn r18_tot_proposals_are_held_to_the_next_action_grammar() {
+    let cfg = EpisodeConfig {
+        tot: onebrain_roles::TotConfig { breadth: 1, proposals: 1, max_depth: 2, max_tokens: 8 },
+        constrain: onebrain_roles::Constrain::Grammar,
+        ..problem_mode(Strategy::Tot)
+    };
+    let mut model = Scripted::new(&["pick-up a)", "stack a b)"]);
+    run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    assert_eq!(model.calls.len(), 2);
+    for (i, call) in model.calls.iter().enumerate() {
+        match &call.2.constraint {
+            Some(onebrain_model::ConstraintSpec::NextAction { domain, objects }) => {
+                assert_eq!(domain, DOMAIN, "call {i}");
+                assert_eq!(objects.len(), 2, "call {i}: the reference's objects a and b");
+            }
+            c => panic!("call {i}: a proposal without the next-action grammar: {c:?}"),
+        }
+    }
+    // `none` still means free decoding.
+    let free = EpisodeConfig { constrain: onebrain_roles::Constrain::None, ..cfg };
+    let mut model = Scripted::new(&["pick-up a)", "stack a b)"]);
+    run(&free, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    assert!(model.calls.iter().all(|c| c.2.constraint.is_none()));
+}
+
 #[test]
 fn a_model_error_ends_the_episode_with_a_note() {
     let cfg = problem_mode(Strategy::MultiRole);
