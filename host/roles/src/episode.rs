@@ -654,13 +654,13 @@ impl Episode {
         let sampling = self
             .cfg
             .sampling(self.search.generations, self.cfg.tot.max_tokens, true);
-        let sampling = SamplingConfig {
-            stop: vec![")".into(), "\n".into()],
-            // One step of the domain's actions over the task's objects, or `done)`: without
-            // it the base model proposed `(put-down orange orange)` to a one-argument action.
-            constraint: self.constraint(self.search.generations),
-            ..sampling
-        };
+        // One step of the domain's actions over the task's objects, or `done)`: without it
+        // the base model proposed `(put-down orange orange)` to a one-argument action. The
+        // grammar ends the step at its `)`; free decoding needs stop strings, and a grammar
+        // must not get `\n`, which it allows between arguments.
+        let constraint = self.constraint(self.search.generations);
+        let stop = if constraint.is_some() { Vec::new() } else { vec![")".into(), "\n".into()] };
+        let sampling = SamplingConfig { stop, constraint, ..sampling };
         self.search.generations += 1;
         self.ask(Phase::Proposing { node, j }, Role::Actor, prompt, sampling)
     }

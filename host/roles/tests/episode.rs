@@ -562,12 +562,13 @@ fn r18_tot_proposals_are_held_to_the_next_action_grammar() {
             }
             c => panic!("call {i}: a proposal without the next-action grammar: {c:?}"),
         }
+        assert!(call.2.stop.is_empty(), "the grammar ends the step; a stop at `\\n` would cut one");
     }
     // `none` still means free decoding.
     let free = EpisodeConfig { constrain: onebrain_roles::Constrain::None, ..cfg };
     let mut model = Scripted::new(&["pick-up a)", "stack a b)"]);
     run(&free, &mut model, &NativeVerifier::default(), &Finalizer::default());
-    assert!(model.calls.iter().all(|c| c.2.constraint.is_none()));
+    assert!(model.calls.iter().all(|c| c.2.constraint.is_none() && c.2.stop == [")", "\n"]));
 }
 
 #[test]
