@@ -9,9 +9,9 @@
 //! - The goal may not close on a problem equal to one of the [`Candidate`]s to avoid (the
 //!   Editor's earlier candidates): same objects, same `:init`, same goal, as sets. The answer
 //!   must then add a goal fact, or have differed earlier; the solver's verdict on a repeat is
-//!   already known, so a repeat would only spend a verifier call. The last goal fact the budget
-//!   has room for may not be the one that completes such a candidate, or the goal could
-//!   neither close nor go on.
+//!   already known, so a repeat would only spend a verifier call. The goal's last fact (the
+//!   last the budget or `max_goal` has room for, or a bare goal's only one) may not be the
+//!   one that completes such a candidate, or the goal could neither close nor go on.
 //!
 //! The guard reads the answer as bytes with a small S-expression scanner: the grammar already
 //! guarantees the shape, so the scanner only has to find sections, facts and names.
@@ -119,6 +119,14 @@ fn section_of(frames: &[Frame]) -> Option<Section> {
     })
 }
 
+/// Whether a fact whose enclosing lists are `frames` (innermost last; its `(not …)` among them
+/// when `negated`) is the goal's whole body, `(:goal (on a b))` with no `and`: the goal closes
+/// with it, so it is the goal's last fact.
+fn is_goal_body(frames: &[Frame], negated: bool) -> bool {
+    let holder = frames.len().checked_sub(1 + usize::from(negated)).and_then(|i| frames[i].head());
+    holder == Some(":goal")
+}
+
 fn parse_objects(words: &[String]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut pending: Vec<String> = Vec::new();
@@ -206,8 +214,7 @@ impl Scan {
                 if let Some(section) = section_of(&self.stack) {
                     let not = self.stack.last().filter(|p| p.head() == Some("not"));
                     let opened_at = not.map_or(f.opened_at, |n| n.opened_at);
-                    let parent = self.stack.len().checked_sub(1 + usize::from(not.is_some())).map(|i| &self.stack[i]);
-                    let whole_goal = parent.and_then(Frame::head) == Some(":goal");
+                    let whole_goal = is_goal_body(&self.stack, not.is_some());
                     out.push(Event::Fact(Fact { section, positive: not.is_none(), words: f.words }, opened_at, whole_goal));
                 }
             }
@@ -513,9 +520,7 @@ impl Guard {
         // has begun: a single token may hold `(car` (regression: a Gripper repair ran into
         // the cap when `(car` skipped the check that `(` alone would have met).
         let fact_list = if positive { top } else { below.last().unwrap_or(top) };
-        // The list the fact sits in: `:goal` itself when the fact is the goal's whole body.
-        let holder = below.len().checked_sub(1 + usize::from(!positive)).and_then(|i| below[i].head());
-        let whole_goal = holder == Some(":goal");
+        let whole_goal = is_goal_body(below, !positive);
         if fact_list.opened_at == Some(tokens) && !self.room_for_fact(section, new_facts, tokens) {
             return false;
         }
