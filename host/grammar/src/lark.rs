@@ -308,7 +308,66 @@ fn grammar(start: &str, rules: &[String], domain_terminals: bool) -> String {
     if domain_terminals {
         g.push_str(DOMAIN_TERMINALS);
     }
-    g
+    ascii_case(&g)
+}
+
+/// Rewrites every `"…"i` literal of `lark` as a regex of ASCII byte classes (`"and"i` becomes
+/// `/[aA][nN][dD]/`). Lark's `i` flag folds case the Unicode way, so `"s"i` also matches `ſ`
+/// and `"k"i` the Kelvin sign; the verifier, like every PDDL tool, folds ASCII only, and
+/// refused the `:paraMETERſ` that greedy SmolLM2 wrote. The grammars spell no `"` inside a
+/// regex, so a literal is any `"…"` whose closing quote is followed by `i`.
+fn ascii_case(lark: &str) -> String {
+    let mut out = String::with_capacity(lark.len() * 2);
+    let mut rest = lark;
+    while let Some(open) = rest.find('"') {
+        out.push_str(&rest[..open]);
+        let body = &rest[open + 1..];
+        let close = literal_end(body);
+        let (text, after) = (&body[..close], &body[close + 1..]);
+        match after.strip_prefix('i') {
+            Some(tail) => {
+                let value: String = serde_json::from_str(&format!("\"{text}\"")).expect("the grammars' literals are JSON strings");
+                out.push('/');
+                for c in value.chars() {
+                    if c.is_ascii_alphabetic() {
+                        out.extend(['[', c.to_ascii_lowercase(), c.to_ascii_uppercase(), ']']);
+                    } else {
+                        out.push_str(&regex_escape(c));
+                    }
+                }
+                out.push('/');
+                rest = tail;
+            }
+            None => {
+                out.push_str(&rest[open..open + close + 2]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the string literal whose body starts `body` closes: its unescaped `"`.
+fn literal_end(body: &str) -> usize {
+    let mut escaped = false;
+    for (i, b) in body.bytes().enumerate() {
+        match b {
+            b'"' if !escaped => return i,
+            b'\\' => escaped = !escaped,
+            _ => escaped = false,
+        }
+    }
+    panic!("an unterminated string literal in a generated grammar: {body}")
+}
+
+/// `c` as a regex that matches it inside a Lark `/…/` (punctuation escaped, `/` included).
+fn regex_escape(c: char) -> String {
+    if c.is_ascii_alphanumeric() || c == '_' || c == ' ' || !c.is_ascii() {
+        c.to_string()
+    } else {
+        format!("\\{c}")
+    }
 }
 
 /// `problem` mode: the answer after a primer that opened `(:objects ` of a problem over
@@ -439,6 +498,33 @@ mod tests {
             assert!(env.accepts(&g, &domain(r)).is_ok(), "{r}");
             onebrain_pddl::parse_domain(&domain(r)).unwrap();
         }
+    }
+
+    /// Regression (CI, session 10): `"…"i` literals fold case the Unicode way, so greedy
+    /// SmolLM2 wrote `:paraMETER\u{17f}` (long s, which folds to `s`) and the Kelvin sign
+    /// passes for `k`; the verifier reads keywords in ASCII and refused the domain. Keywords
+    /// and names take any ASCII case and nothing else.
+    #[test]
+    fn keywords_fold_ascii_case_only() {
+        let env = TokenEnv::bytes();
+        let g = domain_file();
+        let domain = |params: &str, req: &str| {
+            format!("(define (domain d) (:requirements {req}) (:predicates (p)) (:action a {params} () :precondition (p) :effect (p)))")
+        };
+        let ok = domain(":PaRaMeTeRs", ":STRIPS");
+        assert!(env.accepts(&g, &ok).is_ok());
+        onebrain_pddl::parse_domain(&ok).unwrap();
+        for (params, req) in [(":parameter\u{17f}", ":strips"), (":parameters", ":\u{17f}trips"), (":parameters", ":\u{17f}TRIPS")] {
+            let text = domain(params, req);
+            assert!(onebrain_pddl::parse_domain(&text).is_err(), "the verifier refuses {text}");
+            assert!(env.accepts(&g, &text).is_err(), "the grammar let through {text}");
+        }
+        let next = next_action(&bw(), &[("a".into(), "object".into())]);
+        assert!(env.accepts(&next, "DONE)").is_ok());
+        assert!(env.accepts(&next, "\u{17f}tack a a)").is_err());
+        let problem = problem_file(&bw(), &Objects::Unknown, &Limits::default());
+        assert!(env.accepts(&problem, "(define (problem q) (:domain bw) (:objects a) (:init (clear a)) (:goal (clear a)))").is_ok());
+        assert!(env.accepts(&problem, "(define (problem q) (:domain bw) (:object\u{17f} a) (:init (clear a)) (:goal (clear a)))").is_err());
     }
 
     #[test]

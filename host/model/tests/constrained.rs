@@ -129,12 +129,13 @@ fn a_full_answer_is_a_domain_then_a_problem_over_its_predicates() {
     };
     let g = brain.generate(Role::Actor, &p, &s).unwrap();
     let text = format!("(define (domain {}", g.text);
-    let at = text.find("(define (problem").or_else(|| text.to_ascii_lowercase().find("(define")).map(|_| ());
-    assert!(at.is_some(), "{text}");
-    let split = text.rfind("(define").unwrap();
-    let domain_text = text[..split].trim().trim_end_matches('`').trim();
+    // The domain is the first balanced form; the grammar allows any case and spacing, so a
+    // search for `(define` would miss `(\n\ndefiNe` (CI, session 10).
+    let split = first_form_end(&text).unwrap_or_else(|| panic!("the domain never closes:\n{text}"));
+    let domain_text = &text[..split];
+    let problem_at = split + text[split..].find('(').unwrap_or_else(|| panic!("no problem after the domain:\n{text}"));
     let domain = onebrain_pddl::parse_domain(domain_text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let problem = onebrain_pddl::parse_problem(&text[split..]).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let problem = onebrain_pddl::parse_problem(&text[problem_at..]).unwrap_or_else(|e| panic!("{e}\n{text}"));
     for a in &domain.actions {
         for l in a.precondition.iter().chain(&a.effect) {
             let pred = domain.predicate(&l.atom.predicate).unwrap_or_else(|| panic!("{} is not declared:\n{text}", l.atom.predicate));
@@ -150,4 +151,25 @@ fn a_full_answer_is_a_domain_then_a_problem_over_its_predicates() {
     }
     assert_eq!(g.stop_reason, StopReason::Complete, "{text}");
     eprintln!("{} tokens, {:?}\n{text}", g.tokens.len(), g.constraint);
+}
+
+/// The end of `text`'s first balanced parenthesised form (PDDL `;` comments skipped).
+fn first_form_end(text: &str) -> Option<usize> {
+    let (mut depth, mut comment) = (0usize, false);
+    for (i, b) in text.bytes().enumerate() {
+        match b {
+            b'\n' => comment = false,
+            _ if comment => {}
+            b';' => comment = true,
+            b'(' => depth += 1,
+            b')' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
