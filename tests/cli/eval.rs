@@ -137,3 +137,70 @@ fn eval_config_errors_name_the_file() {
         .fails_with(1);
     assert!(err.contains("benchmarks"), "{err}");
 }
+
+/// The job-array script, run as two local processes at once (as two array tasks would be),
+/// then its merge job: the merged run holds the episodes and report of one unsharded run.
+#[test]
+fn r20_the_array_script_shards_an_eval_over_two_processes_and_merges_it() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let whole = tempfile::tempdir().unwrap();
+    let cfg = write_config(whole.path());
+    TestCommand::new(&["eval", "--config"]).arg(&cfg).stdout();
+    let split = tempfile::tempdir().unwrap();
+    let split_cfg = write_config(split.path());
+    let array_task = |env: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(repo().join("scripts/eval-array.sbatch"))
+            .current_dir(repo())
+            .env("CONFIG", &split_cfg)
+            .env("ONEBRAIN", env!("CARGO_BIN_EXE_onebrain"));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd
+    };
+    let shards: Vec<std::process::Child> = ["0", "1"]
+        .iter()
+        .map(|k| {
+            array_task(&[("SLURM_ARRAY_TASK_ID", k), ("SLURM_ARRAY_TASK_COUNT", "2")])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in shards {
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("ran 1 episode(s)") && stdout.contains("--merge"), "{stdout}");
+    }
+    let merge = array_task(&[("MERGE", "1")]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&merge.stdout);
+    assert!(merge.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&merge.stderr));
+    assert!(stdout.contains("merged 2 shard(s): 2 episode(s) added, 2 in the run"), "{stdout}");
+
+    // Greedy decoding: each episode decides the same in its shard as in the whole run.
+    let decided = |dir: &Path| {
+        let trace = std::fs::read_to_string(dir.join("run/trace.jsonl")).unwrap();
+        let mut v: Vec<(String, String, bool, u64)> = trace
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .map(|r| (r["task_id"].to_string(), r["strategy"].to_string(), r["solved"].as_bool().unwrap(), r["solver_calls"].as_u64().unwrap()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(decided(split.path()), decided(whole.path()));
+    assert_eq!(decided(split.path()).len(), 2);
+
+    // The shards' folders stay, each with its manifest; a shard of another N is refused.
+    for k in 0..2 {
+        assert!(split.path().join(format!("run/shards/{k}-of-2/shard.json")).is_file());
+    }
+    let err = TestCommand::new(&["eval", "--shard", "2/2", "--config"]).arg(&split_cfg).fails_with(2);
+    assert!(err.contains("K/N"), "{err}");
+}

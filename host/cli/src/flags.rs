@@ -55,6 +55,10 @@ pub struct TrainArgs {
     /// Print a line per episode, not only per update.
     #[arg(long, short)]
     pub verbose: bool,
+    /// Where the model runs: cpu or cuda:N (a CUDA build: `make build-cuda`); overrides the
+    /// config's `model.device`.
+    #[arg(long, value_name = "cpu|cuda:N")]
+    pub device: Option<onebrain_model::DeviceChoice>,
 }
 
 /// `onebrain solve`.
@@ -65,6 +69,10 @@ pub struct SolveArgs {
     /// The solve config (model, episode, solver, plugins).
     #[arg(long, default_value = "configs/solve.toml")]
     pub config: PathBuf,
+    /// Where the model runs: cpu or cuda:N (a CUDA build: `make build-cuda`); overrides the
+    /// config's `model.device`.
+    #[arg(long, value_name = "cpu|cuda:N")]
+    pub device: Option<onebrain_model::DeviceChoice>,
     /// The domain plugin that describes the task (`blocksworld`, `logistics`, …).
     #[arg(long, required_unless_present = "custom_domain", conflicts_with = "custom_domain")]
     pub domain: Option<String>,
@@ -130,6 +138,10 @@ pub struct EvalArgs {
     /// The eval config (`configs/eval-*.toml`).
     #[arg(long)]
     pub config: PathBuf,
+    /// Where the model runs: cpu or cuda:N (a CUDA build: `make build-cuda`); overrides the
+    /// config's `model.device`.
+    #[arg(long, value_name = "cpu|cuda:N")]
+    pub device: Option<onebrain_model::DeviceChoice>,
     /// Trained role parameters to load (a checkpoint folder written by `onebrain train`).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
@@ -141,8 +153,16 @@ pub struct EvalArgs {
     #[arg(long)]
     pub constrain: Option<String>,
     /// Rewrite the report from the trace without running anything.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["shard", "merge"])]
     pub report_only: bool,
+    /// Run only the K-th of N deterministic slices of the episodes (K from 0, a job array's
+    /// task id), into OUT/shards/K-of-N/; resumable like a whole run.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    pub shard: Option<onebrain_eval::Shard>,
+    /// Join the finished shards into the run's trace and write its report; refuses shards
+    /// run with another config.
+    #[arg(long, conflicts_with = "shard")]
+    pub merge: bool,
     /// Print every step of every episode, not only a line per episode.
     #[arg(long, short)]
     pub verbose: bool,
@@ -308,6 +328,10 @@ pub struct GenerateArgs {
     /// The role whose embeddings and adapters condition the model.
     #[arg(long, default_value = "actor")]
     pub role: String,
+    /// Where the model runs: cpu or cuda:N (a CUDA build: `make build-cuda`); overrides the
+    /// config's `model.device`.
+    #[arg(long, value_name = "cpu|cuda:N")]
+    pub device: Option<onebrain_model::DeviceChoice>,
     /// The user message.
     #[arg(long)]
     pub prompt: String,
@@ -336,4 +360,8 @@ pub struct GenerateArgs {
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_shard(s: &str) -> Result<onebrain_eval::Shard, String> {
+    s.parse()
 }

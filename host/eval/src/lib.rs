@@ -40,6 +40,7 @@ mod metrics;
 mod planbench;
 mod report;
 mod runner;
+mod shard;
 mod svg;
 mod tasks;
 mod trace;
@@ -51,9 +52,10 @@ pub use report::{
 };
 pub use svg::line_chart;
 pub use runner::{
-    progress_line, run_eval, run_eval_with, trace_path, write_report, EvalError, EvalOutcome,
+    merge_eval, progress_line, run_eval, run_eval_with, trace_path, write_report, EvalError, EvalOutcome,
     Progress,
 };
+pub use shard::{config_digest, merge_shards, Merged, PlannedEpisode, Shard, ShardError, ShardManifest};
 pub use tasks::{planbench_task, plugin_for_set, Benchmark, SourceKind, TaskError};
 pub use trace::{read_jsonl, read_trace, TraceContents, TraceError, TraceWriter};
 pub use transfer::{

@@ -15,6 +15,7 @@ use onebrain_verifier::VerifierPool;
 use crate::config::{ConfigError, EvalConfig};
 use crate::report::{Report, ReportPaths};
 use crate::tasks::{SourceKind, TaskError};
+use crate::shard::{claim, config_digest, merge_shards, Merged, PlannedEpisode, Shard, ShardError, ShardManifest};
 use crate::trace::{read_trace, TraceError, TraceWriter};
 
 /// Why an evaluation stopped.
@@ -32,6 +33,9 @@ pub enum EvalError {
     /// The trace could not be read or written.
     #[error(transparent)]
     Trace(#[from] TraceError),
+    /// A shard could not run, or the shards could not be merged.
+    #[error(transparent)]
+    Shard(#[from] ShardError),
     /// The transfer benchmarks could not be run.
     #[error(transparent)]
     Transfer(#[from] crate::transfer::TransferRunError),
@@ -126,9 +130,13 @@ impl EvalTask {
 pub fn run_eval(
     cfg: &EvalConfig,
     base: &Path,
+    shard: Option<Shard>,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<EvalOutcome, EvalError> {
     cfg.validate()?;
+    if shard.is_some() && !cfg.transfer.is_empty() {
+        return Err(ShardError::Transfer.into());
+    }
     let solve_cfg = cfg.solve_config(cfg.strategies[0]);
     let services = Services::load(&solve_cfg, base)?;
     let mut model: Option<Box<dyn LanguageModel>> = None;
@@ -138,6 +146,7 @@ pub fn run_eval(
         &services,
         &mut || Ok(Box::new(load_model(&solve_cfg, base)?) as Box<dyn LanguageModel>),
         &mut model,
+        shard,
         progress,
     )
 }
@@ -148,13 +157,15 @@ pub fn trace_path(cfg: &EvalConfig, base: &Path) -> PathBuf {
 }
 
 /// [`run_eval`] with the services given and the model loaded by `load` only if there is work
-/// left (tests pass a scripted model; the trainer passes the model it is training).
+/// left (tests pass a scripted model; the trainer passes the model it is training). With a
+/// `shard`, only its slice of the run's episodes, into the shard's folder ([`crate::shard`]).
 pub fn run_eval_with<'m>(
     cfg: &EvalConfig,
     base: &Path,
     services: &Services,
     load: &mut dyn FnMut() -> Result<Box<dyn LanguageModel + 'm>, RolesError>,
     model: &mut Option<Box<dyn LanguageModel + 'm>>,
+    shard: Option<Shard>,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<EvalOutcome, EvalError> {
     let data = base.join(&cfg.data);
@@ -167,21 +178,52 @@ pub fn run_eval_with<'m>(
             tasks.extend(b.tasks(&data, adapter.as_ref())?.into_iter().map(EvalTask::Plugin));
         }
     }
-    let trace = trace_path(cfg, base);
-    let existing = read_trace(&trace)?;
-    let done_pairs = existing.done();
-    let total = tasks.len() * cfg.strategies.len();
-    let todo: Vec<(Strategy, &EvalTask)> = cfg
+    // The run's episodes in their one order: strategies, then tasks (a shard takes every
+    // N-th).
+    let listed: Vec<(usize, Strategy, &EvalTask)> = cfg
         .strategies
         .iter()
         .flat_map(|&s| tasks.iter().map(move |t| (s, t)))
+        .enumerate()
+        .map(|(i, (s, t))| (i, s, t))
+        .collect();
+    let run_trace = trace_path(cfg, base);
+    let existing = read_trace(&run_trace)?;
+    let mut done_pairs = existing.done();
+    let mut torn_tail = existing.torn_tail;
+    let (trace, mine): (PathBuf, Vec<(Strategy, &EvalTask)>) = match shard {
+        None => (run_trace, listed.iter().map(|&(_, s, t)| (s, t)).collect()),
+        Some(shard) => {
+            let dir = shard.dir(&base.join(&cfg.out_dir));
+            let held: Vec<&(usize, Strategy, &EvalTask)> = listed.iter().filter(|(i, _, _)| shard.holds(*i)).collect();
+            let manifest = ShardManifest {
+                config_digest: config_digest(cfg),
+                shard: shard.index,
+                of: shard.count,
+                total: listed.len(),
+                episodes: held
+                    .iter()
+                    .map(|&&(index, strategy, t)| PlannedEpisode { index, strategy, task: t.task().id.clone() })
+                    .collect(),
+            };
+            claim(&dir, &manifest)?;
+            let trace = dir.join("trace.jsonl");
+            let own = read_trace(&trace)?;
+            done_pairs.extend(own.done());
+            torn_tail |= own.torn_tail;
+            (trace, held.iter().map(|&&(_, s, t)| (s, t)).collect())
+        }
+    };
+    let total = mine.len();
+    let todo: Vec<(Strategy, &EvalTask)> = mine
+        .into_iter()
         .filter(|(s, t)| !done_pairs.contains(&(t.task().id.clone(), *s)))
         .collect();
     let skipped = total - todo.len();
     progress(&Progress::Planned {
         total,
         done: skipped,
-        torn_tail: existing.torn_tail,
+        torn_tail,
     });
 
     let mut ran = 0;
@@ -236,6 +278,17 @@ pub fn run_eval_with<'m>(
         ran,
         skipped,
     })
+}
+
+/// `onebrain eval --merge`: joins the shards of the run `cfg` into its trace
+/// ([`merge_shards`]) and writes the run's report.
+pub fn merge_eval(cfg: &EvalConfig, base: &Path) -> Result<(Merged, EvalOutcome), EvalError> {
+    let trace = trace_path(cfg, base);
+    let merged = merge_shards(&base.join(&cfg.out_dir), &trace, &config_digest(cfg))?;
+    let report_paths = write_report(&cfg.name, &trace, cfg.report.delta, cfg.report.checkpoints)?;
+    let summary = summary_table(&report_paths)?;
+    let outcome = EvalOutcome { trace_path: trace, report_paths, summary, ran: 0, skipped: merged.total };
+    Ok((merged, outcome))
 }
 
 /// Recomputes the report from a trace and writes it next to the trace.

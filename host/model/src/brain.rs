@@ -265,15 +265,16 @@ impl Brain {
     /// Loads the backbone named by `cfg.path` and initialises the role parameters.
     pub fn load(cfg: &ModelConfig) -> Result<Self> {
         cfg.validate()?;
+        let dev = cfg.device.open()?;
         let source = resolve_model(&cfg.path)?;
         let (base, tokenizer, hf) = match &source {
             ModelSource::Gguf(p) => {
-                let m = load_gguf(p, cfg.max_context)?;
+                let m = load_gguf(p, cfg.max_context, &dev)?;
                 (m.backbone, m.tokenizer, None)
             }
             ModelSource::HfDir(p) => {
-                let m = load_hf_dir(p)?;
-                let b = dense_backbone(&DenseSource::Hf(&m), None, cfg.max_context)?;
+                let m = load_hf_dir(p, &dev)?;
+                let b = dense_backbone(&DenseSource::Hf(&m), None, cfg.max_context, cfg.dtype.dtype())?;
                 let tok = m.tokenizer.clone();
                 (b, tok, Some(m))
             }
@@ -297,7 +298,7 @@ impl Brain {
             roles.push(init_role(&varmap, role, &base, rank, cfg.role_tokens, &words, &mut rng)?);
         }
         let mut rng = rng_for(cfg.init_seed ^ 0x5eed, Role::Judge);
-        let judge_head = init_judge_head(&varmap, base.cfg.hidden_size, &mut rng)?;
+        let judge_head = init_judge_head(&varmap, base.cfg.hidden_size, &dev, &mut rng)?;
         let brain = Brain {
             cfg: cfg.clone(),
             source,
@@ -332,20 +333,25 @@ impl Brain {
             None => DenseSource::Dequantize(&self.base),
         };
         let copies: Vec<Backbone> = if !self.cfg.train_backbone {
-            vec![dense_backbone(&src, None, self.cfg.max_context)?]
+            vec![dense_backbone(&src, None, self.cfg.max_context, self.cfg.dtype.dtype())?]
         } else if self.cfg.separate_models {
             Role::ALL
                 .iter()
                 .map(|r| {
                     let prefix = format!("{r}.backbone.");
-                    dense_backbone(&src, Some((&self.varmap, &prefix)), self.cfg.max_context)
+                    dense_backbone(&src, Some((&self.varmap, &prefix)), self.cfg.max_context, DType::F32)
                 })
                 .collect::<Result<_>>()?
         } else {
-            vec![dense_backbone(&src, Some((&self.varmap, "backbone.")), self.cfg.max_context)?]
+            vec![dense_backbone(&src, Some((&self.varmap, "backbone.")), self.cfg.max_context, DType::F32)?]
         };
         let _ = self.dense.set(copies);
         Ok(self.dense.get().expect("just set"))
+    }
+
+    /// Where every tensor of the model lives (`model.device`).
+    pub fn device(&self) -> &Device {
+        self.base.device()
     }
 
     /// The config the brain was loaded with.
@@ -613,13 +619,13 @@ impl Brain {
             let n = active.len();
             let fed = next[0].len();
             let ids = if n == 1 {
-                Tensor::new(next[0].as_slice(), &Device::Cpu)?.unsqueeze(0)?
+                Tensor::new(next[0].as_slice(), self.device())?.unsqueeze(0)?
             } else {
                 let flat: Vec<u32> = next.iter().map(|t| t[0]).collect();
-                Tensor::from_vec(flat, (n, 1), &Device::Cpu)?
+                Tensor::from_vec(flat, (n, 1), self.device())?
             };
             let x = backbone.embed(&ids)?;
-            let step = decode_step(&next_pos, &pads, pad_start, kv.len)?;
+            let step = decode_step(&next_pos, &pads, pad_start, kv.len, self.device())?;
             let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Fast)?;
             logits = backbone.logits(&hidden.narrow(1, fed - 1, 1)?.squeeze(1)?)?.to_vec2::<f32>()?;
             for p in next_pos.iter_mut() {
@@ -675,7 +681,7 @@ impl Brain {
         let mut computed = 0;
         // 1. The shared head (and the soft tokens, if not cached), once, at batch 1.
         if kv.len == 0 || cached < shared {
-            let ids = Tensor::new(&head[cached..], &Device::Cpu)?.unsqueeze(0)?;
+            let ids = Tensor::new(&head[cached..], self.device())?.unsqueeze(0)?;
             let mut x = if shared > cached { Some(backbone.embed(&ids)?) } else { None };
             if kv.len == 0 {
                 if let Some(s) = &soft {
@@ -706,7 +712,7 @@ impl Brain {
             ids.extend(std::iter::repeat_n(pad_id, np));
             ids.extend_from_slice(t);
         }
-        let ids = Tensor::from_vec(ids, (b, t_max), &Device::Cpu)?;
+        let ids = Tensor::from_vec(ids, (b, t_max), self.device())?;
         let mut x = backbone.embed(&ids)?;
         if past == 0 {
             if let Some(s) = &soft {
@@ -743,7 +749,7 @@ impl Brain {
             }
             Step {
                 positions: Some(positions),
-                mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, past + q), &Device::Cpu)?),
+                mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, past + q), self.device())?),
             }
         } else {
             Step { positions: None, mask: None }
@@ -835,7 +841,7 @@ impl Brain {
             ids.extend_from_slice(r);
             ids.extend(std::iter::repeat_n(pad, t_max - r.len()));
         }
-        let ids = Tensor::from_vec(ids, (b, t_max), &Device::Cpu)?;
+        let ids = Tensor::from_vec(ids, (b, t_max), self.device())?;
         let mut x = backbone.embed(&ids)?;
         if let Some(s) = params.soft_tokens(false)? {
             let (_, n, h) = s.dims3()?;
@@ -873,7 +879,7 @@ impl Brain {
         let mut x = if rest.is_empty() {
             None
         } else {
-            let ids = Tensor::new(rest, &Device::Cpu)?.unsqueeze(0)?;
+            let ids = Tensor::new(rest, self.device())?.unsqueeze(0)?;
             Some(backbone.embed(&ids)?.detach())
         };
         if kv.len == 0 {
@@ -929,17 +935,17 @@ impl Brain {
         let c = continuation.len();
         let h = hidden.dim(1)?;
         if c == 0 {
-            let z = Tensor::zeros((1, 0), DType::F32, &Device::Cpu)?;
-            let hidden = Tensor::zeros((1, 0, h), DType::F32, &Device::Cpu)?;
+            let z = Tensor::zeros((1, 0), DType::F32, self.device())?;
+            let hidden = Tensor::zeros((1, 0, h), DType::F32, self.device())?;
             return Ok(BatchLogprobs { logprobs: z.clone(), mask: z.clone(), hidden, entropy: z });
         }
         // Position tail.len()-1+j predicts continuation token j.
         let sel = hidden.narrow(0, tail.len() - 1, c)?;
         let row_masks: Vec<Option<&TokenSet>> = (0..c).map(|j| masks.and_then(|m| m.get(j))).collect();
-        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size)?;
+        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size, self.device())?;
         let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, continuation, bias.as_ref())?;
         let (lp, entropy) = (lp.reshape((1, c))?, entropy.reshape((1, c))?);
-        let mask = Tensor::ones((1, c), DType::F32, &Device::Cpu)?;
+        let mask = Tensor::ones((1, c), DType::F32, self.device())?;
         Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.unsqueeze(0)?, entropy })
     }
 
@@ -976,7 +982,7 @@ impl Brain {
             }
             _ => head.kv.clone(),
         };
-        let ids = Tensor::new(tokens, &Device::Cpu)?.unsqueeze(0)?;
+        let ids = Tensor::new(tokens, self.device())?.unsqueeze(0)?;
         let x = backbone.embed(&ids)?;
         Ok(backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?)
     }
@@ -1019,8 +1025,8 @@ impl Brain {
         let (b, t, h) = hidden.dims3()?;
         let c_max = items.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
         if c_max == 0 {
-            let z = Tensor::zeros((b, 0), DType::F32, &Device::Cpu)?;
-            let hidden = Tensor::zeros((b, 0, h), DType::F32, &Device::Cpu)?;
+            let z = Tensor::zeros((b, 0), DType::F32, self.device())?;
+            let hidden = Tensor::zeros((b, 0, h), DType::F32, self.device())?;
             return Ok(BatchLogprobs { logprobs: z.clone(), mask: z.clone(), hidden, entropy: z });
         }
         let mut idx = Vec::with_capacity(b * c_max);
@@ -1043,12 +1049,12 @@ impl Brain {
                 }
             }
         }
-        let idx = Tensor::from_vec(idx, b * c_max, &Device::Cpu)?;
+        let idx = Tensor::from_vec(idx, b * c_max, self.device())?;
         let sel = hidden.reshape((b * t, h))?.index_select(&idx, 0)?;
         let backbone = self.dense_for(role)?;
-        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size)?;
+        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size, self.device())?;
         let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, &targets, bias.as_ref())?;
-        let mask = Tensor::from_vec(mask, (b, c_max), &Device::Cpu)?;
+        let mask = Tensor::from_vec(mask, (b, c_max), self.device())?;
         let lp = lp.reshape((b, c_max))?.mul(&mask)?;
         let entropy = entropy.reshape((b, c_max))?.mul(&mask)?;
         Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.reshape((b, c_max, h))?, entropy })
@@ -1065,7 +1071,7 @@ impl Brain {
         let hidden = self.hidden_states(Role::Judge, prompts)?;
         let (b, t, h) = hidden.dims3()?;
         let idx: Vec<u32> = prompts.iter().enumerate().map(|(r, p)| (r * t + p.len() - 1) as u32).collect();
-        let last = hidden.reshape((b * t, h))?.index_select(&Tensor::new(idx.as_slice(), &Device::Cpu)?, 0)?;
+        let last = hidden.reshape((b * t, h))?.index_select(&Tensor::new(idx.as_slice(), self.device())?, 0)?;
         self.judge_head_logits(&last)
     }
 
@@ -1101,7 +1107,7 @@ fn token_logprobs(logits: &Tensor, targets: &[u32], bias: Option<&Tensor>) -> Re
         None => logits.clone(),
     };
     let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
-    let idx = Tensor::new(targets, &Device::Cpu)?.unsqueeze(1)?;
+    let idx = Tensor::new(targets, logits.device())?.unsqueeze(1)?;
     let lp = logp.gather(&idx, 1)?.squeeze(1)?;
     let entropy = logp.exp()?.mul(&logp)?.sum(D::Minus1)?.neg()?;
     Ok((lp, entropy))
@@ -1110,7 +1116,7 @@ fn token_logprobs(logits: &Tensor, targets: &[u32], bias: Option<&Tensor>) -> Re
 /// `(n, vocab)` additive mask: 0 where row `i`'s set allows a token, [`MASKED`] where it does
 /// not; `None` when no row is constrained. [`MASKED`] rather than −∞ keeps the entropy finite
 /// (0 · −1e9 = 0).
-fn mask_bias(masks: &[Option<&TokenSet>], vocab: usize) -> Result<Option<Tensor>> {
+fn mask_bias(masks: &[Option<&TokenSet>], vocab: usize, dev: &Device) -> Result<Option<Tensor>> {
     if masks.iter().all(Option::is_none) {
         return Ok(None);
     }
@@ -1128,11 +1134,11 @@ fn mask_bias(masks: &[Option<&TokenSet>], vocab: usize) -> Result<Option<Tensor>
             }
         }
     }
-    Ok(Some(Tensor::from_vec(v, (masks.len(), vocab), &Device::Cpu)?))
+    Ok(Some(Tensor::from_vec(v, (masks.len(), vocab), dev)?))
 }
 
 /// Mask and positions for one decode step of `n` rows.
-fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: usize, past: usize) -> Result<Step> {
+fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: usize, past: usize, dev: &Device) -> Result<Step> {
     if pads.iter().all(|&p| p == 0) {
         // Every row is at the same position with nothing to hide: plain causal.
         return Ok(Step { positions: None, mask: None });
@@ -1147,7 +1153,7 @@ fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: usize, past: usize) 
     }
     Ok(Step {
         positions: Some(next_pos.to_vec()),
-        mask: Some(Tensor::from_vec(mask, (n, 1, 1, 1, kv), &Device::Cpu)?),
+        mask: Some(Tensor::from_vec(mask, (n, 1, 1, 1, kv), dev)?),
     })
 }
 

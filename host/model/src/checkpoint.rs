@@ -75,8 +75,9 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
     serde_json::from_str(&text).map_err(|e| Error::Json { path: path.into(), source: e })
 }
 
-fn load_tensors(path: &Path) -> Result<HashMap<String, Tensor>> {
-    candle_core::safetensors::load(path, &Device::Cpu)
+/// Reads a safetensors file onto `dev`, the model's device.
+fn load_tensors(path: &Path, dev: &Device) -> Result<HashMap<String, Tensor>> {
+    candle_core::safetensors::load(path, dev)
         .map_err(|e| Error::Safetensors { path: path.into(), reason: e.to_string() })
 }
 
@@ -171,7 +172,7 @@ impl Brain {
             return Err(mismatch(&meta_path, why));
         }
         let file = dir.join(TRAINABLE_FILE);
-        let tensors = load_tensors(&file)?;
+        let tensors = load_tensors(&file, self.device())?;
         let data = self.trainable().data().lock().expect("varmap lock");
         for name in tensors.keys() {
             if !data.contains_key(name) {
@@ -272,7 +273,7 @@ impl Brain {
             return Err(mismatch(&cfg_path, format!("lora_alpha {} vs {}", peft.lora_alpha, self.config().lora_alpha)));
         }
         let file: PathBuf = dir.join(PEFT_WEIGHTS);
-        let tensors = load_tensors(&file)?;
+        let tensors = load_tensors(&file, self.device())?;
         let arch = self.arch().clone();
         let permuted = self.qk_permuted();
         let params = self.roles_params()[role.index()].clone();
@@ -301,7 +302,7 @@ impl Brain {
         }
         let extras_path = dir.join(ROLE_EXTRAS);
         if extras_path.is_file() {
-            let extras = load_tensors(&extras_path)?;
+            let extras = load_tensors(&extras_path, self.device())?;
             if let (Some(var), Some(t)) = (&params.soft, extras.get("role_tokens")) {
                 if t.dims() != var.dims() {
                     return Err(mismatch(&extras_path, "role_tokens shape differs"));

@@ -5,7 +5,7 @@ use std::{fmt, path::PathBuf, str::FromStr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::{DeviceChoice, Error, Result, WeightDtype};
 
 /// File name of the default backbone (Qwen2.5-Coder-0.5B-Instruct, Q4_K_M), fetched by
 /// `scripts/setup.sh --models all`.
@@ -99,6 +99,13 @@ pub struct ModelConfig {
     pub init_seed: u64,
     /// How many prompt KV caches to keep for prefix reuse.
     pub prefix_cache_entries: usize,
+    /// Where the model runs: `cpu` (default) or `cuda:N`. Left out when `cpu`, so the
+    /// digests of existing runs' configs stay the same.
+    #[serde(skip_serializing_if = "DeviceChoice::is_cpu")]
+    pub device: DeviceChoice,
+    /// How the dense frozen backbone is stored: `f32` (default) or `bf16` (CUDA only).
+    #[serde(skip_serializing_if = "WeightDtype::is_f32")]
+    pub dtype: WeightDtype,
 }
 
 impl Default for ModelConfig {
@@ -114,6 +121,8 @@ impl Default for ModelConfig {
             max_context: None,
             init_seed: 0,
             prefix_cache_entries: 8,
+            device: DeviceChoice::Cpu,
+            dtype: WeightDtype::F32,
         }
     }
 }
@@ -126,6 +135,11 @@ impl ModelConfig {
 
     /// Checks the values that need no I/O.
     pub fn validate(&self) -> Result<()> {
+        if self.dtype == WeightDtype::Bf16 && self.device.is_cpu() {
+            return Err(Error::InvalidConfig(
+                "dtype = \"bf16\" is for a CUDA device (device = \"cuda:N\"); the CPU runs f32".into(),
+            ));
+        }
         if self.lora_rank == Some(0) {
             return Err(Error::InvalidConfig("lora_rank must be at least 1".into()));
         }

@@ -32,6 +32,7 @@ mod brain;
 mod checkpoint;
 mod config;
 mod constrain;
+mod device;
 mod error;
 mod paths;
 mod roles;
@@ -49,6 +50,7 @@ pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopR
 pub use onebrain_grammar::{ConstraintSpec, ConstraintStats, Limits as GrammarLimits, TokenEnv, TokenSet};
 pub use checkpoint::{resolve_checkpoint, LATEST_FILE};
 pub use config::{ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
+pub use device::{DeviceChoice, WeightDtype};
 pub use error::{Error, Result};
 pub use paths::{resolve_model, ModelSource, MODEL_DIR_ENV};
 pub use sampler::{argmax, Sampler};

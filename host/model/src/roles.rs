@@ -65,7 +65,7 @@ pub(crate) fn init_role(
     init_tokens: &[u32],
     rng: &mut StdRng,
 ) -> Result<RoleParams> {
-    let dev = Device::Cpu;
+    let dev = backbone.device().clone();
     let soft = if role_tokens > 0 {
         let ids: Vec<u32> = (0..role_tokens)
             .map(|i| init_tokens.get(i).or(init_tokens.last()).copied().unwrap_or(0))
@@ -95,11 +95,11 @@ pub(crate) fn init_role(
 
 /// The Judge head: small random w so the head passes gradient to the backbone from the
 /// first step (w = 0 would block it), b = 0 so s_J starts near 0.5.
-pub(crate) fn init_judge_head(map: &VarMap, hidden: usize, rng: &mut StdRng) -> Result<JudgeHead> {
+pub(crate) fn init_judge_head(map: &VarMap, hidden: usize, dev: &Device, rng: &mut StdRng) -> Result<JudgeHead> {
     let std = 0.01 / (hidden as f32).sqrt();
     let w: Vec<f32> = (0..hidden).map(|_| (rng.gen::<f32>() * 2.0 - 1.0) * std * 1.732).collect();
-    let w = var(map, "judge.head.weight".into(), Tensor::from_vec(w, hidden, &Device::Cpu)?)?;
-    let b = var(map, "judge.head.bias".into(), Tensor::zeros(1, DType::F32, &Device::Cpu)?)?;
+    let w = var(map, "judge.head.weight".into(), Tensor::from_vec(w, hidden, dev)?)?;
+    let b = var(map, "judge.head.bias".into(), Tensor::zeros(1, DType::F32, dev)?)?;
     Ok(JudgeHead { w, b })
 }
 

@@ -80,8 +80,9 @@ impl Weight {
             Weight::Dense(w) => {
                 let dims = x.dims().to_vec();
                 let last = *dims.last().expect("matmul input has a last dimension");
-                let x2 = x.reshape(((), last))?;
-                let y = x2.matmul(&w.t()?)?;
+                // A bf16 matrix multiplies in bf16; the activations stay f32 around it.
+                let x2 = x.reshape(((), last))?.to_dtype(w.dtype())?;
+                let y = x2.matmul(&w.t()?)?.to_dtype(x.dtype())?;
                 let mut out = dims;
                 *out.last_mut().unwrap() = w.dim(0)?;
                 Ok(y.reshape(out)?)
@@ -96,7 +97,7 @@ impl Weight {
             Weight::Dense(w) => {
                 let mut dims = ids.dims().to_vec();
                 dims.push(w.dim(1)?);
-                Ok(w.index_select(&ids.flatten_all()?, 0)?.reshape(dims)?)
+                Ok(w.index_select(&ids.flatten_all()?, 0)?.to_dtype(DType::F32)?.reshape(dims)?)
             }
         }
     }
@@ -104,7 +105,7 @@ impl Weight {
     /// The weights as dense f32 `(out, in)`.
     pub(crate) fn dequantize(&self) -> Result<Tensor> {
         match self {
-            Weight::Quant(QMatMul::QTensor(q)) => Ok(q.dequantize(&Device::Cpu)?),
+            Weight::Quant(QMatMul::QTensor(q)) => Ok(q.dequantize(&q.device())?),
             Weight::Quant(QMatMul::Tensor(t)) | Weight::Dense(t) => Ok(t.to_dtype(DType::F32)?),
             Weight::Quant(QMatMul::TensorF16(t)) => Ok(t.to_dtype(DType::F32)?),
         }
@@ -268,7 +269,10 @@ impl KvCache {
 
     /// Keeps only the batch rows in `rows`.
     pub(crate) fn select_rows(&self, rows: &[u32]) -> Result<Self> {
-        let idx = Tensor::new(rows, &Device::Cpu)?;
+        let Some((k0, _)) = self.layers.iter().flatten().next() else {
+            return Ok(self.clone());
+        };
+        let idx = Tensor::new(rows, k0.device())?;
         let layers = self
             .layers
             .iter()
@@ -320,12 +324,19 @@ impl Backbone {
         let inv_freq: Vec<f32> = (0..half)
             .map(|i| 1.0 / (cfg.rope_theta as f32).powf(2.0 * i as f32 / cfg.head_dim as f32))
             .collect();
-        let inv_freq = Tensor::from_vec(inv_freq, (1, half), &Device::Cpu)?;
-        let t = Tensor::arange(0u32, max_positions as u32, &Device::Cpu)?
+        // The tables live where the weights do.
+        let dev = norm.device();
+        let inv_freq = Tensor::from_vec(inv_freq, (1, half), dev)?;
+        let t = Tensor::arange(0u32, max_positions as u32, dev)?
             .to_dtype(DType::F32)?
             .reshape((max_positions, 1))?;
         let freqs = t.broadcast_mul(&inv_freq)?;
         Ok(Backbone { cfg, embed, blocks, norm, lm_head, cos: freqs.cos()?, sin: freqs.sin()? })
+    }
+
+    /// Where the weights, and so every tensor of a forward, live.
+    pub(crate) fn device(&self) -> &Device {
+        self.cos.device()
     }
 
     /// Largest number of positions the rotary tables cover.
@@ -383,7 +394,7 @@ impl Backbone {
             // The differentiable causal softmax masks by itself, past included (query i
             // sees keys 0 ..= past + i), keeping two tensors per layer instead of seven.
             (None, _, Mode::Diff) => None,
-            (None, _, Mode::Fast) => Some(causal_mask(q, past)?),
+            (None, _, Mode::Fast) => Some(causal_mask(q, past, self.device())?),
         };
         let mut x = x.clone();
         for (i, block) in self.blocks.iter().enumerate() {
@@ -428,7 +439,7 @@ impl Backbone {
                     ))
                     .into());
                 }
-                let idx = Tensor::new(pos, &Device::Cpu)?;
+                let idx = Tensor::new(pos, self.cos.device())?;
                 let half = self.cfg.head_dim / 2;
                 Ok((
                     self.cos.index_select(&idx, 0)?.reshape((b, q, half))?,
@@ -491,7 +502,12 @@ impl Backbone {
             // Training's plain causal case: one op that keeps only its input and output
             // for backward, instead of a mask add and five softmax intermediates, each
             // as large as the scores (4 × 512 tokens on SmolLM2: ~7 GB less).
-            (Mode::Diff, None) => scores.contiguous()?.apply_op1(CausalSoftmax)?,
+            (Mode::Diff, None) if scores.device().is_cpu() => scores.contiguous()?.apply_op1(CausalSoftmax)?,
+            // The fused op is CPU code; elsewhere the mask is added as in generation.
+            (Mode::Diff, None) => {
+                let mask = causal_mask(q_len, kv_len - q_len, scores.device())?;
+                candle_nn::ops::softmax(&scores.broadcast_add(&mask)?, D::Minus1)?
+            }
         };
         let probs = probs.reshape((b, n_kv, n_rep * q_len, kv_len))?;
         let attn = probs.matmul(&v)?;
@@ -558,12 +574,12 @@ impl candle_core::CustomOp1 for CausalSoftmax {
 }
 
 /// Causal mask `(1, 1, 1, q, past + q)` for `q` new positions after `past` cached ones.
-pub(crate) fn causal_mask(q: usize, past: usize) -> Result<Tensor> {
+pub(crate) fn causal_mask(q: usize, past: usize, dev: &Device) -> Result<Tensor> {
     let kv = past + q;
     let data: Vec<f32> = (0..q)
         .flat_map(|i| (0..kv).map(move |j| if j <= past + i { 0.0 } else { MASKED }))
         .collect();
-    Ok(Tensor::from_vec(data, (1, 1, 1, q, kv), &Device::Cpu)?)
+    Ok(Tensor::from_vec(data, (1, 1, 1, q, kv), dev)?)
 }
 
 fn rms_norm(x: &Tensor, w: &Tensor, eps: f64, mode: Mode) -> Result<Tensor> {
@@ -667,7 +683,7 @@ mod tests {
         for past in [0usize, 2] {
             let x = candle_core::Var::randn(0f32, 2.0, (2, 3, 4, 4 + past), &dev).unwrap();
             let y = x.as_tensor().apply_op1(CausalSoftmax).unwrap();
-            let m = causal_mask(4, past).unwrap().squeeze(0).unwrap();
+            let m = causal_mask(4, past, &Device::Cpu).unwrap().squeeze(0).unwrap();
             let r = candle_nn::ops::softmax(&x.as_tensor().broadcast_add(&m).unwrap(), D::Minus1).unwrap();
             close(&y, &r, 1e-6);
             let w = Tensor::randn(0f32, 1.0, y.shape(), &dev).unwrap();
@@ -679,7 +695,7 @@ mod tests {
 
     #[test]
     fn causal_mask_shape_and_values() {
-        let m = causal_mask(2, 3).unwrap();
+        let m = causal_mask(2, 3, &Device::Cpu).unwrap();
         assert_eq!(m.dims(), &[1, 1, 1, 2, 5]);
         let v: Vec<f32> = m.flatten_all().unwrap().to_vec1().unwrap();
         assert_eq!(&v[..5], &[0.0, 0.0, 0.0, 0.0, MASKED]);

@@ -38,7 +38,7 @@ pub(crate) struct GgufModel {
 }
 
 /// Reads a GGUF file: metadata, tokenizer and quantized weights.
-pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>) -> Result<GgufModel> {
+pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, dev: &Device) -> Result<GgufModel> {
     let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let content = gguf_file::Content::read(&mut file).map_err(|e| Error::WrongModelFile {
         path: path.to_path_buf(),
@@ -84,12 +84,11 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>) -> Result<GgufM
     };
     validate_arch(&cfg)?;
 
-    let dev = Device::Cpu;
     let mut get = |name: &str| -> Result<Arc<QTensor>> {
         if !content.tensor_infos.contains_key(name) {
             return Err(Error::meta(name, "tensor missing from the GGUF file"));
         }
-        Ok(Arc::new(content.tensor(&mut file, name, &dev)?))
+        Ok(Arc::new(content.tensor(&mut file, name, dev)?))
     };
     let embed = get("token_embd.weight")?;
     let (embed, lm_head) = if content.tensor_infos.contains_key("output.weight") {
@@ -99,14 +98,14 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>) -> Result<GgufM
         let t = transcode(embed)?;
         (t.clone(), t)
     };
-    let norm = get("output_norm.weight")?.dequantize(&dev)?;
+    let norm = get("output_norm.weight")?.dequantize(dev)?;
     let mut blocks = Vec::with_capacity(cfg.num_hidden_layers);
     let has_bias = content.tensor_infos.contains_key("blk.0.attn_q.bias");
     for i in 0..cfg.num_hidden_layers {
         let mut lin = |n: &str, bias: bool| -> Result<Linear> {
             let q = transcode(get(&format!("blk.{i}.{n}.weight"))?)?;
             let (out, inp) = q.shape().dims2()?;
-            let b = if bias { Some(get(&format!("blk.{i}.{n}.bias"))?.dequantize(&dev)?) } else { None };
+            let b = if bias { Some(get(&format!("blk.{i}.{n}.bias"))?.dequantize(dev)?) } else { None };
             Ok(Linear { w: Weight::Quant(QMatMul::from_arc(q)?), b, shape: (out, inp) })
         };
         let q = lin("attn_q", has_bias)?;
@@ -117,8 +116,8 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>) -> Result<GgufM
         let up = lin("ffn_up", false)?;
         let down = lin("ffn_down", false)?;
         blocks.push(Block {
-            attn_norm: get(&format!("blk.{i}.attn_norm.weight"))?.dequantize(&dev)?,
-            ffn_norm: get(&format!("blk.{i}.ffn_norm.weight"))?.dequantize(&dev)?,
+            attn_norm: get(&format!("blk.{i}.attn_norm.weight"))?.dequantize(dev)?,
+            ffn_norm: get(&format!("blk.{i}.ffn_norm.weight"))?.dequantize(dev)?,
             q,
             k,
             v,
@@ -145,13 +144,17 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>) -> Result<GgufM
 /// file Q5_0). Those are re-quantized to Q8_0 at load: as fast as the fastest kernel,
 /// no precision lost (8 bits hold every 4/5-bit value up to rounding of the block
 /// scale), at ≈ 1.6× the memory of those tensors.
+/// Only on the CPU: CUDA has kernels for every one of these types.
 fn transcode(q: Arc<QTensor>) -> Result<Arc<QTensor>> {
+    if !q.device().is_cpu() {
+        return Ok(q);
+    }
     let slow = matches!(q.dtype(), GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1);
     let cols = q.shape().dims().last().copied().unwrap_or(0);
     if !slow || cols % GgmlDType::Q8_0.block_size() != 0 {
         return Ok(q);
     }
-    let dense = q.dequantize(&Device::Cpu)?;
+    let dense = q.dequantize(&q.device())?;
     Ok(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?))
 }
 
@@ -223,7 +226,7 @@ pub(crate) struct HfModel {
 }
 
 /// Reads `config.json`, every `*.safetensors` file (as f32) and `tokenizer.json`.
-pub(crate) fn load_hf_dir(dir: &Path) -> Result<HfModel> {
+pub(crate) fn load_hf_dir(dir: &Path, dev: &Device) -> Result<HfModel> {
     let cfg_path = dir.join("config.json");
     let text = std::fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, e))?;
     let hf: HfConfig =
@@ -271,7 +274,7 @@ pub(crate) fn load_hf_dir(dir: &Path) -> Result<HfModel> {
     }
     let mut tensors = HashMap::new();
     for f in files {
-        let loaded = candle_core::safetensors::load(&f, &Device::Cpu)
+        let loaded = candle_core::safetensors::load(&f, dev)
             .map_err(|e| Error::Safetensors { path: f.clone(), reason: e.to_string() })?;
         for (k, t) in loaded {
             tensors.insert(k, t.to_dtype(DType::F32)?);
@@ -314,6 +317,7 @@ pub(crate) fn dense_backbone(
     src: &DenseSource<'_>,
     vars: Option<(&VarMap, &str)>,
     max_context: Option<usize>,
+    matrices: DType,
 ) -> Result<Backbone> {
     let cfg = match src {
         DenseSource::Dequantize(b) => b.cfg.clone(),
@@ -327,6 +331,8 @@ pub(crate) fn dense_backbone(
                 map.data().lock().expect("varmap lock").insert(format!("{prefix}{name}"), var);
                 Ok(out)
             }
+            // Frozen matrices in `matrices` (bf16 on CUDA when asked); vectors in f32.
+            None if t.rank() == 2 => Ok(t.to_dtype(matrices)?.contiguous()?),
             None => Ok(t.to_dtype(DType::F32)?.contiguous()?),
         }
     };

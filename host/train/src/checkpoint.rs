@@ -13,7 +13,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
@@ -189,7 +189,8 @@ pub fn latest(checkpoints: &Path) -> Result<Option<(PathBuf, TrainState)>, Train
 pub fn restore(dir: &Path, state: &TrainState, learner: &mut Learner) -> Result<(), TrainError> {
     learner.brain().load_trainable(dir)?;
     let path = dir.join(TRAINER_FILE);
-    let tensors: HashMap<String, Tensor> = candle_core::safetensors::load(&path, &Device::Cpu)
+    let dev = learner.brain().device().clone();
+    let tensors: HashMap<String, Tensor> = candle_core::safetensors::load(&path, &dev)
         .map_err(|e| TrainError::Checkpoint {
             path: path.clone(),
             reason: e.to_string(),

@@ -30,11 +30,11 @@ pub struct ValueHead {
 }
 
 impl ValueHead {
-    fn new(hidden: usize) -> candle_core::Result<ValueHead> {
+    fn new(hidden: usize, dev: &Device) -> candle_core::Result<ValueHead> {
         // Zero: the first advantages are the plain returns, and nothing random is needed.
         Ok(ValueHead {
-            w: Var::zeros(hidden, DType::F32, &Device::Cpu)?,
-            b: Var::zeros(1, DType::F32, &Device::Cpu)?,
+            w: Var::zeros(hidden, DType::F32, dev)?,
+            b: Var::zeros(1, DType::F32, dev)?,
         })
     }
 
@@ -146,7 +146,7 @@ impl Learner {
                 .into_iter()
                 .filter(|r| ablation.trains(*r))
             {
-                let head = ValueHead::new(brain.arch().hidden_size)?;
+                let head = ValueHead::new(brain.arch().hidden_size, brain.device())?;
                 named.push((format!("value.{role}.weight"), head.w.clone()));
                 named.push((format!("value.{role}.bias"), head.b.clone()));
                 values.insert(role, head);
@@ -441,7 +441,7 @@ impl Learner {
                         &lp.mask,
                     )?;
                     let adv: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].advantage).collect();
-                    let adv = Tensor::new(adv.as_slice(), &Device::Cpu)?;
+                    let adv = Tensor::new(adv.as_slice(), lp.logprobs.device())?;
                     let (pg_sum, st) =
                         clipped_surrogate_sum(&lp.logprobs, &old, &adv, &lp.mask, args.clip_coef)?;
                     let ent_sum = entropy_sum(&lp.entropy, &lp.mask)?;
@@ -451,7 +451,7 @@ impl Learner {
                         let values = head.forward(&lp.hidden.narrow(1, 0, 1)?.squeeze(1)?)?;
                         let ret: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].ret).collect();
                         let v_sum =
-                            value_loss_sum(&values, &Tensor::new(ret.as_slice(), &Device::Cpu)?)?;
+                            value_loss_sum(&values, &Tensor::new(ret.as_slice(), values.device())?)?;
                         v += v_sum.to_scalar::<f32>()?;
                         loss = (loss + (v_sum * (f64::from(args.vf_coef) / n_seq as f64))?)?;
                     }
@@ -497,7 +497,7 @@ impl Learner {
                         .iter()
                         .map(|&i| f32::from(u8::from(batch.judge[i].label)))
                         .collect();
-                    let labels = Tensor::new(labels.as_slice(), &Device::Cpu)?;
+                    let labels = Tensor::new(labels.as_slice(), logits.device())?;
                     let l =
                         judge_loss_sum(&logits, &labels, args.lambda_band, args.judge_threshold)?;
                     sum += l.to_scalar::<f32>()?;
@@ -723,5 +723,5 @@ fn padded<'a>(rows: impl Iterator<Item = &'a [f32]>, mask: &Tensor) -> candle_co
     for (r, row) in rows.enumerate() {
         flat[r * t..r * t + row.len()].copy_from_slice(row);
     }
-    Tensor::from_vec(flat, (b, t), &Device::Cpu)
+    Tensor::from_vec(flat, (b, t), mask.device())
 }

@@ -279,6 +279,7 @@ impl Trainer {
             &heldout.services,
             &mut || Err(RolesError::Config("the held-out slice runs the model being trained".into())),
             &mut model,
+            None,
             &mut |p| {
                 if let onebrain_eval::Progress::Finished {
                     done,

@@ -1,7 +1,8 @@
 use std::io::Write;
 
 use onebrain_eval::{
-    progress_line, run_eval, run_transfer_eval, trace_path, write_report, EvalConfig, Progress, TransferRecord,
+    merge_eval, progress_line, run_eval, run_transfer_eval, trace_path, write_report, EvalConfig, Progress, Shard,
+    TransferRecord,
 };
 use onebrain_roles::{config_base, render_event};
 
@@ -16,6 +17,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         } else {
             std::env::current_dir()?.join(dir)
         });
+    }
+    if let Some(d) = args.device {
+        cfg.model.device = d;
     }
     if let Some(c) = &args.constrain {
         cfg.episode.constrain = c.parse::<onebrain_roles::Constrain>()?;
@@ -33,8 +37,22 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         println!("report: {}", paths.markdown.display());
         return Ok(());
     }
+    if args.shard.is_some() && !cfg.transfer.is_empty() {
+        return Err(onebrain_eval::ShardError::Transfer.into());
+    }
+    if args.merge {
+        let (merged, outcome) = merge_eval(&cfg, &base)?;
+        println!("{}\n", outcome.summary);
+        println!(
+            "merged {} shard(s): {} episode(s) added, {} in the run",
+            merged.shards, merged.appended, merged.total
+        );
+        println!("trace:  {}", outcome.trace_path.display());
+        println!("report: {}", outcome.report_paths.markdown.display());
+        return Ok(());
+    }
     if !cfg.benchmarks.is_empty() {
-        run_planning(&cfg, &base, args.verbose)?;
+        run_planning(&cfg, &base, args.shard, args.verbose)?;
     }
     if !cfg.transfer.is_empty() {
         let (trace, table) = run_transfer_eval(&cfg, &base, &mut |r: &TransferRecord, done, total| {
@@ -48,8 +66,8 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn run_planning(cfg: &EvalConfig, base: &std::path::Path, verbose: bool) -> anyhow::Result<()> {
-    let outcome = run_eval(cfg, base, &mut |p| match p {
+fn run_planning(cfg: &EvalConfig, base: &std::path::Path, shard: Option<Shard>, verbose: bool) -> anyhow::Result<()> {
+    let outcome = run_eval(cfg, base, shard, &mut |p| match p {
         Progress::Planned {
             total,
             done,
@@ -80,5 +98,8 @@ fn run_planning(cfg: &EvalConfig, base: &std::path::Path, verbose: bool) -> anyh
     );
     println!("trace:  {}", outcome.trace_path.display());
     println!("report: {}", outcome.report_paths.markdown.display());
+    if let Some(s) = shard {
+        println!("shard {s}: when every shard is done, `onebrain eval --config C --merge` writes the run's report");
+    }
     Ok(())
 }

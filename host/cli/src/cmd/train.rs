@@ -12,6 +12,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if let Some(n) = args.updates {
         cfg.updates = n;
     }
+    if let Some(d) = args.device {
+        cfg.model.device = d;
+    }
     if let Some(dir) = &args.out_dir {
         cfg.out_dir = std::env::current_dir()?.join(dir);
     }
