@@ -23,13 +23,15 @@ say() { printf '[setup-cuda] %s\n' "$*" >&2; }
 PACKAGES=(
   nvidia-cuda-nvcc==13.0.88
   nvidia-cuda-crt==13.0.88
+  nvidia-cuda-cccl==13.0.85
   nvidia-nvvm==13.0.88
   nvidia-cuda-runtime==13.0.96
   nvidia-cuda-nvrtc==13.0.88
   nvidia-cublas==13.1.0.3
   nvidia-curand==10.4.0.35
 )
-STAMP=$VENV/.cuda-13.0.2
+# A new package list installs again.
+STAMP=$VENV/.cuda-$(printf '%s\n' "${PACKAGES[@]}" | sha256sum | cut -c1-12)
 [ -x "$VENV/bin/python" ] || { say "no $VENV: run scripts/setup.sh first"; exit 1; }
 if [ ! -f "$STAMP" ]; then
   say "installing ${PACKAGES[*]}"
