@@ -1,7 +1,13 @@
 //! Learning, end to end and small enough for CI: the constrained SmolLM2-135M Actor writes
-//! a BlocksWorld problem that the real verifier (Fast Downward) solves only sometimes; a few
-//! PPO updates on the solver's reward alone make the rewarded answers more likely against
-//! the unrewarded ones, and raise the sampled success rate over a fixed set of seeds.
+//! a BlocksWorld problem that the real verifier (Fast Downward) solves only sometimes; each
+//! PPO update on the solver's reward alone makes its batch's rewarded answers more likely
+//! against its unrewarded ones, and the updates together raise the sampled success rate over
+//! a fixed set of seeds.
+//!
+//! The log-prob check is made on each update's own batch, not on the base model's answers
+//! over the whole run: once success nears 1 the policy settles on a few of the rewarded
+//! answers, and the base's rewarded set as a whole may then lose as much mass as the
+//! unrewarded one (CI saw 11/16 -> 16/16 solved with -0.108 vs -0.093).
 //!
 //! The test fails when the advantage's sign is flipped (checked by hand: negate the
 //! advantage in `ppo::clipped_surrogate_sum` and both assertions fail; see the README).
@@ -114,28 +120,28 @@ fn ppo_on_the_solver_reward_raises_rewarded_answers_and_sampled_success() {
     let mut learner = Learner::new(brain, None, args(), Ablation::ActorOnly, 0).unwrap();
 
     let before = rollouts(&cfg, &services, &mut learner, EVAL_SEEDS);
-    let base = Batch::from_records(&before, Ablation::ActorOnly, |p| learner.brain_ref().encode(p))
-        .unwrap();
-    let (rewarded, unrewarded): (Vec<PolicySample>, Vec<PolicySample>) =
-        base.policy.iter().cloned().partition(|s| s.reward > 0.5);
     let n = EVAL_SEEDS.count();
-    eprintln!("base: {}/{n} solved", rewarded.len());
+    eprintln!("base: {}/{n} solved", solved(&before));
     assert!(
-        !rewarded.is_empty() && !unrewarded.is_empty(),
+        solved(&before) > 0 && solved(&before) < n,
         "the task must be solved only sometimes at base: {}/{n}",
-        rewarded.len()
-    );
-    let lp0 = (
-        learner.mean_logprob(&rewarded).unwrap(),
-        learner.mean_logprob(&unrewarded).unwrap(),
+        solved(&before)
     );
 
+    let mut mixed_batches = 0;
     for u in 0..UPDATES {
         let first = 2000 + u * EPISODES_PER_UPDATE;
         let records = rollouts(&cfg, &services, &mut learner, first..first + EPISODES_PER_UPDATE);
         let mut batch =
             Batch::from_records(&records, Ablation::ActorOnly, |p| learner.brain_ref().encode(p))
                 .unwrap();
+        let (rewarded, unrewarded): (Vec<PolicySample>, Vec<PolicySample>) =
+            batch.policy.iter().cloned().partition(|s| s.reward > 0.5);
+        let mixed = !rewarded.is_empty() && !unrewarded.is_empty();
+        let logprobs = |learner: &Learner| {
+            (learner.mean_logprob(&rewarded).unwrap(), learner.mean_logprob(&unrewarded).unwrap())
+        };
+        let lp0 = if mixed { Some(logprobs(&learner)) } else { None };
         let stats = learner.update(&mut batch).unwrap();
         eprintln!(
             "update {u}: {}/{EPISODES_PER_UPDATE} solved, loss {:.4} -> {:.4}, kl {:.4}, {:.1} s",
@@ -145,28 +151,25 @@ fn ppo_on_the_solver_reward_raises_rewarded_answers_and_sampled_success() {
             stats.approx_kl,
             stats.secs
         );
+        if let Some(lp0) = lp0 {
+            let lp1 = logprobs(&learner);
+            let (gain_rewarded, gain_unrewarded) = (lp1.0 - lp0.0, lp1.1 - lp0.1);
+            eprintln!(
+                "  log-prob per token: rewarded {:.3} -> {:.3}, unrewarded {:.3} -> {:.3}",
+                lp0.0, lp1.0, lp0.1, lp1.1
+            );
+            assert!(
+                gain_rewarded > gain_unrewarded,
+                "update {u}: the batch's rewarded answers should gain on its unrewarded: \
+                 {gain_rewarded:+.3} vs {gain_unrewarded:+.3}"
+            );
+            mixed_batches += 1;
+        }
     }
+    assert!(mixed_batches > 0, "no update saw both a solved and an unsolved answer");
 
-    let lp1 = (
-        learner.mean_logprob(&rewarded).unwrap(),
-        learner.mean_logprob(&unrewarded).unwrap(),
-    );
     let after = rollouts(&cfg, &services, &mut learner, EVAL_SEEDS);
-    eprintln!(
-        "log-prob per token: rewarded {:.3} -> {:.3}, unrewarded {:.3} -> {:.3}; solved {}/{n} -> {}/{n}",
-        lp0.0,
-        lp1.0,
-        lp0.1,
-        lp1.1,
-        solved(&before),
-        solved(&after)
-    );
-    assert!(
-        lp1.0 - lp0.0 > lp1.1 - lp0.1,
-        "the rewarded answers should gain on the unrewarded: {:+.3} vs {:+.3}",
-        lp1.0 - lp0.0,
-        lp1.1 - lp0.1
-    );
+    eprintln!("solved on the fixed seeds: {}/{n} -> {}/{n}", solved(&before), solved(&after));
     assert!(
         solved(&after) > solved(&before),
         "sampled success over the fixed seeds should rise: {} -> {}",
