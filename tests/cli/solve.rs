@@ -38,6 +38,18 @@ fn solve_bad_config_names_the_file_and_the_key() {
     assert!(err.contains("bad.toml") && err.contains("budjet"), "{err}");
 }
 
+/// `--device` is one flag shared by every command that loads the model: a CUDA device in
+/// this (CPU) build names the build to make, and an unknown device is refused by the parser.
+#[test]
+fn device_flag_names_the_cuda_build_or_refuses_an_unknown_device() {
+    let err = TestCommand::new(&["generate", "--device", "cuda:0", "--prompt", "x"]).fails_with(1);
+    assert!(err.contains("cuda:0") && err.contains("make build-cuda"), "{err}");
+    for cmd in ["generate", "solve", "eval", "train"] {
+        let err = TestCommand::new(&[cmd, "--device", "gpu"]).fails_with(2);
+        assert!(err.contains("unknown device `gpu`"), "{cmd}: {err}");
+    }
+}
+
 #[test]
 fn solve_unknown_domain_or_strategy_is_a_clear_error() {
     let err = solve(&[

@@ -55,10 +55,8 @@ pub struct TrainArgs {
     /// Print a line per episode, not only per update.
     #[arg(long, short)]
     pub verbose: bool,
-    /// Where the model runs: cpu or cuda:N (a CUDA build: `make build-cuda`); overrides the
-    /// config's `model.device`.
-    #[arg(long, value_name = "cpu|cuda:N")]
-    pub device: Option<onebrain_model::DeviceChoice>,
+    #[command(flatten)]
+    pub device: DeviceFlag,
 }
 
 /// `onebrain solve`.
@@ -69,10 +67,8 @@ pub struct SolveArgs {
     /// The solve config (model, episode, solver, plugins).
     #[arg(long, default_value = "configs/solve.toml")]
     pub config: PathBuf,
-    /// Where the model runs: cpu or cuda:N (a CUDA build: `make build-cuda`); overrides the
-    /// config's `model.device`.
-    #[arg(long, value_name = "cpu|cuda:N")]
-    pub device: Option<onebrain_model::DeviceChoice>,
+    #[command(flatten)]
+    pub device: DeviceFlag,
     /// The domain plugin that describes the task (`blocksworld`, `logistics`, …).
     #[arg(long, required_unless_present = "custom_domain", conflicts_with = "custom_domain")]
     pub domain: Option<String>,
@@ -138,10 +134,8 @@ pub struct EvalArgs {
     /// The eval config (`configs/eval-*.toml`).
     #[arg(long)]
     pub config: PathBuf,
-    /// Where the model runs: cpu or cuda:N (a CUDA build: `make build-cuda`); overrides the
-    /// config's `model.device`.
-    #[arg(long, value_name = "cpu|cuda:N")]
-    pub device: Option<onebrain_model::DeviceChoice>,
+    #[command(flatten)]
+    pub device: DeviceFlag,
     /// Trained role parameters to load (a checkpoint folder written by `onebrain train`).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
@@ -157,7 +151,7 @@ pub struct EvalArgs {
     pub report_only: bool,
     /// Run only the K-th of N deterministic slices of the episodes (K from 0, a job array's
     /// task id), into OUT/shards/K-of-N/; resumable like a whole run.
-    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    #[arg(long, value_name = "K/N")]
     pub shard: Option<onebrain_eval::Shard>,
     /// Join the finished shards into the run's trace and write its report; refuses shards
     /// run with another config.
@@ -328,10 +322,8 @@ pub struct GenerateArgs {
     /// The role whose embeddings and adapters condition the model.
     #[arg(long, default_value = "actor")]
     pub role: String,
-    /// Where the model runs: cpu or cuda:N (a CUDA build: `make build-cuda`); overrides the
-    /// config's `model.device`.
-    #[arg(long, value_name = "cpu|cuda:N")]
-    pub device: Option<onebrain_model::DeviceChoice>,
+    #[command(flatten)]
+    pub device: DeviceFlag,
     /// The user message.
     #[arg(long)]
     pub prompt: String,
@@ -362,6 +354,20 @@ pub struct GenerateArgs {
     pub json: bool,
 }
 
-fn parse_shard(s: &str) -> Result<onebrain_eval::Shard, String> {
-    s.parse()
+/// `--device`, on every command that loads the model.
+#[derive(Debug, Args)]
+pub struct DeviceFlag {
+    /// Where the model runs: cpu or cuda:N (a CUDA build: `make build-cuda`); overrides the
+    /// config's `model.device`.
+    #[arg(long = "device", value_name = "cpu|cuda:N")]
+    pub choice: Option<onebrain_model::DeviceChoice>,
+}
+
+impl DeviceFlag {
+    /// Sets `model.device` when the flag was given.
+    pub fn apply(&self, model: &mut onebrain_model::ModelConfig) {
+        if let Some(d) = self.choice {
+            model.device = d;
+        }
+    }
 }

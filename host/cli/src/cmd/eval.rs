@@ -18,9 +18,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             std::env::current_dir()?.join(dir)
         });
     }
-    if let Some(d) = args.device {
-        cfg.model.device = d;
-    }
+    args.device.apply(&mut cfg.model);
     if let Some(c) = &args.constrain {
         cfg.episode.constrain = c.parse::<onebrain_roles::Constrain>()?;
     }

@@ -11,9 +11,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.model {
         config.path = path.clone();
     }
-    if let Some(d) = args.device {
-        config.device = d;
-    }
+    args.device.apply(&mut config);
     let mut brain = Brain::load(&config).context("cannot load the model")?;
     if let Some(dir) = &args.checkpoint {
         brain

@@ -15,9 +15,7 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
     if let Some(s) = &args.strategy {
         config.episode.strategy = s.parse::<Strategy>()?;
     }
-    if let Some(d) = args.device {
-        config.model.device = d;
-    }
+    args.device.apply(&mut config.model);
     if let Some(m) = &args.mode {
         config.episode.mode = m.parse::<Mode>().map_err(anyhow::Error::msg)?;
     }

@@ -12,9 +12,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if let Some(n) = args.updates {
         cfg.updates = n;
     }
-    if let Some(d) = args.device {
-        cfg.model.device = d;
-    }
+    args.device.apply(&mut cfg.model);
     if let Some(dir) = &args.out_dir {
         cfg.out_dir = std::env::current_dir()?.join(dir);
     }
