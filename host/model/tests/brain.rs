@@ -3,6 +3,11 @@
 
 use std::path::Path;
 
+use rand::{rngs::StdRng, SeedableRng};
+
+mod common;
+use common::seeded_normal;
+
 use onebrain_model::{
     resolve_model, Brain, Error, Generation, ModelConfig, Role, SamplingConfig, StopReason, Tensor,
     TEST_MODEL_FILE,
@@ -22,11 +27,10 @@ const QUESTION: &str = "What is the capital of France? Answer in one sentence.";
 /// Gives every LoRA B a small random value, as after some training: with B = 0 the
 /// adapters are exact no-ops and A receives no gradient.
 fn perturb_adapters(brain: &Brain, std: f32) {
-    let data = brain.trainable().data().lock().unwrap();
-    for (name, var) in data.iter() {
+    let mut rng = StdRng::seed_from_u64(7);
+    for (name, var) in all_vars(brain) {
         if name.ends_with(".b") && name.contains(".lora.") {
-            let t = Tensor::randn(0f32, std, var.dims(), &candle_core::Device::Cpu).unwrap();
-            var.set(&t).unwrap();
+            var.set(&seeded_normal(&mut rng, std, var.dims())).unwrap();
         }
     }
 }

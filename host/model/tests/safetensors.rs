@@ -3,8 +3,12 @@
 
 use std::{collections::HashMap, path::Path};
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::DType;
 use onebrain_model::{argmax, Brain, Error, ModelConfig, Role, SamplingConfig};
+use rand::{rngs::StdRng, SeedableRng};
+
+mod common;
+use common::seeded_normal;
 
 const HIDDEN: usize = 32;
 const FFN: usize = 64;
@@ -71,11 +75,11 @@ fn write_model(dir: &Path, arch: &str) {
         "tie_word_embeddings": !qwen
     });
     std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let dev = Device::Cpu;
     let mut t = HashMap::new();
+    let mut rng = StdRng::seed_from_u64(if qwen { 2 } else { 3 });
     // Weights around 1/√fan_in so activations stay O(1) through the layers.
     let mut put = |name: String, shape: &[usize], std: f32| {
-        let mut v = Tensor::randn(0f32, std, shape, &dev).unwrap();
+        let mut v = seeded_normal(&mut rng, std, shape);
         if name.ends_with("norm.weight") {
             v = (v + 1.0).unwrap();
         }
@@ -115,9 +119,14 @@ fn load(dir: &Path, train_backbone: bool) -> Brain {
 }
 
 fn perturb(brain: &Brain) {
-    for (name, var) in brain.trainable().data().lock().unwrap().iter() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let data = brain.trainable().data().lock().unwrap();
+    // Sorted, so each adapter gets the same draw on every run.
+    let mut vars: Vec<_> = data.iter().collect();
+    vars.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, var) in vars {
         if name.ends_with(".b") {
-            var.set(&Tensor::randn(0f32, 0.1, var.dims(), &Device::Cpu).unwrap()).unwrap();
+            var.set(&seeded_normal(&mut rng, 0.1, var.dims())).unwrap();
         }
     }
 }
