@@ -4,7 +4,7 @@
     scripts/trace-summary.py results/eval-constrained/trace.jsonl [more traces...]
 
 Per strategy and domain: solved (b_T) and b_0 with Wilson 95 % intervals, Faithful among
-all tasks, solved answers whose plan is empty (the goal already held: the spec was gamed),
+all tasks and its parts (objects, goal, schema, drift), solved answers whose plan is empty (the goal already held: the spec was gamed),
 steps that ran to the token cap, syntax failures, repeated repairs; then model seconds and
 tokens per task, episodes per hour the model's time allows, and the decoding constraint's cost (mask time per token, its share of decode
 time, grammar build time, forced tokens). The report `onebrain eval` writes has the full
@@ -74,7 +74,19 @@ def main(paths):
         judge = sum(r["timings"]["judge_ms"] for r in recs) / 1e3 / n
         toks = sum(len(s["output_tokens"]) for s in steps) / n
         decode = sum(s["timings"]["decode_ms"] for s in steps) / 1e3
+        # Faithfulness's parts: finer than the verdict, so arms that are all unfaithful still
+        # compare (how often the objects, the goal and the schema survived, and which drift).
+        faith = [r.get("faithfulness") or {} for r in recs]
+        drift = defaultdict(int)
+        for f in faith:
+            drift[f.get("drift") or "none"] += 1
         print()
+        print(
+            f"- faithfulness parts: objects preserved {sum(bool(f.get('objects_preserved')) for f in faith)}/{n}, "
+            f"goal preserved {sum(bool(f.get('goal_preserved')) for f in faith)}/{n}, "
+            f"schema consistent {sum(bool(f.get('schema_consistent')) for f in faith)}/{n}; drift: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(drift.items()))
+        )
         print(f"- steps: {len(steps)}; at the token cap: {cap}; with a syntax failure: {syntax}")
         print(f"- repairs: {repairs}; kept repeats: {repeated}; thrown-away repeats: {discarded}")
         print(f"- per task: {gen:.1f} s generation, {judge:.1f} s Judge, {toks:.0f} tokens out, decode {sum(len(s['output_tokens']) for s in steps) / max(decode, 1e-9):.1f} tok/s")

@@ -98,7 +98,7 @@ impl Services {
     pub fn episode_input(&self, task: Task) -> Result<EpisodeInput, RolesError> {
         let adapter = self.domain(&task.domain)?;
         let mut input = episode_input(adapter.as_ref(), task)?;
-        if let Some(other) = self.domains.iter().find(|d| d.name() != adapter.name()) {
+        if let Some(other) = foreign_adapter(&self.domains, Some(adapter.name().as_str()), input.domain_pddl.as_deref()) {
             input.foreign_example = foreign_example(other.as_ref())?;
         }
         Ok(input)
@@ -107,7 +107,7 @@ impl Services {
     /// An input built without a plugin (a domain file or prose) with the first plugin's
     /// worked example as its other-domain example (`example = "other-domain"`).
     pub fn with_foreign_example(&self, mut input: EpisodeInput) -> Result<EpisodeInput, RolesError> {
-        if let Some(other) = self.domains.first() {
+        if let Some(other) = foreign_adapter(&self.domains, None, input.domain_pddl.as_deref()) {
             input.foreign_example = foreign_example(other.as_ref())?;
         }
         Ok(input)
@@ -135,6 +135,38 @@ pub fn episode_input(adapter: &dyn DomainAdapter, task: Task) -> Result<EpisodeI
     })
 }
 
+/// The plugin whose example serves as the other-domain example among `domains` for a task of
+/// domain `own` (a plugin's name, if any) with domain PDDL `own_pddl`: the first other plugin
+/// whose domain has a different shape, else the first other plugin. Names alone are not
+/// enough: `mystery-blocksworld` is BlocksWorld renamed, so its example would teach a
+/// BlocksWorld task its own answer up to renaming.
+fn foreign_adapter<'a>(
+    domains: &'a [Arc<dyn DomainAdapter>],
+    own: Option<&str>,
+    own_pddl: Option<&str>,
+) -> Option<&'a Arc<dyn DomainAdapter>> {
+    let own_shape = own_pddl.and_then(domain_shape);
+    let mut others = domains.iter().filter(|d| Some(d.name().as_str()) != own);
+    let first = others.clone().next();
+    others
+        .find(|d| {
+            let shape = d.domain_pddl().ok().and_then(|p| domain_shape(&p));
+            shape.is_some() && shape != own_shape
+        })
+        .or(first)
+}
+
+/// A domain's shape up to renaming: its predicates' arities and its actions' parameter
+/// counts, each sorted. `None` when the text does not parse.
+fn domain_shape(pddl: &str) -> Option<(Vec<usize>, Vec<usize>)> {
+    let d = onebrain_pddl::parse_domain(pddl).ok()?;
+    let mut predicates: Vec<usize> = d.predicates.iter().map(|p| p.params.len()).collect();
+    let mut actions: Vec<usize> = d.actions.iter().map(|a| a.params.len()).collect();
+    predicates.sort_unstable();
+    actions.sort_unstable();
+    Some((predicates, actions))
+}
+
 /// `adapter`'s worked example, labelled with its domain so a reader (and the model) sees it
 /// is another domain's: it shows the format, and copying it can never be the answer.
 pub fn foreign_example(adapter: &dyn DomainAdapter) -> Result<Option<(String, String)>, RolesError> {
@@ -153,4 +185,60 @@ pub fn load_model(cfg: &SolveConfig, base: &Path) -> Result<Brain, RolesError> {
             .map_err(RolesError::Model)?;
     }
     Ok(brain)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A domain adapter that only has a name and a domain.
+    struct Fixed(&'static str, &'static str);
+
+    impl DomainAdapter for Fixed {
+        fn name(&self) -> String {
+            self.0.into()
+        }
+        fn description(&self) -> Result<String, onebrain_core::BoxError> {
+            Ok(String::new())
+        }
+        fn domain_pddl(&self) -> Result<String, onebrain_core::BoxError> {
+            Ok(self.1.into())
+        }
+        fn generate(&self, _: u64, _: u32) -> Result<Task, onebrain_core::BoxError> {
+            Err("not used".into())
+        }
+        fn describe(&self, _: &str) -> Result<String, onebrain_core::BoxError> {
+            Err("not used".into())
+        }
+    }
+
+    const BLOCKS: &str = "(define (domain blocks) (:predicates (on ?x ?y) (clear ?x))
+        (:action stack :parameters (?x ?y) :precondition (clear ?y) :effect (on ?x ?y)))";
+    const RENAMED: &str = "(define (domain mystery) (:predicates (craves ?x ?y) (harmony ?x))
+        (:action feast :parameters (?x ?y) :precondition (harmony ?y) :effect (craves ?x ?y)))";
+    const GRIPPER: &str = "(define (domain gripper) (:predicates (at ?b ?r) (free ?g))
+        (:action pick :parameters (?b ?r ?g) :precondition (free ?g) :effect (not (free ?g))))";
+
+    fn chosen(domains: &[Arc<dyn DomainAdapter>], own: Option<&str>, pddl: &str) -> Option<String> {
+        foreign_adapter(domains, own, Some(pddl)).map(|d| d.name())
+    }
+
+    #[test]
+    fn the_other_domain_example_skips_a_renamed_copy_of_the_task_domain() {
+        let all: Vec<Arc<dyn DomainAdapter>> = vec![
+            Arc::new(Fixed("blocks", BLOCKS)),
+            Arc::new(Fixed("mystery", RENAMED)),
+            Arc::new(Fixed("gripper", GRIPPER)),
+        ];
+        assert_eq!(domain_shape(BLOCKS), domain_shape(RENAMED));
+        assert_ne!(domain_shape(BLOCKS), domain_shape(GRIPPER));
+        assert_eq!(chosen(&all, Some("blocks"), BLOCKS).as_deref(), Some("gripper"));
+        assert_eq!(chosen(&all, Some("mystery"), RENAMED).as_deref(), Some("gripper"));
+        assert_eq!(chosen(&all, Some("gripper"), GRIPPER).as_deref(), Some("blocks"));
+        // A domain given as a file (no plugin of its own) never gets a renamed copy either.
+        assert_eq!(chosen(&all, None, BLOCKS).as_deref(), Some("gripper"));
+        // With no plugin of another shape, any other plugin still shows the format.
+        assert_eq!(chosen(&all[..2], Some("blocks"), BLOCKS).as_deref(), Some("mystery"));
+        assert_eq!(chosen(&all[..1], Some("blocks"), BLOCKS), None);
+    }
 }
