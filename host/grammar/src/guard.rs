@@ -10,7 +10,8 @@
 //!   Editor's earlier candidates): same objects, same `:init`, same goal, as sets. The answer
 //!   must then add a goal fact, or have differed earlier; the solver's verdict on a repeat is
 //!   already known, so a repeat would only spend a verifier call. The goal's last fact (the
-//!   last the budget or `max_goal` has room for, or a bare goal's only one) may not be the
+//!   last the budget, `max_goal` or the objects have room for, or a bare goal's only one)
+//!   may not be the
 //!   one that completes such a candidate, or the goal could neither close nor go on.
 //!
 //! The guard reads the answer as bytes with a small S-expression scanner: the grammar already
@@ -587,7 +588,27 @@ impl Guard {
         let goal_facts = self.facts.iter().chain(new_facts.iter().copied()).filter(|f| f.section == Section::Goal).count();
         let fact = self.fact_tokens();
         let left = self.max_tokens.saturating_sub(opened_at.unwrap_or(tokens));
-        whole_goal || goal_facts + 1 >= self.limits.max_goal || left < fact + GOAL_RESERVE.max(fact + 3) + SLACK
+        whole_goal
+            || goal_facts + 1 >= self.limits.max_goal
+            || left < fact + GOAL_RESERVE.max(fact + 3) + SLACK
+            || self.goal_universe() <= goal_facts as u128 + 1
+    }
+
+    /// How many distinct goal facts the declared objects allow: each predicate over its
+    /// arguments' candidates, twice with negated goals. A goal that states all but one of
+    /// them is on its last fact, however much room is left (regression below: a Mystery
+    /// repair over four objects stated every fact but one).
+    fn goal_universe(&self) -> u128 {
+        let positive: u128 = self
+            .arg_sets
+            .values()
+            .map(|sets| sets.iter().fold(1u128, |n, s| n.saturating_mul(s.len() as u128)))
+            .fold(0u128, u128::saturating_add);
+        if self.vocab.negative_goals {
+            positive.saturating_mul(2)
+        } else {
+            positive
+        }
     }
 
     /// The goal facts that, stated next, would leave the answer equal to a candidate to avoid
@@ -892,6 +913,28 @@ mod tests {
         full.avoid(vec![two]);
         assert!(!full.admits(b"(clear b", 10));
         assert!(full.admits(b"(on b a", 10));
+    }
+
+    /// Regression (the same-domain example arm, an Editor repair on
+    /// planbench/mystery_blocksworld/402): over four objects the earlier candidate's goal
+    /// stated every fact the domain allows. A repair that copied it up to its last fact, with
+    /// room to spare, could neither close the goal (a repeat) nor open another fact (none
+    /// left), so the guard gave way 41 times over blank tokens. When the objects allow one
+    /// more goal fact only, that fact may not be the one that completes a candidate to avoid.
+    #[test]
+    fn the_last_goal_fact_the_objects_allow_may_not_complete_a_candidate_to_avoid() {
+        let prefix = b"(define (problem t) (:domain bw) (:objects ";
+        // One object: the goal facts are (on a a), (clear a) and (handempty).
+        let earlier = Candidate::read(prefix, b"a) (:init) (:goal (and (on a a) (clear a) (handempty))))").unwrap();
+        let mut g = guard("a) (:init) (:goal (and (on a a) (clear a)");
+        g.avoid(vec![earlier.clone()]);
+        assert_eq!(g.goal_universe(), 3);
+        assert!(!g.admits(b" (handempty", 10) && !g.admits(b" (", 10), "the only fact left completes the repeat");
+        assert!(g.admits(b")", 10), "the goal may close one fact short of it");
+        // With a fact left over, the completing fact may come: another can follow it.
+        let mut two = guard("a b) (:init) (:goal (and (on a a) (clear a)");
+        two.avoid(vec![Candidate::read(prefix, b"a b) (:init) (:goal (and (on a a) (clear a) (handempty))))").unwrap()]);
+        assert!(two.admits(b" (handempty)", 10));
     }
 
     #[test]
