@@ -102,12 +102,15 @@ impl std::str::FromStr for Constrain {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExampleChoice {
-    /// No example (the paper's setting).
+    /// No example (the paper's setting). The default: on the base model it preserved the
+    /// task's objects most often, where both example arms had the model copy the example's
+    /// objects (README, "Which worked example").
     #[default]
     None,
     /// A task of the same domain with its problem PDDL: teaches the format, and invites copying.
     SameDomain,
-    /// A task of another domain plugin: teaches the format, and a copy is never the answer.
+    /// A task of another domain plugin, one whose domain has another shape: teaches the
+    /// format, and a copy is never the answer.
     OtherDomain,
 }
 
