@@ -11,8 +11,8 @@
 //!   must then add a goal fact, or have differed earlier; the solver's verdict on a repeat is
 //!   already known, so a repeat would only spend a verifier call. The goal's last fact (the
 //!   last the budget, `max_goal` or the objects have room for, or a bare goal's only one)
-//!   may not be the
-//!   one that completes such a candidate, or the goal could neither close nor go on.
+//!   may not be the one that completes such a candidate, or the goal could neither close
+//!   nor go on.
 //!
 //! The guard reads the answer as bytes with a small S-expression scanner: the grammar already
 //! guarantees the shape, so the scanner only has to find sections, facts and names.
