@@ -297,7 +297,7 @@ impl Staged {
             ConstraintSpec::Problem { domain, prefix, limits, avoid } => {
                 let vocab = Arc::new(parse_domain(domain)?);
                 let mut guard = Guard::new(vocab.clone(), *limits, max_tokens, prefix.as_bytes());
-                guard.measure_predicates(|b| env.tokenize(b));
+                guard.measure_vocabulary(|b| env.tokenize(b));
                 guard.avoid(avoid.iter().filter_map(|a| Candidate::read(prefix.as_bytes(), a.as_bytes())).collect());
                 (lark::problem_continuation(&vocab, &Objects::Unknown, limits), Stage::Objects, Some(vocab), Some(guard))
             }
@@ -372,7 +372,7 @@ impl Staged {
                     let limits = self.limits();
                     let mut guard = Guard::new(vocab.clone(), limits, self.max_tokens, b"");
                     let env = self.env.clone();
-                    guard.measure_predicates(|b| env.tokenize(b));
+                    guard.measure_vocabulary(|b| env.tokenize(b));
                     guard.commit(&self.text[end..]);
                     if let ConstraintSpec::Full { avoid, .. } = &self.spec {
                         // Only an earlier answer with this same domain can be repeated now.
@@ -523,9 +523,9 @@ impl TokenConstraint for Staged {
                 let dash = self.env.token(t).iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'-');
                 if let Some(q) = quick.as_ref().filter(|_| !dash) {
                     let verdict = if flags & NAME_ONLY != 0 {
-                        Some(q.extend && !guard.dead_repeat(self.env.token(t)))
+                        Some(q.extend && !guard.dead_end(self.env.token(t)))
                     } else if flags & BLANKS_THEN_NAME != 0 {
-                        Some(q.end && q.start && !guard.dead_repeat(self.env.token(t)))
+                        Some(q.end && q.start && !guard.dead_end(self.env.token(t)))
                     } else if flags & BLANKS_ONLY != 0 {
                         Some(q.end && q.blank)
                     } else if flags & HAS_STRUCTURE == 0 {

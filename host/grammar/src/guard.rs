@@ -1,9 +1,11 @@
 //! The guard: what a context-free grammar cannot say about a problem, checked per token.
 //!
 //! - No fact repeats within its section (`:init`, or `:goal` with its polarity), and no object
-//!   is declared twice. A token is refused when every way of finishing the fact it starts or
-//!   continues would be a repeat, not only when it closes one, so the guard never walks the
-//!   model into a state the grammar allows but the guard would block.
+//!   is declared twice. A token is refused when every way of finishing the fact or name it
+//!   starts or continues would be a repeat, not only when it closes one, so the guard never
+//!   walks the model into a state the grammar allows but the guard would block. (A name is
+//!   such a dead end once it and each extension up to `NAME`'s 24 characters are declared:
+//!   a repair declared `on-top-on-top-on-top-on` with all 38 one-character extensions.)
 //! - A section takes no new fact once it holds as many as [`Limits`] allow, or once the
 //!   tokens left could not close the answer (`:init` keeps room for a short goal).
 //! - The goal may not close on a problem equal to one of the [`Candidate`]s to avoid (the
@@ -36,12 +38,25 @@ const OBJECTS_CLOSE: usize = 24;
 /// Tokens that must be left when a new `:init` fact opens: enough to finish it, close the
 /// section and write a one-fact goal (`(:goal (and (on a b)))` is ~12 tokens).
 const INIT_RESERVE: usize = 28;
+/// What closing `:init`, a goal's `(:goal (and ` and its `)))` take around the goal's one
+/// fact: 14 byte-sized tokens, and a blank (a real tokenizer needs about 6). It was 10, and
+/// a byte-level rambler's goal found no room for its one fact.
+const INIT_CLOSE: usize = 16;
 /// Tokens that must be left when a new goal fact opens: the fact and three closing parens.
 const GOAL_RESERVE: usize = 12;
 /// Below this many tokens left (or a goal fact's reserve, when facts are long), a token of
 /// blanks only is refused where anything else is allowed: spacing must not eat the budget
 /// the last fact and the closing parentheses need.
 const BLANKS_RESERVE: usize = 12;
+
+/// The characters a name may go on with, up to case (`NAME`: letters, digits, `-`, `_`).
+const NAME_CHARS: u128 = 38;
+
+/// How many names a name `rest` characters short of the longest may still become: itself
+/// and each of its extensions.
+fn completions(rest: usize) -> u128 {
+    (0..=rest).fold(0u128, |n, k| n.saturating_add(NAME_CHARS.saturating_pow(k as u32)))
+}
 
 /// The tokens a name may take: a token per three letters, one per digit or other character
 /// (Qwen spends a token on each digit and `_` of `location_0_1`).
@@ -142,6 +157,19 @@ fn parse_objects(words: &[String]) -> Vec<(String, String)> {
     }
     out.extend(pending.into_iter().map(|n| (n, onebrain_pddl::OBJECT.to_string())));
     out
+}
+
+/// Per prefix of each distinct name, how many of the names start with it.
+fn prefix_counts<'a>(names: impl Iterator<Item = &'a str>) -> HashMap<String, u128> {
+    let distinct: BTreeSet<&str> = names.collect();
+    let mut counts = HashMap::new();
+    for n in distinct {
+        // Names are ASCII by the grammar; a byte the scanner widened is skipped, not split.
+        for end in n.char_indices().map(|(i, c)| i + c.len_utf8()) {
+            *counts.entry(n[..end].to_string()).or_insert(0) += 1;
+        }
+    }
+    counts
 }
 
 impl Scan {
@@ -302,8 +330,15 @@ pub(crate) struct Guard {
     /// ([`Guard::measure_name`]), whichever is more.
     longest_name_tokens: usize,
     /// The most tokens a fact's `(` and predicate take, counted by the model's tokenizer
-    /// ([`Guard::measure_predicates`]); 0 until counted.
+    /// ([`Guard::measure_vocabulary`]); 0 until counted.
     predicate_tokens: usize,
+    /// The most tokens a type written after an object's `-` takes, the same way.
+    type_tokens: usize,
+    /// Per prefix of a declared object name (lower-case), how many declared names start with
+    /// it: a prefix with as many as it has [`completions`] is a dead end.
+    name_prefixes: HashMap<String, u128>,
+    /// The `(:objects` words `name_prefixes` counts.
+    counted_words: usize,
 }
 
 impl Guard {
@@ -323,6 +358,9 @@ impl Guard {
             measured_fact_tokens: None,
             longest_name_tokens: 0,
             predicate_tokens: 0,
+            type_tokens: 0,
+            name_prefixes: HashMap::new(),
+            counted_words: 0,
         };
         g.commit(prefix);
         g
@@ -374,7 +412,22 @@ impl Guard {
             let words = top.words[1..].iter().chain([&self.scan.word]);
             let longest = words.map(|w| name_tokens(w)).max().unwrap_or(0);
             self.longest_name_tokens = self.longest_name_tokens.max(longest);
+            if top.words.len() != self.counted_words {
+                self.counted_words = top.words.len();
+                self.name_prefixes = prefix_counts(parse_objects(&top.words[1..]).iter().map(|(n, _)| n.as_str()));
+            }
         }
+    }
+
+    /// True when a name at `word`, with `also` declared besides the names already are, could
+    /// neither end nor grow into a name not declared: every completion is taken.
+    fn exhausted(&self, word: &str, also: &[String]) -> bool {
+        if word.is_empty() {
+            return false;
+        }
+        let declared = self.name_prefixes.get(word).copied().unwrap_or(0);
+        let besides = also.iter().filter(|a| a.starts_with(word)).count() as u128;
+        declared + besides >= completions(crate::lark::MAX_NAME.saturating_sub(word.len()))
     }
 
     /// [`NameVerdicts`] at the `tokens`-th token, when the answer is inside `(:objects …)`
@@ -390,15 +443,22 @@ impl Guard {
         let is_name = !w.is_empty() && w != "-" && !top.after_dash;
         let declared = parse_objects(&top.words[1..]);
         let repeat = is_name && declared.iter().any(|(n, _)| n == w);
+        // The word after `-` is a type: the grammar bounds it to the declared types and
+        // needs it to close the group, and the reserve already holds room for it.
+        let type_next = w == "-" || (w.is_empty() && top.after_dash);
         // A new name needs its budget, and the list may hold `max_objects` names in all.
-        let start = left >= self.name_start_reserve() && declared.len() + usize::from(is_name) < self.limits.max_objects;
+        let start = type_next
+            || left >= self.name_start_reserve() && declared.len() + usize::from(is_name) < self.limits.max_objects;
         // A name of characters only may also be the first of a new name, or a type's.
         let extend = match (w.is_empty(), top.after_dash) {
             (true, false) => start,
+            (_, true) => true,
             // A repeat may always grow into a new name: that is its way out.
             _ => room || repeat,
         };
-        Some(NameVerdicts { extend, end: !repeat, start, blank: left >= self.blanks_reserve() })
+        // A blank that ends a word is a separator (a typed group's ` - type` needs two), not
+        // padding: the reserves count one after each word.
+        Some(NameVerdicts { extend, end: !repeat, start, blank: !w.is_empty() || left >= self.blanks_reserve() })
     }
 
     /// Object names declared so far, the one being written included.
@@ -408,21 +468,28 @@ impl Guard {
         parse_objects(&top.words[1..]).len() + usize::from(!w.is_empty() && w != "-" && !top.after_dash)
     }
 
-    /// True when a token of name characters (after optional blanks) would leave the name being
-    /// written at the longest length the grammar allows and equal to a declared name: a
-    /// repeat that could neither grow nor end.
-    pub(crate) fn dead_repeat(&self, bytes: &[u8]) -> bool {
+    /// True when a token of name characters (after optional blanks, which end the name being
+    /// written) would leave a name none of whose completions is free: it could neither end
+    /// nor grow into a new name.
+    pub(crate) fn dead_end(&self, bytes: &[u8]) -> bool {
         let Some(top) = self.scan.stack.last() else { return false };
+        if top.after_dash || self.scan.word == "-" {
+            return false;
+        }
         let lead = bytes.iter().take_while(|b| b.is_ascii_whitespace()).count();
+        let ended: &[String] = if lead > 0 && !self.scan.word.is_empty() { std::slice::from_ref(&self.scan.word) } else { &[] };
         let mut w = if lead > 0 { String::new() } else { self.scan.word.clone() };
         w.extend(bytes[lead..].iter().map(|b| char::from(b.to_ascii_lowercase())));
-        w.len() == crate::lark::MAX_NAME && !top.after_dash && parse_objects(&top.words[1..]).iter().any(|(n, _)| *n == w)
+        self.exhausted(&w, ended)
     }
 
     /// Whether a token with these bytes may come next, as the `tokens`-th token of the answer.
     pub(crate) fn admits(&self, bytes: &[u8], tokens: usize) -> bool {
         let left = self.max_tokens.saturating_sub(tokens);
-        if left < self.blanks_reserve() && !bytes.is_empty() && bytes.iter().all(u8::is_ascii_whitespace) {
+        // Padding, not the blank that ends a word (the grammar's separator, which the
+        // reserves count).
+        let padding = self.scan.word.is_empty() && !bytes.is_empty() && bytes.iter().all(u8::is_ascii_whitespace);
+        if padding && left < self.blanks_reserve() {
             return false;
         }
         let mut scan = self.scan.clone();
@@ -444,14 +511,12 @@ impl Guard {
                 }
             }
         }
-        if let Some(top) = scan.stack.last() {
-            // A name left at the longest length the grammar allows, equal to a declared one,
-            // could neither grow nor end: refuse the token that would leave it so.
-            if top.head() == Some(":objects")
-                && !top.after_dash
-                && scan.word.len() == crate::lark::MAX_NAME
-                && parse_objects(&top.words[1..]).iter().any(|(n, _)| *n == scan.word)
-            {
+        if let Some(top) = scan.stack.last().filter(|t| t.head() == Some(":objects") && !t.after_dash && scan.word != "-") {
+            // A name left where every completion is declared could neither grow nor end:
+            // refuse the token that would leave it so (counting names the token ended).
+            let before = self.scan.stack.last().filter(|t| t.head() == Some(":objects")).map_or(0, |t| parse_objects(&t.words[1..]).len());
+            let ended: Vec<String> = parse_objects(&top.words[1..]).into_iter().skip(before).map(|(n, _)| n).collect();
+            if self.exhausted(&scan.word, &ended) {
                 return false;
             }
         }
@@ -569,7 +634,7 @@ impl Guard {
         let count = self.facts.iter().chain(new_facts.iter().copied()).filter(|f| f.section == section).count();
         let fact = self.fact_tokens();
         let (max, reserve) = match section {
-            Section::Init => (self.limits.max_init, INIT_RESERVE.max(2 * fact + 10)),
+            Section::Init => (self.limits.max_init, INIT_RESERVE.max(2 * fact + INIT_CLOSE)),
             Section::Goal => (self.limits.max_goal, GOAL_RESERVE.max(fact + 3)),
         };
         count < max && self.max_tokens.saturating_sub(tokens) >= reserve
@@ -646,17 +711,35 @@ impl Guard {
         heads.max().unwrap_or(0).max(short_head)
     }
 
-    /// Counts, with the model's tokenizer, the tokens of each predicate's ` (name`, so that
-    /// the reserves hold room for a goal fact over a long predicate before any object is known.
-    pub(crate) fn measure_predicates(&mut self, tokenize: impl Fn(&[u8]) -> Vec<u32>) {
+    /// Counts, with the model's tokenizer, the tokens of each predicate's ` (name` and each
+    /// type's ` name`, so that the reserves hold room for a goal fact over a long predicate,
+    /// and for a long type after an object's `-`, before any object is known.
+    pub(crate) fn measure_vocabulary(&mut self, tokenize: impl Fn(&[u8]) -> Vec<u32>) {
         self.predicate_tokens = self.vocab.predicates.iter().map(|(p, _)| tokenize(format!(" ({p}").as_bytes()).len()).max().unwrap_or(0);
+        self.type_tokens = self.vocab.type_names().iter().map(|t| tokenize(format!(" {t}").as_bytes()).len()).max().unwrap_or(0);
     }
 
     /// Tokens that must be left while object names are written: the objects' close, an
     /// empty `:init` and a goal of one fact over the longest name so far. Long names make
     /// long facts (`gripper11111111111111115` is 18 tokens): the reserve grows with them.
     fn objects_reserve(&self) -> usize {
+        self.close_reserve() + self.group_close_tokens()
+    }
+
+    /// What the answer needs once the objects' last group closed: their `)`, an empty
+    /// `:init` and a one-fact goal.
+    fn close_reserve(&self) -> usize {
         OBJECTS_RESERVE.max(OBJECTS_CLOSE + self.fact_tokens())
+    }
+
+    /// In a typed domain, what closing a group of names takes: ` - ` and the longest type,
+    /// as the model's tokenizer counts it once measured, else a token a character.
+    fn group_close_tokens(&self) -> usize {
+        if !self.vocab.typed {
+            return 0;
+        }
+        let longest = self.vocab.type_names().iter().map(String::len).max().unwrap_or(0);
+        2 + if self.type_tokens > 0 { self.type_tokens } else { longest + 1 }
     }
 
     /// Tokens that must be left to start a new object name: the reserve, plus the name itself
@@ -667,12 +750,14 @@ impl Guard {
 
     /// Below this many tokens left, blanks-only tokens are refused: what the rest of the
     /// answer needs from here must not go to spacing. In the goal, that is a fact and the
-    /// closing parentheses; before it, the objects' reserve (a goal is still to be written).
+    /// closing parentheses; before it, what closing the objects takes (a goal is still to be
+    /// written).
     fn blanks_reserve(&self) -> usize {
         let goal = BLANKS_RESERVE.max(GOAL_RESERVE.max(self.fact_tokens() + 3));
         match section_of(&self.scan.stack) {
             Some(Section::Goal) => goal,
-            _ => goal.max(self.objects_reserve()),
+            _ if self.objects.is_none() => goal.max(self.objects_reserve()),
+            _ => goal.max(self.close_reserve()),
         }
     }
 
@@ -835,7 +920,7 @@ mod tests {
         assert!(open.admits(b" a b)", short));
         // The same in `:init`, and for a section that is full.
         let init = guard("a b) (:init (on a b)");
-        let init_reserve = INIT_RESERVE.max(2 * init.fact_tokens() + 10);
+        let init_reserve = INIT_RESERVE.max(2 * init.fact_tokens() + INIT_CLOSE);
         assert!(init.admits(b" (cl", 400 - init_reserve));
         assert!(!init.admits(b" (cl", 400 - init_reserve + 1));
         let full = Guard::new(bw(), Limits { max_goal: 1, ..Limits::default() }, 400, b"(define (problem t) (:domain bw) (:objects a b) (:init) (:goal (and (clear a)");
@@ -1000,5 +1085,22 @@ mod tests {
         assert!(!g.admits(long.as_bytes(), 5));
         assert!(g.admits(&long.as_bytes()[1..], 5), "one shorter can still grow");
         assert!(g.admits(b")", 399));
+    }
+
+    #[test]
+    fn a_name_whose_every_completion_is_declared_is_a_dead_end() {
+        let stem = "o".repeat(crate::lark::MAX_NAME - 1);
+        let tails = "abcdefghijklmnopqrstuvwxyz0123456789_-";
+        let all: Vec<String> = std::iter::once(stem.clone()).chain(tails.chars().map(|c| format!("{stem}{c}"))).collect();
+        let g = guard(&format!("{} ", all[..all.len() - 1].join(" ")));
+        // One completion (`…o-`) is still free: the stem may be written, and grown.
+        assert!(!g.dead_end(format!(" {stem}").as_bytes()));
+        assert!(g.admits(format!(" {stem}-").as_bytes(), 10));
+        let g = guard(&format!("{} ", all.join(" ")));
+        assert!(g.dead_end(format!(" {stem}").as_bytes()), "every completion is declared");
+        assert!(!g.admits(format!(" {stem}").as_bytes(), 10));
+        assert!(g.admits(format!(" {}", &stem[1..]).as_bytes(), 10), "a shorter prefix has room");
+        // Case does not make a name new.
+        assert!(g.dead_end(format!(" {}", stem.to_uppercase()).as_bytes()));
     }
 }

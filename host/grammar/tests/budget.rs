@@ -109,3 +109,50 @@ fn a_full_answer_writes_a_domain_that_parses_and_closes_inside_its_cap() {
         }
     }
 }
+
+/// Regression: a `full` Editor repair of `planbench/blocksworld/334` declared
+/// `on-top-on-top-on-top-on` and every one-character extension of it, then began that
+/// 23-character name once more. Every way to finish it was a repeat, so the guard refused
+/// every token, was overridden at each (38 to 44 times a repair, in 4 repairs), and the
+/// answer looped on repeated names until its 1,024-token cap with `(:objects` never closed.
+/// A token may not leave a name at a prefix whose every completion is declared.
+#[test]
+fn an_object_name_never_reaches_a_prefix_whose_every_completion_is_declared() {
+    let env = TokenEnv::bytes();
+    let prefix = "(define (problem p) (:domain bw) (:objects ".to_string();
+    let spec = ConstraintSpec::Problem { domain: BW.into(), prefix, limits: Limits::default(), avoid: vec![] };
+    // Grow a name of `a`s while it may, else with the next name character, as the model grew
+    // `on-top-…-on` with `-`, digits and letters; end it only when nothing else may come.
+    let favourites = b"a0123456789_-bcdefghijklmnopqrstuvwxyz\n(";
+    let (text, finished, stats) = ramble_stats(&env, &spec, 2400, favourites);
+    let prefix_23 = "a".repeat(23);
+    let declared = text.split_whitespace().filter(|w| w.starts_with(&prefix_23)).count();
+    assert!(declared >= 39, "the rambler did not use up the prefix:\n{text}");
+    assert!(finished, "ran out at\n{text}");
+    assert_eq!(stats.guard_overrides, 0, "{text}");
+}
+
+/// Regression: the Actor of `planbench/blocksworld/334`, in `full` mode, declared a
+/// 47-character type and then wrote it after an object's `-` when the objects' reserve was
+/// nearly spent: the guard refused the rest of the type, the only thing the grammar allowed
+/// (override). A type after `-` is the grammar's to bound, and a typed domain's reserve
+/// holds the ` - type` that closes a group of names.
+#[test]
+fn a_long_type_after_an_objects_dash_is_always_finished() {
+    let ty = "clear-on-top-on-bottom-on-top-on-bottom-on-top";
+    let domain = format!(
+        "(define (domain t) (:requirements :typing) (:types {ty} - object)
+           (:predicates (at ?x - {ty}) (near ?x ?y - {ty}))
+           (:action go :parameters (?x - {ty}) :precondition (at ?x) :effect (not (at ?x))))"
+    );
+    let env = TokenEnv::bytes();
+    let prefix = "(define (problem p) (:domain t) (:objects ".to_string();
+    let spec = ConstraintSpec::Problem { domain, prefix, limits: Limits::default(), avoid: vec![] };
+    // Short names, each closed by ` - ` and the long type as soon as the grammar allows: at
+    // some cap, the budget runs low inside a type.
+    for cap in (300..700).step_by(11) {
+        let (text, finished, stats) = ramble_stats(&env, &spec, cap, b"-x \n(");
+        assert!(finished, "cap {cap}: ran out at\n{text}");
+        assert_eq!(stats.guard_overrides, 0, "cap {cap}:\n{text}");
+    }
+}
