@@ -148,13 +148,20 @@ fn find_forms(text: &str) -> Vec<Form> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut at = 0;
-    while let Some(rel) = lower[at..].find("(define") {
+    // `(` and `define` may have blanks between them, as in any Lisp reader (Fast Downward's
+    // and ours): the `full` grammar allows them, so the extractor must too (regression: a
+    // Gripper answer wrote `(  define (problem` and every step was called a syntax failure).
+    while let Some(rel) = lower[at..].find('(') {
         let start = at + rel;
+        let Some(after_define) = lower[start + 1..].trim_start().strip_prefix("define") else {
+            at = start + 1;
+            continue;
+        };
         if in_comment(bytes, start) {
             at = start + 1;
             continue;
         }
-        let kind = match header_kind(&lower[start + "(define".len()..]) {
+        let kind = match header_kind(after_define) {
             Some(k) => k,
             None => {
                 at = start + 1;
@@ -256,17 +263,17 @@ mod tests {
             "{}\n\n( DEFINE  ( PROBLEM q) (:domain d))",
             DOMAIN.replace("(define", "(define\n ")
         );
-        // `( DEFINE` with a space is not a define form; only the domain is found.
+        // Blanks may sit between `(` and `define`, as between `(` and `problem`.
         let ex = extract_spec(&out, Mode::Full, None);
-        assert_eq!((ex.forms_found, ex.spec.is_none()), (1, true));
-        let ex = extract_spec(
-            &out.replace("( DEFINE  ( PROBLEM", "(DEFINE  ( PROBLEM"),
-            Mode::Full,
-            None,
-        );
         let spec = ex.spec.unwrap();
+        assert_eq!(ex.forms_found, 2);
         assert!(spec.domain.starts_with("(define\n  (domain d)"));
-        assert_eq!(spec.problem, "(DEFINE  ( PROBLEM q) (:domain d))");
+        assert_eq!(spec.problem, "( DEFINE  ( PROBLEM q) (:domain d))");
+        let ex = extract_spec(&out.replace("( DEFINE  ( PROBLEM", "(DEFINE  ( PROBLEM"), Mode::Full, None);
+        assert_eq!(ex.spec.unwrap().problem, "(DEFINE  ( PROBLEM q) (:domain d))");
+        // `(defined (problem` is not one.
+        let ex = extract_spec(&out.replace("( DEFINE  ( PROBLEM", "(defined (problem"), Mode::Full, None);
+        assert_eq!((ex.forms_found, ex.spec.is_none()), (1, true));
     }
 
     #[test]
