@@ -332,7 +332,8 @@ pub(crate) struct Guard {
     /// The most tokens a fact's `(` and predicate take, counted by the model's tokenizer
     /// ([`Guard::measure_vocabulary`]); 0 until counted.
     predicate_tokens: usize,
-    /// The most tokens a type written after an object's `-` takes, the same way.
+    /// The most tokens a type written after an object's `-` takes, the same way (estimated
+    /// at a token a character until counted).
     type_tokens: usize,
     /// Per prefix of a declared object name (lower-case), how many declared names start with
     /// it: a prefix with as many as it has [`completions`] is a dead end.
@@ -349,6 +350,8 @@ impl Guard {
     /// A guard over `vocab`'s predicates for an answer of at most `max_tokens` tokens, after
     /// the prompt's `prefix` text (the primer that opened the problem).
     pub(crate) fn new(vocab: Arc<Vocabulary>, limits: Limits, max_tokens: usize, prefix: &[u8]) -> Guard {
+        // A token a character until measured ([`Guard::measure_vocabulary`]).
+        let type_tokens = vocab.type_names().iter().map(|t| t.len() + 1).max().unwrap_or(0);
         let mut g = Guard {
             vocab,
             scan: Scan::default(),
@@ -362,7 +365,7 @@ impl Guard {
             measured_fact_tokens: None,
             longest_name_tokens: 0,
             predicate_tokens: 0,
-            type_tokens: 0,
+            type_tokens,
             name_prefixes: HashMap::new(),
             counted_words: 0,
             shortest_near_dead: usize::MAX,
@@ -525,10 +528,16 @@ impl Guard {
         if let Some(top) = scan.stack.last().filter(|t| t.head() == Some(":objects") && !t.after_dash && scan.word != "-") {
             // A name left where every completion is declared could neither grow nor end:
             // refuse the token that would leave it so (counting names the token ended).
-            let before = self.scan.stack.last().filter(|t| t.head() == Some(":objects")).map_or(0, |t| parse_objects(&t.words[1..]).len());
-            let ended: Vec<String> = parse_objects(&top.words[1..]).into_iter().skip(before).map(|(n, _)| n).collect();
-            if self.exhausted(&scan.word, &ended) {
-                return false;
+            let before = self.scan.stack.last().filter(|t| t.head() == Some(":objects"));
+            // Words the token ended: at most one ended name cannot make a name shorter than
+            // the shortest near-dead prefix a dead end (the same skip as `dead_end`'s).
+            let new_words = top.words.len().saturating_sub(before.map_or(0, |t| t.words.len()));
+            if scan.word.len() >= self.shortest_near_dead || new_words > 1 {
+                let before = before.map_or(0, |t| parse_objects(&t.words[1..]).len());
+                let ended: Vec<String> = parse_objects(&top.words[1..]).into_iter().skip(before).map(|(n, _)| n).collect();
+                if self.exhausted(&scan.word, &ended) {
+                    return false;
+                }
             }
         }
         let mut new_facts: Vec<&Fact> = Vec::new();
@@ -743,14 +752,13 @@ impl Guard {
         OBJECTS_RESERVE.max(OBJECTS_CLOSE + self.fact_tokens())
     }
 
-    /// In a typed domain, what closing a group of names takes: ` - ` and the longest type,
-    /// as the model's tokenizer counts it once measured, else a token a character.
+    /// In a typed domain, what closing a group of names takes: ` - ` and the longest type.
     fn group_close_tokens(&self) -> usize {
-        if !self.vocab.typed {
-            return 0;
+        if self.vocab.typed {
+            2 + self.type_tokens
+        } else {
+            0
         }
-        let longest = self.vocab.type_names().iter().map(String::len).max().unwrap_or(0);
-        2 + if self.type_tokens > 0 { self.type_tokens } else { longest + 1 }
     }
 
     /// Tokens that must be left to start a new object name: the reserve, plus the name itself
