@@ -1,8 +1,8 @@
 //! `onebrain bench constraint`: what grammar-constrained decoding costs, measured against free
 //! decoding of the same Actor prompts, one after the other in one process.
 //!
-//! For each PlanBench task the Actor's real prompt (`problem` mode, from the episode) is
-//! decoded greedily twice: under the problem grammar and free. The figures are the mask's time
+//! For each PlanBench task the Actor's real prompt (from the episode, in `problem` or `full`
+//! mode) is decoded greedily twice: under the mode's grammar and free. The figures are the mask's time
 //! per token and its share of the constrained decode time, the grammar build time per task
 //! (both stages), the tokens the grammar forced, and both arms' tokens and decode speed.
 
@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use onebrain_eval::planbench_task;
-use onebrain_roles::{load_model, Episode, Request, Services, SolveConfig};
+use onebrain_roles::{load_model, Episode, Mode, Request, Services, SolveConfig};
 use serde::Serialize;
 
 use crate::Table;
@@ -96,12 +96,19 @@ impl ConstraintReport {
     }
 }
 
-/// Runs the benchmark with the solve config at `config` on PlanBench `tasks` (`set/instance`).
-pub fn run(config: &Path, data: &Path, tasks: &[String]) -> Result<ConstraintReport, String> {
+/// Tokens a `full`-mode answer may take: domain and problem (`configs/eval-full-mode.toml`).
+const FULL_MODE_MAX_TOKENS: usize = 1024;
+
+/// Runs the benchmark with the solve config at `config` on PlanBench `tasks` (`set/instance`),
+/// the Actor writing in `mode`.
+pub fn run(config: &Path, data: &Path, tasks: &[String], mode: Mode) -> Result<ConstraintReport, String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let mut cfg = SolveConfig::from_file(config).map_err(|e| err(&e))?;
     cfg.episode.constrain = onebrain_roles::Constrain::Grammar;
-    cfg.episode.mode = onebrain_roles::Mode::Problem;
+    cfg.episode.mode = mode;
+    if mode == Mode::Full {
+        cfg.episode.max_tokens = cfg.episode.max_tokens.max(FULL_MODE_MAX_TOKENS);
+    }
     let base = onebrain_roles::config_base(config);
     let services = Services::load(&cfg, &base).map_err(|e| err(&e))?;
     let mut brain = load_model(&cfg, &base).map_err(|e| err(&e))?;

@@ -220,6 +220,10 @@ pub struct BenchArgs {
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// `constraint` only: what the Actor writes, `problem` or `full` (the domain, then the
+    /// problem under the domain it wrote; 1,024 tokens, as `configs/eval-full-mode.toml`).
+    #[arg(long, default_value = "problem")]
+    pub mode: String,
 }
 
 /// The benchmark suites.

@@ -91,13 +91,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .map(|s| s.to_string())
                 .take(args.reps.clamp(1, 4))
                 .collect();
-            let r = onebrain_bench::constraint::run(Path::new("configs/solve-demo.toml"), &args.data, &tasks)
+            let mode = args.mode.parse::<onebrain_roles::Mode>().map_err(anyhow::Error::msg)?;
+            let r = onebrain_bench::constraint::run(Path::new("configs/solve-demo.toml"), &args.data, &tasks, mode)
                 .map_err(|e| anyhow!(e))?;
             if args.json {
                 return print_json(&r);
             }
-            println!("## Constrained decoding (onebrain bench constraint --reps {})
-", tasks.len());
+            println!(
+                "## Constrained decoding (onebrain bench constraint --reps {} --mode {})\n",
+                tasks.len(),
+                mode.as_str()
+            );
             print!("{}", r.table());
             println!(
                 "\ntoken environment (trie + parser factory), once per model: {:.0} ms; mask {:.0} µs/token, {:.1} % of constrained decode time (target ≤ 10 %)",
