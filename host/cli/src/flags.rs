@@ -222,8 +222,9 @@ pub struct BenchArgs {
     pub json: bool,
     /// `constraint` only: what the Actor writes, `problem` or `full` (the domain, then the
     /// problem under the domain it wrote; 1,024 tokens, as `configs/eval-full-mode.toml`).
-    #[arg(long, default_value = "problem")]
-    pub mode: String,
+    /// Default `problem`.
+    #[arg(long)]
+    pub mode: Option<String>,
 }
 
 /// The benchmark suites.

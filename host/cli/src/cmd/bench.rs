@@ -15,6 +15,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.data.display()
         );
     }
+    if args.mode.is_some() && !matches!(args.what, BenchTarget::Constraint) {
+        bail!("--mode applies to `onebrain bench constraint` only");
+    }
     match args.what {
         BenchTarget::Verifier => {
             let report =
@@ -91,7 +94,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 .map(|s| s.to_string())
                 .take(args.reps.clamp(1, 4))
                 .collect();
-            let mode = args.mode.parse::<onebrain_roles::Mode>().map_err(anyhow::Error::msg)?;
+            let mode = args.mode.as_deref().unwrap_or("problem").parse::<onebrain_roles::Mode>().map_err(anyhow::Error::msg)?;
             let r = onebrain_bench::constraint::run(Path::new("configs/solve-demo.toml"), &args.data, &tasks, mode)
                 .map_err(|e| anyhow!(e))?;
             if args.json {
