@@ -25,8 +25,15 @@ pub struct InferenceBench {
     pub decode_tokens: usize,
     /// Single-sequence decode throughput (tokens/s).
     pub decode_tok_per_s: f64,
+    /// Single-sequence decode throughput after a long prompt (tokens/s): real episodes
+    /// decode at this context length, where attention over the cache costs the most.
+    pub long_decode_tok_per_s: f64,
+    /// Prompt length for the long-context decode figure.
+    pub long_prompt_tokens: usize,
     /// Aggregate decode throughput of a batch of 4 sampled sequences (tokens/s).
     pub batch4_decode_tok_per_s: f64,
+    /// Aggregate decode throughput of a batch of 8 sampled sequences (tokens/s).
+    pub batch8_decode_tok_per_s: f64,
     /// Seconds to first token for a second prompt sharing all but its last line with
     /// the first (prefix reuse), versus cold.
     pub reuse_first_token_secs: f64,
@@ -90,6 +97,9 @@ fn filler(brain: &Brain, tokens: usize) -> Result<String> {
     brain.tokenizer().decode(&ids[..tokens])
 }
 
+/// Prompt length of the long-context decode figure: a repair prompt's size.
+pub const LONG_PROMPT_TOKENS: usize = 1500;
+
 /// Measures prefill and decode throughput of `model` (a path or file name).
 pub fn bench_inference(model: &Path, prompt_tokens: usize, decode_tokens: usize) -> Result<InferenceBench> {
     reset_peak_rss();
@@ -106,13 +116,21 @@ pub fn bench_inference(model: &Path, prompt_tokens: usize, decode_tokens: usize)
     let short = brain.chat_prompt("You write PDDL.", "Write a blocksworld domain.");
     let g = brain.generate(Role::Actor, &short, &s)?;
     let decode = g.decode_tokens_per_sec();
-    // Batch of 4 sampled rows of the same prompt (the rollout shape of training).
-    let s4 = SamplingConfig { temperature: 0.7, top_p: 0.95, ignore_eos: true, ..s.clone() };
-    let t = Instant::now();
-    let gs = brain.generate_batch(Role::Actor, &vec![short.clone(); 4], &s4)?;
-    let prefill4 = gs[0].prefill_secs;
-    let total: usize = gs.iter().map(|g| g.tokens.len()).sum();
-    let batch4 = total as f64 / (t.elapsed().as_secs_f64() - prefill4).max(1e-9);
+    // Decode after a long prompt (greedy, so only the context length differs).
+    let long = filler(&brain, LONG_PROMPT_TOKENS)?;
+    brain.clear_prefix_cache();
+    let long_decode = brain.generate(Role::Actor, &long, &s)?.decode_tokens_per_sec();
+    // Batches of sampled rows of the same prompt (the rollout shape of training).
+    let s_batch = SamplingConfig { temperature: 0.7, top_p: 0.95, ignore_eos: true, ..s.clone() };
+    let mut batch = |b: usize| -> Result<f64> {
+        let t = Instant::now();
+        let gs = brain.generate_batch(Role::Actor, &vec![short.clone(); b], &s_batch)?;
+        let prefill = gs[0].prefill_secs;
+        let total: usize = gs.iter().map(|g| g.tokens.len()).sum();
+        Ok(total as f64 / (t.elapsed().as_secs_f64() - prefill).max(1e-9))
+    };
+    let batch4 = batch(4)?;
+    let batch8 = batch(8)?;
     // Prefix reuse: an Editor repair after an Actor call on the same task text.
     let task = filler(&brain, prompt_tokens.saturating_sub(40).max(1))?;
     let first = brain.chat_prompt("You write PDDL.", &format!("{task}\nWrite the domain."));
@@ -129,7 +147,10 @@ pub fn bench_inference(model: &Path, prompt_tokens: usize, decode_tokens: usize)
         prefill_tok_per_s: prefill,
         decode_tokens,
         decode_tok_per_s: decode,
+        long_decode_tok_per_s: long_decode,
+        long_prompt_tokens: LONG_PROMPT_TOKENS,
         batch4_decode_tok_per_s: batch4,
+        batch8_decode_tok_per_s: batch8,
         reuse_first_token_secs: warm,
         cold_first_token_secs: cold,
         peak_rss_mib: peak_rss_mib(),

@@ -269,7 +269,7 @@ impl Brain {
         let source = resolve_model(&cfg.path)?;
         let (base, tokenizer, hf) = match &source {
             ModelSource::Gguf(p) => {
-                let m = load_gguf(p, cfg.max_context, &dev)?;
+                let m = load_gguf(p, cfg.max_context, cfg.tiled_cpu_kernels, &dev)?;
                 (m.backbone, m.tokenizer, None)
             }
             ModelSource::HfDir(p) => {

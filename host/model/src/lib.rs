@@ -34,6 +34,7 @@ mod config;
 mod constrain;
 mod device;
 mod error;
+mod padded;
 mod paths;
 mod roles;
 mod sampler;

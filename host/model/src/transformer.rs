@@ -9,10 +9,15 @@
 //! [`Mode::Diff`] uses only ops with a backward (candle-nn's fused ops silently drop
 //! gradients, DESIGN.md), and serves training.
 
+use std::sync::{
+    atomic::{AtomicUsize, Ordering},
+    Arc,
+};
+
 use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
 use serde::{Deserialize, Serialize};
 
-use crate::Result;
+use crate::{padded, Result};
 
 /// Which family a checkpoint belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +75,10 @@ pub(crate) enum Weight {
     Quant(QMatMul),
     /// Dense `(out, in)` f32; a `Var` when trainable.
     Dense(Tensor),
+    /// GGUF weights stored with zero columns after the first `cols`, so that candle's tiled
+    /// x86 kernels (which need a multiple of 256 columns) take them: see
+    /// [`padded`]. Inputs are zero-padded to match.
+    Padded { q: QMatMul, cols: usize },
 }
 
 impl Weight {
@@ -77,6 +86,21 @@ impl Weight {
     pub(crate) fn matmul(&self, x: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Quant(q) => Ok(q.forward(&x.contiguous()?)?),
+            Weight::Padded { q, cols } => {
+                let rows = x.elem_count() / cols;
+                if let (QMatMul::QTensor(w), 1, DType::F32) = (q, rows, x.dtype()) {
+                    if x.device().is_cpu() {
+                        // One row: decode, bound by memory; read only the real columns.
+                        if let Some(y) = padded::gemv(w, *cols, &x.flatten_all()?.to_vec1::<f32>()?)? {
+                            let mut dims = x.dims().to_vec();
+                            *dims.last_mut().expect("matmul input has a last dimension") = y.len();
+                            return Ok(Tensor::from_vec(y, dims, x.device())?);
+                        }
+                    }
+                }
+                let stored = self.stored_cols();
+                Ok(q.forward(&x.contiguous()?.pad_with_zeros(D::Minus1, 0, stored - cols)?)?)
+            }
             Weight::Dense(w) => {
                 let dims = x.dims().to_vec();
                 let last = *dims.last().expect("matmul input has a last dimension");
@@ -94,6 +118,7 @@ impl Weight {
     pub(crate) fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Quant(q) => Ok(q.embedding(ids)?),
+            Weight::Padded { q, cols } => Ok(q.embedding(ids)?.narrow(D::Minus1, 0, *cols)?),
             Weight::Dense(w) => {
                 let mut dims = ids.dims().to_vec();
                 dims.push(w.dim(1)?);
@@ -108,7 +133,19 @@ impl Weight {
             Weight::Quant(QMatMul::QTensor(q)) => Ok(q.dequantize(&q.device())?),
             Weight::Quant(QMatMul::Tensor(t)) | Weight::Dense(t) => Ok(t.to_dtype(DType::F32)?),
             Weight::Quant(QMatMul::TensorF16(t)) => Ok(t.to_dtype(DType::F32)?),
+            Weight::Padded { q, cols } => Ok(Weight::Quant(q.clone()).dequantize()?.narrow(1, 0, *cols)?),
         }
+    }
+
+    /// Columns as stored (past the logical ones for [`Weight::Padded`]).
+    fn stored_cols(&self) -> usize {
+        let shape = match self {
+            Weight::Quant(QMatMul::QTensor(q)) | Weight::Padded { q: QMatMul::QTensor(q), .. } => q.shape().clone(),
+            Weight::Quant(QMatMul::Tensor(t) | QMatMul::TensorF16(t))
+            | Weight::Padded { q: QMatMul::Tensor(t) | QMatMul::TensorF16(t), .. }
+            | Weight::Dense(t) => t.shape().clone(),
+        };
+        shape.dims().last().copied().unwrap_or(0)
     }
 
     /// Number of stored parameters.
@@ -118,6 +155,7 @@ impl Weight {
             Weight::Quant(QMatMul::Tensor(t))
             | Weight::Quant(QMatMul::TensorF16(t))
             | Weight::Dense(t) => t.elem_count(),
+            Weight::Padded { q, cols } => Weight::Quant(q.clone()).elem_count() / self.stored_cols() * cols,
         }
     }
 }
@@ -196,12 +234,75 @@ impl Block {
     }
 }
 
-/// Key/value tensors of the positions seen so far, `(b, kv_heads, len, head_dim)` per
-/// layer. Tensors are immutable and shared, so a snapshot is a cheap clone: that is what
-/// makes prefix reuse free.
+/// One layer's keys and values, `(b, kv_heads, capacity, head_dim)` each; the cache's
+/// first `len` positions are live, the rest is room to decode into without copying.
+#[derive(Debug, Clone)]
+pub(crate) struct LayerKv {
+    k: Tensor,
+    v: Tensor,
+    /// How many positions of these buffers some cache has claimed. Buffers are shared by
+    /// clones (prefix-cache snapshots, truncations), so a cache may only write in place at
+    /// this frontier: every sharer reads positions below its own length, which never
+    /// exceeds the frontier, and so never sees a value change under it.
+    frontier: Arc<AtomicUsize>,
+}
+
+impl LayerKv {
+    fn exact(k: Tensor, v: Tensor) -> Result<Self> {
+        let n = k.dim(2)?;
+        Ok(LayerKv { k, v, frontier: Arc::new(AtomicUsize::new(n)) })
+    }
+
+    fn capacity(&self) -> usize {
+        self.k.dims()[2]
+    }
+
+    /// The first `len` positions, as views of the buffers.
+    pub(crate) fn live(&self, len: usize) -> Result<(Tensor, Tensor)> {
+        Ok((self.k.narrow(2, 0, len)?, self.v.narrow(2, 0, len)?))
+    }
+
+    /// Writes `k`, `v` `(b, kv_heads, q, head_dim)` at positions `len ..`: in place when
+    /// this cache owns the frontier and there is room, else into new buffers with room
+    /// for more (so decoding copies the past once per growth, not once per token).
+    fn append_in_place(&mut self, len: usize, k: &Tensor, v: &Tensor) -> Result<()> {
+        let q = k.dim(2)?;
+        let fits = len + q <= self.capacity() && self.k.dim(0)? == k.dim(0)?;
+        if fits && self.frontier.compare_exchange(len, len + q, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            self.k.slice_set(k, 2, len)?;
+            self.v.slice_set(v, 2, len)?;
+            return Ok(());
+        }
+        let (past_k, past_v) = self.live(len)?;
+        *self = LayerKv::with_room(Some((&past_k, &past_v)), k, v)?;
+        Ok(())
+    }
+
+    /// New buffers holding `past` (if any) then `k`, `v`, with room to grow.
+    fn with_room(past: Option<(&Tensor, &Tensor)>, k: &Tensor, v: &Tensor) -> Result<Self> {
+        let (b, h, q, d) = k.dims4()?;
+        let len = past.map_or(Ok(0), |(pk, _)| pk.dim(2))? + q;
+        let room = (len / 2).max(KV_MIN_ROOM);
+        let pad = Tensor::zeros((b, h, room, d), k.dtype(), k.device())?;
+        let join = |p: Option<&Tensor>, x: &Tensor| -> Result<Tensor> {
+            Ok(match p {
+                Some(p) => Tensor::cat(&[p, x, &pad], 2)?,
+                None => Tensor::cat(&[x, &pad], 2)?,
+            })
+        };
+        let (nk, nv) = (join(past.map(|p| p.0), k)?, join(past.map(|p| p.1), v)?);
+        Ok(LayerKv { k: nk, v: nv, frontier: Arc::new(AtomicUsize::new(len)) })
+    }
+}
+
+/// Positions a grown KV buffer has room for at least, beyond what it holds.
+const KV_MIN_ROOM: usize = 256;
+
+/// Key/value buffers of the positions seen so far, one [`LayerKv`] per layer. A clone
+/// shares the buffers and costs nothing: that is what makes prefix reuse free.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KvCache {
-    pub(crate) layers: Vec<Option<(Tensor, Tensor)>>,
+    pub(crate) layers: Vec<Option<LayerKv>>,
     pub(crate) len: usize,
 }
 
@@ -210,39 +311,37 @@ impl KvCache {
         KvCache { layers: vec![None; n_layers], len: 0 }
     }
 
-    /// The first `len` positions.
+    /// The first `len` positions (sharing the buffers).
     pub(crate) fn truncate(&self, len: usize) -> Result<Self> {
         if len >= self.len {
             return Ok(self.clone());
         }
-        let layers = self
-            .layers
-            .iter()
-            .map(|l| match l {
-                Some((k, v)) if len > 0 => Ok(Some((k.narrow(2, 0, len)?, v.narrow(2, 0, len)?))),
-                _ => Ok(None),
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let layers = if len == 0 { vec![None; self.layers.len()] } else { self.layers.clone() };
         Ok(KvCache { layers, len })
     }
 
-    /// The cache of batch row 0 repeated `b` times.
-    pub(crate) fn expand(&self, b: usize) -> Result<Self> {
+    /// Rebuilds every layer from its live keys and values.
+    fn map_live(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Self> {
         let layers = self
             .layers
             .iter()
             .map(|l| match l {
-                Some((k, v)) => {
-                    let rep = |t: &Tensor| -> Result<Tensor> {
-                        let (_, h, n, d) = t.dims4()?;
-                        Ok(t.narrow(0, 0, 1)?.broadcast_as((b, h, n, d))?.contiguous()?)
-                    };
-                    Ok(Some((rep(k)?, rep(v)?)))
+                Some(l) => {
+                    let (k, v) = l.live(self.len)?;
+                    Ok(Some(LayerKv::exact(f(&k)?, f(&v)?)?))
                 }
                 None => Ok(None),
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(KvCache { layers, len: self.len })
+    }
+
+    /// The cache of batch row 0 repeated `b` times.
+    pub(crate) fn expand(&self, b: usize) -> Result<Self> {
+        self.map_live(|t| {
+            let (_, h, n, d) = t.dims4()?;
+            Ok(t.narrow(0, 0, 1)?.broadcast_as((b, h, n, d))?.contiguous()?)
+        })
     }
 
     /// This cache with its first `prefix.len` positions taken from `prefix` (the same
@@ -254,12 +353,14 @@ impl KvCache {
             .iter()
             .zip(&prefix.layers)
             .map(|(l, p)| match (l, p) {
-                (Some((k, v)), Some((pk, pv))) if n > 0 => {
+                (Some(l), Some(p)) if n > 0 => {
+                    let (k, v) = l.live(self.len)?;
+                    let (pk, pv) = p.live(prefix.len)?;
                     let join = |whole: &Tensor, front: &Tensor| -> Result<Tensor> {
                         let rest = whole.narrow(2, n, self.len - n)?;
                         Ok(Tensor::cat(&[&front.narrow(2, 0, n)?, &rest], 2)?)
                     };
-                    Ok(Some((join(k, pk)?, join(v, pv)?)))
+                    Ok(Some(LayerKv::exact(join(&k, &pk)?, join(&v, &pv)?)?))
                 }
                 _ => Ok(l.clone()),
             })
@@ -269,15 +370,20 @@ impl KvCache {
 
     /// Keeps only the batch rows in `rows`.
     pub(crate) fn select_rows(&self, rows: &[u32]) -> Result<Self> {
-        let Some((k0, _)) = self.layers.iter().flatten().next() else {
+        let Some(l0) = self.layers.iter().flatten().next() else {
             return Ok(self.clone());
         };
-        let idx = Tensor::new(rows, k0.device())?;
+        let idx = Tensor::new(rows, l0.k.device())?;
+        // From the whole buffers (contiguous, as index-select needs), keeping their room.
         let layers = self
             .layers
             .iter()
             .map(|l| match l {
-                Some((k, v)) => Ok(Some((k.index_select(&idx, 0)?, v.index_select(&idx, 0)?))),
+                Some(l) => Ok(Some(LayerKv {
+                    k: l.k.index_select(&idx, 0)?,
+                    v: l.v.index_select(&idx, 0)?,
+                    frontier: Arc::new(AtomicUsize::new(self.len)),
+                })),
                 None => Ok(None),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -362,7 +468,10 @@ impl Backbone {
     /// Whether the output matrix is the embedding matrix.
     pub(crate) fn is_tied(&self) -> bool {
         match (&self.embed, &self.lm_head) {
-            (Weight::Quant(QMatMul::QTensor(a)), Weight::Quant(QMatMul::QTensor(b))) => {
+            (
+                Weight::Quant(QMatMul::QTensor(a)) | Weight::Padded { q: QMatMul::QTensor(a), .. },
+                Weight::Quant(QMatMul::QTensor(b)) | Weight::Padded { q: QMatMul::QTensor(b), .. },
+            ) => {
                 std::sync::Arc::ptr_eq(a, b)
             }
             (Weight::Dense(a), Weight::Dense(b)) => a.id() == b.id(),
@@ -399,7 +508,7 @@ impl Backbone {
         let mut x = x.clone();
         for (i, block) in self.blocks.iter().enumerate() {
             let layer_cache = cache.as_mut().map(|c| &mut c.layers[i]);
-            x = self.block_forward(i, block, &x, &cos, &sin, mask.as_ref(), layer_cache, role, mode)?;
+            x = self.block_forward(i, block, &x, &cos, &sin, mask.as_ref(), layer_cache, past, role, mode)?;
         }
         if let Some(c) = cache {
             c.len += q;
@@ -458,7 +567,8 @@ impl Backbone {
         cos: &Tensor,
         sin: &Tensor,
         mask: Option<&Tensor>,
-        cache: Option<&mut Option<(Tensor, Tensor)>>,
+        cache: Option<&mut Option<LayerKv>>,
+        past: usize,
         role: &RoleView,
         mode: Mode,
     ) -> Result<Tensor> {
@@ -477,16 +587,28 @@ impl Backbone {
         let q = rope(&q, cos, sin, cfg.rope_interleaved, mode)?;
         let k = rope(&k, cos, sin, cfg.rope_interleaved, mode)?;
 
-        let (k, v) = match cache {
-            Some(slot) => {
+        let (k, v) = match (cache, mode) {
+            // Generation writes into the cache's buffers; the past is not copied per step.
+            (Some(slot), Mode::Fast) => {
+                match slot.as_mut() {
+                    Some(layer) => layer.append_in_place(past, &k, &v)?,
+                    None => *slot = Some(LayerKv::with_room(None, &k, &v)?),
+                }
+                slot.as_ref().expect("just written").live(past + q_len)?
+            }
+            // Training keeps the graph: an in-place write would not be tracked.
+            (Some(slot), Mode::Diff) => {
                 let (k, v) = match slot.as_ref() {
-                    Some((pk, pv)) => (Tensor::cat(&[pk, &k], 2)?, Tensor::cat(&[pv, &v], 2)?),
+                    Some(layer) => {
+                        let (pk, pv) = layer.live(past)?;
+                        (Tensor::cat(&[&pk, &k], 2)?, Tensor::cat(&[&pv, &v], 2)?)
+                    }
                     None => (k, v),
                 };
-                *slot = Some((k.clone(), v.clone()));
+                *slot = Some(LayerKv::exact(k.clone(), v.clone())?);
                 (k, v)
             }
-            None => (k, v),
+            (None, _) => (k, v),
         };
         let kv_len = k.dim(2)?;
 
@@ -691,6 +813,47 @@ mod tests {
             let gr = (&r * &w).unwrap().sum_all().unwrap().backward().unwrap();
             close(gy.get(x.as_tensor()).unwrap(), gr.get(x.as_tensor()).unwrap(), 1e-5);
         }
+    }
+
+    /// `(1, 1, n, 2)` keys whose every entry is `value`.
+    fn filled(n: usize, value: f32) -> Tensor {
+        Tensor::full(value, (1, 1, n, 2), &Device::Cpu).unwrap()
+    }
+
+    fn column(t: &Tensor) -> Vec<f32> {
+        t.narrow(3, 0, 1).unwrap().flatten_all().unwrap().to_vec1().unwrap()
+    }
+
+    #[test]
+    fn kv_appends_in_place_and_clones_never_see_a_change() {
+        let mut a = LayerKv::with_room(None, &filled(3, 1.0), &filled(3, 1.0)).unwrap();
+        let cap = a.capacity();
+        assert!(cap >= 3 + KV_MIN_ROOM);
+        // A snapshot at 3 positions, as the prefix cache keeps one.
+        let mut b = a.clone();
+        a.append_in_place(3, &filled(2, 2.0), &filled(2, 2.0)).unwrap();
+        assert_eq!(a.capacity(), cap, "room left: written in place");
+        assert_eq!(column(&a.live(5).unwrap().0), [1.0, 1.0, 1.0, 2.0, 2.0]);
+        // The snapshot diverges at position 3: the frontier is past it, so it copies.
+        b.append_in_place(3, &filled(1, 3.0), &filled(1, 3.0)).unwrap();
+        assert_eq!(column(&b.live(4).unwrap().1), [1.0, 1.0, 1.0, 3.0]);
+        assert_eq!(column(&a.live(5).unwrap().0), [1.0, 1.0, 1.0, 2.0, 2.0], "the first cache is untouched");
+        // A truncation of the first cache diverging inside it copies too.
+        let mut c = a.clone();
+        c.append_in_place(2, &filled(1, 4.0), &filled(1, 4.0)).unwrap();
+        assert_eq!(column(&c.live(3).unwrap().0), [1.0, 1.0, 4.0]);
+        assert_eq!(column(&a.live(5).unwrap().0), [1.0, 1.0, 1.0, 2.0, 2.0]);
+        // The first cache still owns its frontier and goes on in place.
+        a.append_in_place(5, &filled(1, 5.0), &filled(1, 5.0)).unwrap();
+        assert_eq!(a.capacity(), cap);
+        assert_eq!(column(&a.live(6).unwrap().0), [1.0, 1.0, 1.0, 2.0, 2.0, 5.0]);
+        // Past its capacity a cache grows, keeping what it holds.
+        let n = cap - 6;
+        a.append_in_place(6, &filled(n + 1, 6.0), &filled(n + 1, 6.0)).unwrap();
+        assert!(a.capacity() > cap);
+        let all = column(&a.live(cap + 1).unwrap().0);
+        assert_eq!(&all[..6], [1.0, 1.0, 1.0, 2.0, 2.0, 5.0]);
+        assert!(all[6..].iter().all(|&x| x == 6.0));
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub(crate) struct GgufModel {
 }
 
 /// Reads a GGUF file: metadata, tokenizer and quantized weights.
-pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, dev: &Device) -> Result<GgufModel> {
+pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, tiled: bool, dev: &Device) -> Result<GgufModel> {
     let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let content = gguf_file::Content::read(&mut file).map_err(|e| Error::WrongModelFile {
         path: path.to_path_buf(),
@@ -92,10 +92,10 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, dev: &Device) -
     };
     let embed = get("token_embd.weight")?;
     let (embed, lm_head) = if content.tensor_infos.contains_key("output.weight") {
-        (embed, transcode(get("output.weight")?)?)
+        (Weight::Quant(QMatMul::from_arc(embed)?), transcode(get("output.weight")?, tiled)?)
     } else {
         // Tied: the embedding is also the output matrix, so it needs the fast kernels.
-        let t = transcode(embed)?;
+        let t = transcode(embed, tiled)?;
         (t.clone(), t)
     };
     let norm = get("output_norm.weight")?.dequantize(dev)?;
@@ -103,10 +103,10 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, dev: &Device) -
     let has_bias = content.tensor_infos.contains_key("blk.0.attn_q.bias");
     for i in 0..cfg.num_hidden_layers {
         let mut lin = |n: &str, bias: bool| -> Result<Linear> {
-            let q = transcode(get(&format!("blk.{i}.{n}.weight"))?)?;
+            let q = get(&format!("blk.{i}.{n}.weight"))?;
             let (out, inp) = q.shape().dims2()?;
             let b = if bias { Some(get(&format!("blk.{i}.{n}.bias"))?.dequantize(dev)?) } else { None };
-            Ok(Linear { w: Weight::Quant(QMatMul::from_arc(q)?), b, shape: (out, inp) })
+            Ok(Linear { w: transcode(q, tiled)?, b, shape: (out, inp) })
         };
         let q = lin("attn_q", has_bias)?;
         let k = lin("attn_k", has_bias)?;
@@ -130,10 +130,10 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, dev: &Device) -
     let positions = max_positions(&cfg, max_context);
     let backbone = Backbone::new(
         cfg.clone(),
-        Weight::Quant(QMatMul::from_arc(embed)?),
+        embed,
         blocks,
         norm,
-        Weight::Quant(QMatMul::from_arc(lm_head)?),
+        lm_head,
         positions,
     )?;
     Ok(GgufModel { backbone, tokenizer })
@@ -143,19 +143,33 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, dev: &Device) -
 /// and Q5_1 through scalar code, 2–3× slower here (SmolLM2 is Q4_1, most of the Qwen
 /// file Q5_0). Those are re-quantized to Q8_0 at load: as fast as the fastest kernel,
 /// no precision lost (8 bits hold every 4/5-bit value up to rounding of the block
-/// scale), at ≈ 1.6× the memory of those tensors.
+/// scale), at ≈ 1.6× the memory of those tensors. Q8_0 matrices are then padded for the
+/// tiled kernels where the CPU has them and `tiled` is set ([`crate::padded`]).
 /// Only on the CPU: CUDA has kernels for every one of these types.
-fn transcode(q: Arc<QTensor>) -> Result<Arc<QTensor>> {
+fn transcode(q: Arc<QTensor>, tiled: bool) -> Result<Weight> {
     if !q.device().is_cpu() {
-        return Ok(q);
+        return Ok(Weight::Quant(QMatMul::from_arc(q)?));
     }
     let slow = matches!(q.dtype(), GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1);
-    let cols = q.shape().dims().last().copied().unwrap_or(0);
-    if !slow || cols % GgmlDType::Q8_0.block_size() != 0 {
-        return Ok(q);
+    let (rows, cols) = q.shape().dims2()?;
+    let slow = slow && cols % GgmlDType::Q8_0.block_size() == 0;
+    let stored = match q.dtype() {
+        GgmlDType::Q8_0 if tiled => crate::padded::stored_cols(rows, cols),
+        _ if slow && tiled => crate::padded::stored_cols(rows, cols),
+        _ => None,
+    };
+    if !slow && stored.is_none() {
+        return Ok(Weight::Quant(QMatMul::from_arc(q)?));
     }
     let dense = q.dequantize(&q.device())?;
-    Ok(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?))
+    Ok(match stored {
+        Some(stored) => {
+            let dense = dense.pad_with_zeros(1, 0, stored - cols)?;
+            let q = QTensor::quantize(&dense, GgmlDType::Q8_0)?;
+            Weight::Padded { q: QMatMul::from_arc(Arc::new(q))?, cols }
+        }
+        None => Weight::Quant(QMatMul::from_arc(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?))?),
+    })
 }
 
 fn max_positions(cfg: &ArchConfig, max_context: Option<usize>) -> usize {

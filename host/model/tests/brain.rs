@@ -118,15 +118,17 @@ fn batched_generation_on_dense_weights_is_exact() {
 fn batched_generation_matches_one_at_a_time() {
     let Some(mut brain) = smol(ModelConfig { prefix_cache_entries: 0, ..Default::default() }) else { return };
     let prompts = batch_prompts(&brain);
-    // Quantized kernels quantize activations differently per call shape, so logits move
-    // by up to about one unit between batch shapes (as between quantized and dense):
-    // compare logits with that tolerance (the third prompt's first token is a 0.2-logit
-    // tie between "To" and "The", so greedy tokens may legitimately differ).
+    // Quantized kernels quantize activations differently per call shape (in blocks of 32
+    // for one row, of 256 in the tiled multi-row kernels), so logits move by a unit or two
+    // between batch shapes (as between quantized and dense, whose test allows 3): compare
+    // logits with that tolerance; a batching fault (a wrong mask or position) moves them by
+    // far more. The third prompt's first token is a 0.2-logit tie between "To" and "The",
+    // so greedy tokens may legitimately differ.
     let rows: Vec<Vec<u32>> = prompts.iter().map(|p| brain.encode(p).unwrap()).collect();
     let batch = brain.next_token_logits(Role::Actor, &rows).unwrap();
     for (row, b) in rows.iter().zip(&batch) {
         let single = brain.next_token_logits(Role::Actor, &[row.clone()]).unwrap().remove(0);
-        assert!(max_diff(&single, b) < 2.0, "batched logits differ by {}", max_diff(&single, b));
+        assert!(max_diff(&single, b) < 3.0, "batched logits differ by {}", max_diff(&single, b));
     }
     // Greedy continuations can flip at such near-ties, so check the answers' content.
     let batch = brain.generate_batch(Role::Actor, &prompts, &SamplingConfig::greedy(12)).unwrap();
