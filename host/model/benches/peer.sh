@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Candle (this crate) and llama.cpp on the same GGUFs, one after the other, same thread
-# count: `host/model/benches/peer.sh [THREADS] [LLAMA_PYTHON]`. Prints JSON lines.
+# count: `host/model/benches/peer.sh [THREADS] [LLAMA_PYTHON]`. Prints JSON lines; pipe them
+# to `python3 host/model/benches/peer_table.py` for the README's table with ratios.
 set -euo pipefail
 threads="${1:-2}"
 py="${2:-/tmp/llamavenv/bin/python}"

@@ -17,7 +17,7 @@ use std::sync::{
 use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
 use serde::{Deserialize, Serialize};
 
-use crate::{padded, Result};
+use crate::{cpu_matmul, Result};
 
 /// Which family a checkpoint belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,9 +75,9 @@ pub(crate) enum Weight {
     Quant(QMatMul),
     /// Dense `(out, in)` f32; a `Var` when trainable.
     Dense(Tensor),
-    /// GGUF weights stored with zero columns after the first `cols`, so that candle's tiled
-    /// x86 kernels (which need a multiple of 256 columns) take them: see
-    /// [`padded`]. Inputs are zero-padded to match.
+    /// GGUF weights stored with zero columns past `cols` for candle's tiled CPU kernels
+    /// ([`cpu_matmul`]); inputs of several rows are zero-padded to match, and one-row
+    /// products read only the real columns.
     Padded { q: QMatMul, cols: usize },
 }
 
@@ -87,19 +87,18 @@ impl Weight {
         match self {
             Weight::Quant(q) => Ok(q.forward(&x.contiguous()?)?),
             Weight::Padded { q, cols } => {
-                let rows = x.elem_count() / cols;
-                if let (QMatMul::QTensor(w), 1, DType::F32) = (q, rows, x.dtype()) {
-                    if x.device().is_cpu() {
-                        // One row: decode, bound by memory; read only the real columns.
-                        if let Some(y) = padded::gemv(w, *cols, &x.flatten_all()?.to_vec1::<f32>()?)? {
+                if let QMatMul::QTensor(w) = q {
+                    if x.elem_count() == *cols && x.dtype() == DType::F32 && x.device().is_cpu() {
+                        // One row: decode; read only the real columns.
+                        if let Some(y) = cpu_matmul::gemv_q8_0(w, *cols, &x.flatten_all()?.to_vec1::<f32>()?)? {
                             let mut dims = x.dims().to_vec();
                             *dims.last_mut().expect("matmul input has a last dimension") = y.len();
                             return Ok(Tensor::from_vec(y, dims, x.device())?);
                         }
                     }
                 }
-                let stored = self.stored_cols();
-                Ok(q.forward(&x.contiguous()?.pad_with_zeros(D::Minus1, 0, stored - cols)?)?)
+                let pad = self.stored_cols() - cols;
+                Ok(q.forward(&x.contiguous()?.pad_with_zeros(D::Minus1, 0, pad)?)?)
             }
             Weight::Dense(w) => {
                 let dims = x.dims().to_vec();

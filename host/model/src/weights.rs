@@ -11,6 +11,7 @@ use candle_nn::VarMap;
 use serde::Deserialize;
 
 use crate::{
+    cpu_matmul,
     transformer::{Arch, ArchConfig, Backbone, Block, Linear, Weight},
     Error, Result, Tokenizer,
 };
@@ -143,19 +144,19 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, tiled: bool, de
 /// and Q5_1 through scalar code, 2–3× slower here (SmolLM2 is Q4_1, most of the Qwen
 /// file Q5_0). Those are re-quantized to Q8_0 at load: as fast as the fastest kernel,
 /// no precision lost (8 bits hold every 4/5-bit value up to rounding of the block
-/// scale), at ≈ 1.6× the memory of those tensors. Q8_0 matrices are then padded for the
-/// tiled kernels where the CPU has them and `tiled` is set ([`crate::padded`]).
+/// scale), at ≈ 1.6× the memory of those tensors. With `tiled`, Q8_0 matrices are then
+/// padded for candle's tiled kernels where the CPU has them ([`crate::cpu_matmul`]).
 /// Only on the CPU: CUDA has kernels for every one of these types.
 fn transcode(q: Arc<QTensor>, tiled: bool) -> Result<Weight> {
     if !q.device().is_cpu() {
         return Ok(Weight::Quant(QMatMul::from_arc(q)?));
     }
-    let slow = matches!(q.dtype(), GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1);
     let (rows, cols) = q.shape().dims2()?;
-    let slow = slow && cols % GgmlDType::Q8_0.block_size() == 0;
+    let slow = matches!(q.dtype(), GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1)
+        && cols % GgmlDType::Q8_0.block_size() == 0;
     let stored = match q.dtype() {
-        GgmlDType::Q8_0 if tiled => crate::padded::stored_cols(rows, cols),
-        _ if slow && tiled => crate::padded::stored_cols(rows, cols),
+        GgmlDType::Q8_0 if tiled => cpu_matmul::stored_cols(rows, cols),
+        _ if slow && tiled => cpu_matmul::stored_cols(rows, cols),
         _ => None,
     };
     if !slow && stored.is_none() {
@@ -164,9 +165,8 @@ fn transcode(q: Arc<QTensor>, tiled: bool) -> Result<Weight> {
     let dense = q.dequantize(&q.device())?;
     Ok(match stored {
         Some(stored) => {
-            let dense = dense.pad_with_zeros(1, 0, stored - cols)?;
-            let q = QTensor::quantize(&dense, GgmlDType::Q8_0)?;
-            Weight::Padded { q: QMatMul::from_arc(Arc::new(q))?, cols }
+            let padded = QTensor::quantize(&dense.pad_with_zeros(1, 0, stored - cols)?, GgmlDType::Q8_0)?;
+            Weight::Padded { q: QMatMul::from_arc(Arc::new(padded))?, cols }
         }
         None => Weight::Quant(QMatMul::from_arc(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?))?),
     })

@@ -1,0 +1,36 @@
+"""Reads peer.sh's JSON lines on stdin and prints the README's table: onebrain / llama.cpp
+per model and figure, with the ratio, plus onebrain's batch aggregates against its own batch 1.
+Usage: host/model/benches/peer.sh THREADS | tee run.jsonl | python3 host/model/benches/peer_table.py
+"""
+import json
+import os
+import sys
+
+ours, peer = {}, {}
+for line in sys.stdin:
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    name = os.path.basename(r.get("model", ""))
+    (peer if r.get("peer") == "llama.cpp" else ours)[name] = r
+
+threads = next((r.get("threads") for r in peer.values() if r.get("threads")), "?")
+print(f"| tok/s, {threads} thread(s) | onebrain | llama.cpp | ratio |")
+print("|---|---:|---:|---:|")
+for name, o in ours.items():
+    p = peer.get(name, {})
+    short = name.split("-Instruct")[0].split("-instruct")[0]
+    rows = [
+        (f"{short} prefill, {o['prompt_tokens']} tokens", "prefill_tok_per_s"),
+        (f"{short} decode", "decode_tok_per_s"),
+        (f"{short} decode after {o['long_prompt_tokens']} tokens", "long_decode_tok_per_s"),
+    ]
+    for label, key in rows:
+        a, b = o.get(key), p.get(key)
+        ratio = f"{a / b:.2f}×" if a and b else "–"
+        print(f"| {label} | {a:.1f} | {b:.1f} | {ratio} |" if b else f"| {label} | {a:.1f} | – | – |")
+    for n in (4, 8):
+        agg = o.get(f"batch{n}_decode_tok_per_s")
+        if agg:
+            print(f"| {short} batch-{n} aggregate decode (vs onebrain batch 1) | {agg:.1f} | | {agg / o['decode_tok_per_s']:.2f}× |")
