@@ -11,6 +11,8 @@ import json
 import sys
 import time
 
+import numpy as np
+
 from llama_cpp import Llama
 
 path = sys.argv[1]
@@ -31,12 +33,17 @@ llm.eval(ids)
 prefill = len(ids) / (time.perf_counter() - t)
 
 
+def last_logits():
+    # llama-cpp-python 0.3.x no longer copies logits into `llm.scores` unless
+    # logits_all=True (which would slow its prefill): read the context's last row.
+    return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+
+
 def greedy_decode(n):
     """Tokens/s of n greedy steps after what is already evaluated."""
     t = time.perf_counter()
     for _ in range(n):
-        tok = int(llm.scores[llm.n_tokens - 1].argmax())
-        llm.eval([tok])
+        llm.eval([int(last_logits().argmax())])
     return n / (time.perf_counter() - t)
 
 

@@ -17,7 +17,7 @@ use std::sync::{
 use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
 use serde::{Deserialize, Serialize};
 
-use crate::{cpu_matmul, Result};
+use crate::Result;
 
 /// Which family a checkpoint belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,10 +75,11 @@ pub(crate) enum Weight {
     Quant(QMatMul),
     /// Dense `(out, in)` f32; a `Var` when trainable.
     Dense(Tensor),
-    /// GGUF weights stored with zero columns past `cols` for candle's tiled CPU kernels
-    /// ([`cpu_matmul`]); inputs of several rows are zero-padded to match, and one-row
-    /// products read only the real columns.
-    Padded { q: QMatMul, cols: usize },
+    /// GGUF weights stored twice on the CPU ([`crate::cpu_matmul`]): `q` with zero columns past
+    /// `cols`, for candle's tiled kernels, serves products of several rows (inputs are
+    /// zero-padded to match); `compact`, the same Q8_0 blocks without the padding, serves
+    /// one-row products (decode), where the tiles would read the padding too.
+    Padded { q: QMatMul, compact: QMatMul, cols: usize },
 }
 
 impl Weight {
@@ -86,19 +87,13 @@ impl Weight {
     pub(crate) fn matmul(&self, x: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Quant(q) => Ok(q.forward(&x.contiguous()?)?),
-            Weight::Padded { q, cols } => {
-                if let QMatMul::QTensor(w) = q {
-                    if x.elem_count() == *cols && x.dtype() == DType::F32 && x.device().is_cpu() {
-                        // One row: decode; read only the real columns.
-                        if let Some(y) = cpu_matmul::gemv_q8_0(w, *cols, &x.flatten_all()?.to_vec1::<f32>()?)? {
-                            let mut dims = x.dims().to_vec();
-                            *dims.last_mut().expect("matmul input has a last dimension") = y.len();
-                            return Ok(Tensor::from_vec(y, dims, x.device())?);
-                        }
-                    }
+            Weight::Padded { q, compact, cols } => {
+                let x = x.contiguous()?;
+                if x.elem_count() == *cols {
+                    return Ok(compact.forward(&x)?);
                 }
                 let pad = self.stored_cols() - cols;
-                Ok(q.forward(&x.contiguous()?.pad_with_zeros(D::Minus1, 0, pad)?)?)
+                Ok(q.forward(&x.pad_with_zeros(D::Minus1, 0, pad)?)?)
             }
             Weight::Dense(w) => {
                 let dims = x.dims().to_vec();
@@ -117,7 +112,7 @@ impl Weight {
     pub(crate) fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Quant(q) => Ok(q.embedding(ids)?),
-            Weight::Padded { q, cols } => Ok(q.embedding(ids)?.narrow(D::Minus1, 0, *cols)?),
+            Weight::Padded { compact, .. } => Ok(compact.embedding(ids)?),
             Weight::Dense(w) => {
                 let mut dims = ids.dims().to_vec();
                 dims.push(w.dim(1)?);
@@ -132,7 +127,7 @@ impl Weight {
             Weight::Quant(QMatMul::QTensor(q)) => Ok(q.dequantize(&q.device())?),
             Weight::Quant(QMatMul::Tensor(t)) | Weight::Dense(t) => Ok(t.to_dtype(DType::F32)?),
             Weight::Quant(QMatMul::TensorF16(t)) => Ok(t.to_dtype(DType::F32)?),
-            Weight::Padded { q, cols } => Ok(Weight::Quant(q.clone()).dequantize()?.narrow(1, 0, *cols)?),
+            Weight::Padded { compact, .. } => Weight::Quant(compact.clone()).dequantize(),
         }
     }
 
@@ -154,7 +149,7 @@ impl Weight {
             Weight::Quant(QMatMul::Tensor(t))
             | Weight::Quant(QMatMul::TensorF16(t))
             | Weight::Dense(t) => t.elem_count(),
-            Weight::Padded { q, cols } => Weight::Quant(q.clone()).elem_count() / self.stored_cols() * cols,
+            Weight::Padded { compact, .. } => Weight::Quant(compact.clone()).elem_count(),
         }
     }
 }
@@ -853,6 +848,28 @@ mod tests {
         let all = column(&a.live(cap + 1).unwrap().0);
         assert_eq!(&all[..6], [1.0, 1.0, 1.0, 2.0, 2.0, 5.0]);
         assert!(all[6..].iter().all(|&x| x == 6.0));
+    }
+
+    #[test]
+    fn a_padded_matrix_multiplies_like_the_compact_one() {
+        use candle_core::quantized::{GgmlDType, QTensor};
+        let (rows, cols) = (32, 96);
+        let v: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin() * (1.0 + (i % 5) as f32)).collect();
+        let w = Tensor::from_vec(v, (rows, cols), &Device::Cpu).unwrap();
+        let quant = |t: &Tensor| QMatMul::from_qtensor(QTensor::quantize(t, GgmlDType::Q8_0).unwrap()).unwrap();
+        let padded = Weight::Padded { q: quant(&w.pad_with_zeros(1, 0, 160).unwrap()), compact: quant(&w), cols };
+        let compact = Weight::Quant(quant(&w));
+        assert_eq!(padded.elem_count(), rows * cols);
+        assert_eq!(padded.dequantize().unwrap().dims(), &[rows, cols]);
+        for n in [1, 3] {
+            let x = Tensor::from_vec((0..n * cols).map(|i| (i as f32 * 0.11).cos()).collect::<Vec<f32>>(), (1, n, cols), &Device::Cpu).unwrap();
+            let (a, b) = (padded.matmul(&x).unwrap(), compact.matmul(&x).unwrap());
+            assert_eq!(a.dims(), &[1, n, rows]);
+            let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            // One row reads the same compact blocks: equal. Several rows may quantize the
+            // activations in other blocks (256 for the tiled kernels): close.
+            close(&a, &b, if n == 1 { 1e-6 } else { 0.02 * scale });
+        }
     }
 
     #[test]

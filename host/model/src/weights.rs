@@ -163,12 +163,16 @@ fn transcode(q: Arc<QTensor>, tiled: bool) -> Result<Weight> {
         return Ok(Weight::Quant(QMatMul::from_arc(q)?));
     }
     let dense = q.dequantize(&q.device())?;
+    let compact = match q.dtype() {
+        GgmlDType::Q8_0 => QMatMul::from_arc(q)?,
+        _ => QMatMul::from_arc(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?))?,
+    };
     Ok(match stored {
         Some(stored) => {
             let padded = QTensor::quantize(&dense.pad_with_zeros(1, 0, stored - cols)?, GgmlDType::Q8_0)?;
-            Weight::Padded { q: QMatMul::from_arc(Arc::new(padded))?, cols }
+            Weight::Padded { q: QMatMul::from_arc(Arc::new(padded))?, compact, cols }
         }
-        None => Weight::Quant(QMatMul::from_arc(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?))?),
+        None => Weight::Quant(compact),
     })
 }
 
