@@ -27,6 +27,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod attention;
 mod bench;
 mod brain;
 mod checkpoint;

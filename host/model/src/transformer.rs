@@ -17,7 +17,7 @@ use std::sync::{
 use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
 use serde::{Deserialize, Serialize};
 
-use crate::Result;
+use crate::{attention::DecodeAttention, Result};
 
 /// Which family a checkpoint belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -606,6 +606,16 @@ impl Backbone {
         };
         let kv_len = k.dim(2)?;
 
+        // One query per head, no mask, on the CPU (single-sequence decode): read the cache in
+        // place instead of packing it for two tiny matmuls.
+        if mode == Mode::Fast && q_len == 1 && mask.is_none() && q.device().is_cpu() && q.dtype() == DType::F32 {
+            let scale = 1.0 / (hd as f32).sqrt();
+            let attn = q.apply_op3_no_bwd(&k, &v, &DecodeAttention { scale })?;
+            let attn = attn.reshape((b, q_len, n_h * hd))?;
+            let x = (x + blk.o.forward(&attn, role.get(layer, 3))?)?;
+            return self.mlp(layer, blk, &x, role, mode);
+        }
+
         // Grouped-query attention without copying K/V: the n_rep query heads that share a
         // KV head are folded into the query-length axis.
         // The 1/√d scale goes on q (small) rather than on the scores (q_len × kv_len).
@@ -629,8 +639,12 @@ impl Backbone {
         let attn = probs.matmul(&v)?;
         let attn = attn.reshape((b, n_h, q_len, hd))?.transpose(1, 2)?.reshape((b, q_len, n_h * hd))?;
         let x = (x + blk.o.forward(&attn, role.get(layer, 3))?)?;
+        self.mlp(layer, blk, &x, role, mode)
+    }
 
-        let h = rms_norm(&x, &blk.ffn_norm, cfg.rms_norm_eps, mode)?;
+    /// The block's second half: the gated MLP with its residual.
+    fn mlp(&self, layer: usize, blk: &Block, x: &Tensor, role: &RoleView, mode: Mode) -> Result<Tensor> {
+        let h = rms_norm(x, &blk.ffn_norm, self.cfg.rms_norm_eps, mode)?;
         let gate = blk.gate.forward(&h, role.get(layer, 4))?;
         let up = blk.up.forward(&h, role.get(layer, 5))?;
         let mlp = blk.down.forward(&(gate.silu()? * up)?, role.get(layer, 6))?;
