@@ -65,32 +65,44 @@ impl CustomOp3 for DecodeAttention {
         let rep = heads / kv_heads;
         let mut out = vec![0f32; b * heads * d];
         let out_addr = out.as_mut_ptr() as usize;
-        candle_core::utils::barrier_pool().execute_chunked(b * heads, |items| {
-            let mut p = vec![0f32; len];
+        // One work item per (row, kv head): each cached key and value row is read once for
+        // the `rep` query heads that share it, not once per query head.
+        candle_core::utils::barrier_pool().execute_chunked(b * kv_heads, |items| {
+            let mut p = vec![0f32; rep * len];
             for item in items {
-                let (bi, h) = (item / heads, item % heads);
-                let kh = h / rep;
-                let qrow = &q[qo + bi * qst[0] + h * qst[1]..][..d];
+                let (bi, kh) = (item / kv_heads, item % kv_heads);
                 let kbase = ko + bi * kst[0] + kh * kst[1];
                 let vbase = vo + bi * vst[0] + kh * vst[1];
-                let mut max = f32::NEG_INFINITY;
-                for (j, pj) in p.iter_mut().enumerate() {
-                    *pj = self.scale * dot(qrow, &k[kbase + j * kst[2]..][..d]);
-                    max = max.max(*pj);
+                let qrows: Vec<&[f32]> =
+                    (0..rep).map(|r| &q[qo + bi * qst[0] + (kh * rep + r) * qst[1]..][..d]).collect();
+                for j in 0..len {
+                    let krow = &k[kbase + j * kst[2]..][..d];
+                    for (r, qrow) in qrows.iter().enumerate() {
+                        p[r * len + j] = self.scale * dot(qrow, krow);
+                    }
                 }
-                let mut sum = 0f32;
-                for pj in p.iter_mut() {
-                    *pj = (*pj - max).exp();
-                    sum += *pj;
+                for pr in p.chunks_exact_mut(len) {
+                    let max = pr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut sum = 0f32;
+                    for pj in pr.iter_mut() {
+                        *pj = (*pj - max).exp();
+                        sum += *pj;
+                    }
+                    let inv = 1.0 / sum;
+                    pr.iter_mut().for_each(|pj| *pj *= inv);
                 }
-                let inv = 1.0 / sum;
-                // SAFETY: each (row, head) item belongs to exactly one chunk and owns its `d`
-                // outputs; `out` outlives the pool's execution.
-                let o = unsafe { std::slice::from_raw_parts_mut((out_addr as *mut f32).add(item * d), d) };
-                for (j, &pj) in p.iter().enumerate() {
-                    let w = pj * inv;
-                    for (oi, &vi) in o.iter_mut().zip(&v[vbase + j * vst[2]..][..d]) {
-                        *oi += w * vi;
+                // SAFETY: each (row, kv head) item belongs to exactly one chunk and owns the
+                // outputs of its `rep` query heads; `out` outlives the pool's execution.
+                let o = unsafe {
+                    std::slice::from_raw_parts_mut((out_addr as *mut f32).add((bi * heads + kh * rep) * d), rep * d)
+                };
+                for j in 0..len {
+                    let vrow = &v[vbase + j * vst[2]..][..d];
+                    for (r, orow) in o.chunks_exact_mut(d).enumerate() {
+                        let w = p[r * len + j];
+                        for (oi, &vi) in orow.iter_mut().zip(vrow) {
+                            *oi += w * vi;
+                        }
                     }
                 }
             }
