@@ -44,7 +44,11 @@ fn ready() -> Option<&'static str> {
 /// The Actor alone, sampled under the problem grammar; its reward R_A is b_0 (no Judge term).
 fn config() -> SolveConfig {
     SolveConfig {
-        model: ModelConfig::test_model(),
+        // The seeds below are calibrated so that the base policy solves the task only
+        // sometimes; the tiled kernels' numerics (activations quantized in blocks of 256 in
+        // prefill) shift the sampled answers, so this test keeps the layout it was
+        // calibrated on. It tests learning, not kernels.
+        model: ModelConfig { tiled_cpu_kernels: false, ..ModelConfig::test_model() },
         episode: EpisodeConfig {
             strategy: Strategy::MultiRole,
             mode: Mode::Problem,
