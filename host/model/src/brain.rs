@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     config::{ModelConfig, Role, SamplingConfig},
-    constrain::{apply_mask, logprob_at},
+    constrain::apply_mask,
     paths::{resolve_model, ModelSource},
     roles::{auto_rank, init_judge_head, init_role, rng_for, JudgeHead, RoleParams},
-    sampler::Sampler,
+    sampler::{sample_rows, Sampler},
     tokenizer::{chat_prompt, Tokenizer},
     transformer::{ArchConfig, Backbone, KvCache, Mode, RoleView, Step, MASKED},
     weights::{dense_backbone, load_gguf, load_hf_dir, DenseSource},
@@ -551,18 +551,20 @@ impl Brain {
             let mut next: Vec<Vec<u32>> = Vec::with_capacity(active.len());
             let mut keep = Vec::with_capacity(active.len());
             for (slot, &row) in active.iter().enumerate() {
-                let row_logits = &mut logits[slot];
                 if let Some(c) = constraints[row].as_mut() {
-                    apply_mask(row_logits, &c.allowed()?);
+                    apply_mask(&mut logits[slot], &c.allowed()?);
                 }
-                let tok = samplers[row].sample(row_logits);
+            }
+            let picks = sample_rows(&logits, &active, &mut samplers);
+            for (slot, &row) in active.iter().enumerate() {
+                let (tok, logp) = picks[slot];
                 let mut done = None;
                 let mut fed = vec![tok];
                 if !s.ignore_eos && self.tokenizer.eos_ids().contains(&tok) {
                     done = Some(StopReason::Eos);
                 } else {
                     toks[row].push(tok);
-                    logps[row].push(logprob_at(row_logits, tok));
+                    logps[row].push(logp);
                     if let Some(c) = constraints[row].as_mut() {
                         c.consume(tok)?;
                         if b == 1 {

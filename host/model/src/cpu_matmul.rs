@@ -1,52 +1,430 @@
-//! How GGUF matrices are laid out and multiplied on x86 CPUs, beyond what candle does.
+//! Q8_0 matrix products on x86 CPUs with AVX-512 VNNI, for any number of activation rows.
 //!
-//! **Several rows (prefill, batched decode): padded Q8_0 for the tiled kernels.** candle
-//! 0.11's AVX-512 VNNI / AVX-VNNI kernels repack a Q8_0 matrix into tiles of 16 rows and
-//! quantize the activations in 256-wide blocks, so they refuse a width that is not a
-//! multiple of 256: Qwen 0.5B's 896 and SmolLM2's 576. Those matrices then went through a
-//! dot product per (activation row, weight row) that reads every weight once per row; on
-//! the 0.5B model that was 72 % of the CPU time of `bench model` (perf), nearly all of it in
-//! prefill. Padded with zero columns (which add nothing to any product) they take the tiled
-//! kernels, which read each weight once per tile of rows.
+//! **Why not candle's kernels.** Measured on one core of the 2-core EPYC (Zen 4) this
+//! project runs on, a 4864 × 896 Q8_0 matrix streamed from memory (40 of them in turn, so
+//! none sits in the cache), `examples/kernbench` at the commit that added this module:
 //!
-//! **One row (single-sequence decode).** The tiles would read the padding too, and decode
-//! reads every weight once per token: 14 % slower on SmolLM2 (33 % padding). So the matrix is
-//! also kept compact, in the Q8_0 blocks candle's one-row path reads, at the cost of that
-//! copy's memory. (Reading only the real blocks of the padded rows kept Qwen 0.5B's decode
-//! but not SmolLM2's. An AVX-512 VNNI one-row kernel, and one reading the file's Q5_0 blocks,
-//! 35 % fewer bytes, were tried too: perf shows decode here bound by the dot product's
-//! arithmetic, not by memory, and neither gained anything measurable in the model.)
+//! | rows | candle, compact Q8_0 | candle, tiled (padded to 1024) | this module |
+//! |---:|---:|---:|---:|
+//! | 1 | 324 µs | 350 µs | 170 µs |
+//! | 4 | — | 779 µs | 185 µs |
+//! | 8 | — | 918 µs | 281 µs |
+//!
+//! A plain streaming read runs at 31 GB/s on this core, so one row at 4.9 MB should cost
+//! about 160 µs: candle's one-row dot product is bound by its own arithmetic (it costs the
+//! same with the matrix in cache), and its tiled kernel, fast in cache, loses the overlap of
+//! memory and arithmetic when streaming. Decode reads every weight once per token, so the
+//! one-row figure is decode speed and the four-row one is what batched rollouts gain.
+//!
+//! **Layout.** A matrix is cut into tiles of 16 rows × 32 columns (one Q8_0 block per row):
+//! the 16 block scales as f16, and the 512 weights offset by +128 (so they are unsigned, as
+//! `vpdpbusd` wants its first operand) with the 4 consecutive weights of one row adjacent
+//! (`[group of 4 columns][row][4]`). One 64-byte load then holds 4 columns of 16 rows, and
+//! one `vpdpbusd` against 4 broadcast activation bytes adds their products into 16 row
+//! sums. The +128 comes back out as `128 · Σ activations` per block, computed once when the
+//! activations are quantized. The tiles of one 16-row strip are adjacent in memory, so a
+//! product streams the matrix front to back once, whatever the row count.
+//!
+//! **Activations** are quantized per row in Q8_0 blocks of 32 (as candle's one-row path
+//! does for Q8_0 weights), laid out so that the rows a kernel call serves are adjacent for
+//! each block.
+//!
+//! The memory per matrix is Q8_0's (8.5 bits a weight), stored once: prefill, batched and
+//! single-row decode, and the embedding lookup of a tied matrix all read these tiles.
 
-/// candle's activation block for the tiled kernels (QK_K).
-const BLOCK: usize = 256;
-/// Rows per repacked tile.
+use candle_core::{quantized::GgmlDType, quantized::QTensor, Device, Tensor};
+use half::f16;
+
+use crate::error::{Error, Result};
+
+/// Rows per tile: one 512-bit register of i32 sums.
 const TILE_ROWS: usize = 16;
-/// Values per Q8_0 block.
+/// Columns per tile: one Q8_0 block.
 const QK: usize = 32;
+/// Bytes of one Q8_0 block in a GGUF/candle buffer: an f16 scale, then 32 × i8.
+const Q8_0_BYTES: usize = 2 + QK;
+/// Activation rows one kernel call serves (each row keeps one register of sums).
+const MAX_ROWS: usize = 8;
 
-/// The column count to store a Q8_0 `(rows, cols)` matrix with, when padding it lets the
-/// tiled kernels take it; `None` where they would not run (no VNNI: plain AVX2 keeps the
-/// compact layout) or are not needed. Costs memory: the padded copy (+14 % at 896 columns,
-/// +33 % at 576) and candle's tiles of it, beside the compact copy decode reads.
-pub(crate) fn stored_cols(rows: usize, cols: usize) -> Option<usize> {
-    if cols % BLOCK == 0 || cols % QK != 0 || rows % TILE_ROWS != 0 || !tiled_kernels_available() {
-        return None;
-    }
-    Some(cols.div_ceil(BLOCK) * BLOCK)
+/// One 16 × 32 tile: 512 weights (+128, `[column group of 4][row][4]`) and 16 scales. 576
+/// bytes, cache-line aligned so that each of the 8 weight loads is one line.
+#[repr(C, align(64))]
+#[derive(Clone)]
+struct Tile {
+    qs: [u8; QK * TILE_ROWS],
+    d: [f16; TILE_ROWS],
 }
 
-/// Whether candle's repacked x86 kernels run Q8_0 on this CPU (its `repack_x86::level`).
-fn tiled_kernels_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::env::var("MISTRALRS_FORCE_AVX2").as_deref() == Ok("1") {
-            return false;
-        }
-        (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni"))
-            || (is_x86_feature_detected!("avxvnni") && is_x86_feature_detected!("avx2"))
+/// A Q8_0 matrix `(rows, cols)` in tiles for the AVX-512 VNNI kernel.
+pub(crate) struct Q8Tiles {
+    /// Strip `s` (rows `16 s ..`) holds tiles `s · blocks ..`, one per 32 columns.
+    tiles: Vec<Tile>,
+    rows: usize,
+    cols: usize,
+    /// The (CPU) device the matrix was read on, for tensors made from it.
+    device: Device,
+}
+
+impl std::fmt::Debug for Q8Tiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Q8Tiles({} × {})", self.rows, self.cols)
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
+}
+
+impl Q8Tiles {
+    /// Whether this CPU runs the kernel (AVX-512 F, BW and VNNI).
+    pub(crate) fn available() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vnni")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    /// The tiles of a CPU Q8_0 matrix, or `None` where the kernel cannot take it: no AVX-512
+    /// VNNI, another block type, rows not a multiple of 16 or columns of 32.
+    pub(crate) fn from_qtensor(q: &QTensor) -> Result<Option<Self>> {
+        let (rows, cols) = q.shape().dims2()?;
+        if !Self::available()
+            || !q.device().is_cpu()
+            || q.dtype() != GgmlDType::Q8_0
+            || rows % TILE_ROWS != 0
+            || cols % QK != 0
+            || cols == 0
+        {
+            return Ok(None);
+        }
+        let raw = q.data()?;
+        let blocks = cols / QK;
+        if raw.len() != rows * blocks * Q8_0_BYTES {
+            return Err(Error::meta("Q8_0 matrix", format!("{} bytes for {rows} × {cols}", raw.len())));
+        }
+        let mut tiles = Vec::with_capacity(rows / TILE_ROWS * blocks);
+        for strip in 0..rows / TILE_ROWS {
+            for b in 0..blocks {
+                let mut tile = Tile { qs: [0; QK * TILE_ROWS], d: [f16::ZERO; TILE_ROWS] };
+                for r in 0..TILE_ROWS {
+                    let block = &raw[((strip * TILE_ROWS + r) * blocks + b) * Q8_0_BYTES..][..Q8_0_BYTES];
+                    tile.d[r] = f16::from_le_bytes([block[0], block[1]]);
+                    for (c, &w) in block[2..].iter().enumerate() {
+                        tile.qs[((c / 4) * TILE_ROWS + r) * 4 + c % 4] = (w as i8 as i16 + 128) as u8;
+                    }
+                }
+                tiles.push(tile);
+            }
+        }
+        Ok(Some(Q8Tiles { tiles, rows, cols, device: q.device() }))
+    }
+
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub(crate) fn cols(&self) -> usize {
+        self.cols
+    }
+
+    fn blocks(&self) -> usize {
+        self.cols / QK
+    }
+
+    /// Weight `(row, col)` as the f32 it stands for.
+    fn weight(&self, row: usize, col: usize) -> f32 {
+        let tile = &self.tiles[(row / TILE_ROWS) * self.blocks() + col / QK];
+        let (r, c) = (row % TILE_ROWS, col % QK);
+        let q = tile.qs[((c / 4) * TILE_ROWS + r) * 4 + c % 4] as i16 - 128;
+        tile.d[r].to_f32() * q as f32
+    }
+
+    /// Rows `ids` of the matrix, dequantized: the embedding lookup of a tied matrix.
+    pub(crate) fn rows_f32(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        let mut out = Vec::with_capacity(ids.len() * self.cols);
+        for &id in ids {
+            let row = id as usize;
+            if row >= self.rows {
+                return Err(Error::meta("embedding", format!("token id {id} past {} rows", self.rows)));
+            }
+            out.extend((0..self.cols).map(|c| self.weight(row, c)));
+        }
+        Ok(out)
+    }
+
+    /// The whole matrix as dense f32 `(rows, cols)`.
+    pub(crate) fn dequantize(&self) -> Result<Tensor> {
+        let ids: Vec<u32> = (0..self.rows as u32).collect();
+        Ok(Tensor::from_vec(self.rows_f32(&ids)?, (self.rows, self.cols), &self.device)?)
+    }
+
+    /// `x · Wᵀ` for `x` of shape `(…, cols)`, f32 on the CPU.
+    pub(crate) fn matmul(&self, x: &Tensor) -> Result<Tensor> {
+        let dims = x.dims().to_vec();
+        let m = x.elem_count() / self.cols;
+        let xs = x.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
+        let mut out = vec![0f32; m * self.rows];
+        self.matmul_into(&xs, m, &mut out);
+        let mut shape = dims;
+        *shape.last_mut().expect("matmul input has a last dimension") = self.rows;
+        Ok(Tensor::from_vec(out, shape, x.device())?)
+    }
+
+    /// `out (m, rows) = x (m, cols) · Wᵀ`.
+    fn matmul_into(&self, x: &[f32], m: usize, out: &mut [f32]) {
+        assert_eq!(x.len(), m * self.cols);
+        assert_eq!(out.len(), m * self.rows);
+        if m == 0 {
+            return;
+        }
+        let acts = Activations::quantize(x, m, self.cols);
+        let out_ptr = out.as_mut_ptr() as usize;
+        let strips = self.rows / TILE_ROWS;
+        candle_core::utils::barrier_pool().execute_chunked(strips, |range| {
+            for strip in range {
+                for chunk in acts.chunks() {
+                    // SAFETY: `Q8Tiles` exists only where `available()` held; each strip
+                    // writes its own 16 columns of `out`, which outlives the pool call.
+                    unsafe { kernel::strip(self, &acts, chunk, strip, out_ptr as *mut f32) };
+                }
+            }
+        });
+    }
+}
+
+/// Activation rows quantized in Q8_0 blocks. Rows go in chunks of up to [`MAX_ROWS`]; within
+/// a chunk the data is ordered `[block][row]`, so each block's rows are adjacent.
+struct Activations {
+    /// The quantized values, 32 per (chunk row, block).
+    q: Vec<i8>,
+    /// The block scales.
+    d: Vec<f32>,
+    /// `-128 · Σ q` per block: takes the weights' +128 back out.
+    offset: Vec<i32>,
+    rows: usize,
+    blocks: usize,
+}
+
+/// A chunk of activation rows: `first .. first + len`.
+#[derive(Clone, Copy)]
+struct Chunk {
+    first: usize,
+    len: usize,
+}
+
+impl Activations {
+    fn quantize(x: &[f32], rows: usize, cols: usize) -> Self {
+        let blocks = cols / QK;
+        let mut a = Activations {
+            q: vec![0; rows * cols],
+            d: vec![0.0; rows * blocks],
+            offset: vec![0; rows * blocks],
+            rows,
+            blocks,
+        };
+        for row in 0..rows {
+            for b in 0..blocks {
+                let at = a.index(row, b);
+                let xs: &[f32; QK] = x[row * cols + b * QK..][..QK].try_into().expect("a block is 32 values");
+                let q: &mut [i8; QK] = (&mut a.q[at * QK..][..QK]).try_into().expect("a block is 32 values");
+                // SAFETY: activations are quantized only for `Q8Tiles`, which exist only
+                // where `available()` held.
+                let (d, sum) = unsafe { kernel::quantize_block(xs, q) };
+                a.d[at] = d;
+                a.offset[at] = -128 * sum;
+            }
+        }
+        a
+    }
+
+    /// Position of (row, block) in `d` and `offset`, and in 32s in `q`.
+    fn index(&self, row: usize, block: usize) -> usize {
+        let first = row / MAX_ROWS * MAX_ROWS;
+        let len = (self.rows - first).min(MAX_ROWS);
+        first * self.blocks + block * len + (row - first)
+    }
+
+    fn chunks(&self) -> impl Iterator<Item = Chunk> + '_ {
+        (0..self.rows).step_by(MAX_ROWS).map(|first| Chunk { first, len: (self.rows - first).min(MAX_ROWS) })
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod kernel {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// Rows `16 strip ..` of `out (m, rows)` for the activation rows of `chunk`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F/BW/VNNI; `out` holds `m × w.rows` f32.
+    pub(super) unsafe fn strip(w: &Q8Tiles, a: &Activations, chunk: Chunk, strip: usize, out: *mut f32) {
+        match chunk.len {
+            8 => rows::<8>(w, a, chunk, strip, out),
+            7 => rows::<7>(w, a, chunk, strip, out),
+            6 => rows::<6>(w, a, chunk, strip, out),
+            5 => rows::<5>(w, a, chunk, strip, out),
+            4 => rows::<4>(w, a, chunk, strip, out),
+            3 => rows::<3>(w, a, chunk, strip, out),
+            2 => rows::<2>(w, a, chunk, strip, out),
+            _ => rows::<1>(w, a, chunk, strip, out),
+        }
+    }
+
+    /// One block of activations in Q8_0: `q = round(x / d)` (ties to even), `d = max |x| / 127`.
+    /// Returns `d` and `Σ q`.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512 F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
+        let lo = _mm512_loadu_ps(x.as_ptr());
+        let hi = _mm512_loadu_ps(x.as_ptr().add(16));
+        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+        let d = amax / 127.0;
+        let inv = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+        // The default MXCSR rounding is to nearest, ties to even.
+        let qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inv));
+        let qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inv));
+        _mm_storeu_si128(q.as_mut_ptr() as *mut __m128i, _mm512_cvtepi32_epi8(qlo));
+        _mm_storeu_si128(q.as_mut_ptr().add(16) as *mut __m128i, _mm512_cvtepi32_epi8(qhi));
+        (d, _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi)))
+    }
+
+    /// The kernel: for each block, 8 loads of 4 columns × 16 rows, then per activation row
+    /// 8 `vpdpbusd` into two independent sums (to halve the dependency chain at one row),
+    /// converted and scaled into one f32 accumulator per row.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn rows<const R: usize>(w: &Q8Tiles, a: &Activations, chunk: Chunk, strip: usize, out: *mut f32) {
+        let blocks = a.blocks;
+        let tiles = w.tiles.as_ptr().add(strip * blocks);
+        let base = chunk.first * blocks;
+        let mut acc = [_mm512_setzero_ps(); R];
+        for b in 0..blocks {
+            let tile = &*tiles.add(b);
+            let qs = tile.qs.as_ptr() as *const __m512i;
+            let wv = [
+                _mm512_load_si512(qs),
+                _mm512_load_si512(qs.add(1)),
+                _mm512_load_si512(qs.add(2)),
+                _mm512_load_si512(qs.add(3)),
+                _mm512_load_si512(qs.add(4)),
+                _mm512_load_si512(qs.add(5)),
+                _mm512_load_si512(qs.add(6)),
+                _mm512_load_si512(qs.add(7)),
+            ];
+            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(tile.d.as_ptr() as *const __m256i));
+            let at = base + b * R;
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
+                let bcast = |g: usize| _mm512_set1_epi32(x.add(g).read_unaligned());
+                let mut s0 = _mm512_set1_epi32(*a.offset.get_unchecked(at + i));
+                let mut s1 = _mm512_setzero_si512();
+                s0 = _mm512_dpbusd_epi32(s0, wv[0], bcast(0));
+                s1 = _mm512_dpbusd_epi32(s1, wv[1], bcast(1));
+                s0 = _mm512_dpbusd_epi32(s0, wv[2], bcast(2));
+                s1 = _mm512_dpbusd_epi32(s1, wv[3], bcast(3));
+                s0 = _mm512_dpbusd_epi32(s0, wv[4], bcast(4));
+                s1 = _mm512_dpbusd_epi32(s1, wv[5], bcast(5));
+                s0 = _mm512_dpbusd_epi32(s0, wv[6], bcast(6));
+                s1 = _mm512_dpbusd_epi32(s1, wv[7], bcast(7));
+                let s = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
+                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*a.d.get_unchecked(at + i)));
+                *acc = _mm512_fmadd_ps(s, scale, *acc);
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            _mm512_storeu_ps(out.add((chunk.first + i) * w.rows + strip * TILE_ROWS), *acc);
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod kernel {
+    use super::*;
+
+    pub(super) unsafe fn strip(_: &Q8Tiles, _: &Activations, _: Chunk, _: usize, _: *mut f32) {
+        unreachable!("Q8Tiles are built only where Q8Tiles::available() holds (x86_64)");
+    }
+
+    pub(super) unsafe fn quantize_block(_: &[f32; QK], _: &mut [i8; QK]) -> (f32, i32) {
+        unreachable!("Q8Tiles are built only where Q8Tiles::available() holds (x86_64)");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(rows: usize, cols: usize) -> Tensor {
+        let v: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin() * (1.0 + (i % 7) as f32)).collect();
+        Tensor::from_vec(v, (rows, cols), &Device::Cpu).unwrap()
+    }
+
+    /// The product in f64 over the Q8_0 weights and the Q8_0 activations (each row
+    /// quantized in blocks of 32), as candle dequantizes them.
+    fn reference(q: &QTensor, x: &[f32], m: usize) -> Vec<f32> {
+        let dequant = |t: &Tensor| -> Vec<f32> {
+            let q = QTensor::quantize(t, GgmlDType::Q8_0).unwrap();
+            q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap()
+        };
+        let w: Vec<f32> = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let (rows, cols) = q.shape().dims2().unwrap();
+        let x = dequant(&Tensor::from_vec(x.to_vec(), (m, cols), &Device::Cpu).unwrap());
+        let mut out = vec![0f32; m * rows];
+        for i in 0..m {
+            for r in 0..rows {
+                let s: f64 = (0..cols).map(|c| x[i * cols + c] as f64 * w[r * cols + c] as f64).sum();
+                out[i * rows + r] = s as f32;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn products_of_any_row_count_match_the_dequantized_weights() {
+        if !Q8Tiles::available() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+            return;
+        }
+        let (rows, cols) = (48, 96);
+        let q = QTensor::quantize(&matrix(rows, cols), GgmlDType::Q8_0).unwrap();
+        let tiles = Q8Tiles::from_qtensor(&q).unwrap().expect("a 48 × 96 Q8_0 matrix tiles");
+        // Every kernel width, and more rows than one chunk holds (9, 19).
+        for m in [1, 2, 3, 4, 5, 6, 7, 8, 9, 19] {
+            let x: Vec<f32> = (0..m * cols).map(|i| (i as f32 * 0.11).cos() * 2.0).collect();
+            let xt = Tensor::from_vec(x.clone(), (1, m, cols), &Device::Cpu).unwrap();
+            let got: Vec<f32> = tiles.matmul(&xt).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+            let want = reference(&q, &x, m);
+            let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
+            for (g, w) in got.iter().zip(&want) {
+                // The same integers: only f32 rounding (and a tie rounded the other way).
+                assert!((g - w).abs() <= 1e-3 * scale, "m = {m}: {g} vs {w} (scale {scale})");
+            }
+        }
+    }
+
+    #[test]
+    fn rows_and_dequantize_read_back_the_weights() {
+        if !Q8Tiles::available() {
+            return;
+        }
+        let q = QTensor::quantize(&matrix(32, 64), GgmlDType::Q8_0).unwrap();
+        let tiles = Q8Tiles::from_qtensor(&q).unwrap().unwrap();
+        let want: Vec<f32> = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let got: Vec<f32> = tiles.dequantize().unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        assert_eq!(got, want);
+        assert_eq!(tiles.rows_f32(&[17]).unwrap(), want[17 * 64..18 * 64]);
+        assert!(tiles.rows_f32(&[32]).is_err());
+    }
+
+    #[test]
+    fn shapes_the_kernel_cannot_take_are_refused() {
+        let q = QTensor::quantize(&matrix(24, 64), GgmlDType::Q8_0).unwrap();
+        assert!(Q8Tiles::from_qtensor(&q).unwrap().is_none(), "24 rows are not whole tiles");
+        let q = QTensor::quantize(&matrix(32, 64), GgmlDType::Q4_0).unwrap();
+        assert!(Q8Tiles::from_qtensor(&q).unwrap().is_none(), "only Q8_0 is tiled");
     }
 }

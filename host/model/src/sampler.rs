@@ -1,7 +1,11 @@
 //! Picking the next token from logits: greedy, or temperature + nucleus (top-p) with a
 //! seeded RNG owned by the sampler (like candle's `LogitsProcessor`).
 
+use std::sync::Mutex;
+
 use rand::{rngs::StdRng, Rng, SeedableRng};
+
+use crate::constrain::logprob_at;
 
 /// Turns a logits row into a token id.
 #[derive(Debug, Clone)]
@@ -9,12 +13,15 @@ pub struct Sampler {
     rng: StdRng,
     temperature: f32,
     top_p: f32,
+    /// The (id, weight) list of the last call, kept so that each token does not allocate
+    /// (and fault in) a vocabulary-sized buffer.
+    scratch: Vec<(u32, f32)>,
 }
 
 impl Sampler {
     /// A sampler; `temperature == 0` is greedy.
     pub fn new(seed: u64, temperature: f32, top_p: f32) -> Self {
-        Sampler { rng: StdRng::seed_from_u64(seed), temperature, top_p }
+        Sampler { rng: StdRng::seed_from_u64(seed), temperature, top_p, scratch: Vec::new() }
     }
 
     /// The next token for one row of logits.
@@ -22,25 +29,34 @@ impl Sampler {
         if self.temperature <= 0.0 || logits.len() == 1 {
             return argmax(logits);
         }
+        let mut probs = std::mem::take(&mut self.scratch);
+        let tok = self.sample_into(logits, &mut probs);
+        self.scratch = probs;
+        tok
+    }
+
+    fn sample_into(&mut self, logits: &[f32], probs: &mut Vec<(u32, f32)>) -> u32 {
         let inv_t = 1.0 / self.temperature;
         let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut probs: Vec<(u32, f32)> = logits
-            .iter()
-            .enumerate()
-            .map(|(i, &l)| (i as u32, ((l - max) * inv_t).exp()))
-            .filter(|(_, p)| *p > 0.0)
-            .collect();
+        probs.clear();
+        probs.extend(
+            logits
+                .iter()
+                .enumerate()
+                .map(|(i, &l)| (i as u32, ((l - max) * inv_t).exp()))
+                .filter(|(_, p)| *p > 0.0),
+        );
         if probs.is_empty() {
             return argmax(logits);
         }
         let total: f32 = probs.iter().map(|(_, p)| p).sum();
         if self.top_p < 1.0 {
-            let keep = nucleus(&mut probs, total * self.top_p);
+            let keep = nucleus(probs, total * self.top_p);
             probs.truncate(keep);
         }
         let mass: f32 = probs.iter().map(|(_, p)| p).sum();
         let mut r = self.rng.gen::<f32>() * mass;
-        for (id, p) in &probs {
+        for (id, p) in probs.iter() {
             if r < *p {
                 return *id;
             }
@@ -48,6 +64,36 @@ impl Sampler {
         }
         probs.last().map(|(id, _)| *id).unwrap_or_else(|| argmax(logits))
     }
+}
+
+/// The token of each batch row in `active` (`logits[slot]` is row `active[slot]`, which
+/// `samplers[row]` samples) and its log-probability, rows spread over candle's CPU pool:
+/// each row reads its vocabulary-sized logits twice, which at batch 4 was a fifth of a
+/// decode step done on one core. Each row's draws come from its own sampler, so the
+/// result does not depend on the spread. `active` is ascending, as the decode loop keeps it.
+pub(crate) fn sample_rows(logits: &[Vec<f32>], active: &[usize], samplers: &mut [Sampler]) -> Vec<(u32, f32)> {
+    let pick = |logits: &[f32], sampler: &mut Sampler| {
+        let tok = sampler.sample(logits);
+        (tok, logprob_at(logits, tok))
+    };
+    if active.len() == 1 {
+        return vec![pick(&logits[0], &mut samplers[active[0]])];
+    }
+    let mut rows = active.iter().peekable();
+    let jobs: Vec<Mutex<(&mut Sampler, (u32, f32))>> = samplers
+        .iter_mut()
+        .enumerate()
+        .filter(|(row, _)| rows.next_if_eq(&row).is_some())
+        .map(|(_, s)| Mutex::new((s, (0, 0.0))))
+        .collect();
+    assert_eq!(jobs.len(), active.len(), "active rows are ascending and have samplers");
+    candle_core::utils::barrier_pool().execute_chunked(jobs.len(), |range| {
+        for slot in range {
+            let mut job = jobs[slot].lock().expect("a row is sampled by one thread");
+            job.1 = pick(&logits[slot], job.0);
+        }
+    });
+    jobs.into_iter().map(|j| j.into_inner().expect("no thread panicked").1).collect()
 }
 
 /// Orders the most probable entries of `probs` first and returns how many of them it takes
@@ -92,6 +138,26 @@ pub fn argmax(xs: &[f32]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_sampled_on_the_pool_draw_what_each_sampler_draws_alone() {
+        let logits: Vec<Vec<f32>> = (0..5).map(|r| (0..300).map(|i| ((i * (r + 3)) as f32 * 0.37).sin() * 4.0).collect()).collect();
+        let fresh = || (0..7).map(|row| Sampler::new(row as u64, 0.8, 0.9)).collect::<Vec<_>>();
+        let active = [0, 2, 3, 5, 6];
+        let (mut pooled, mut alone) = (fresh(), fresh());
+        for _ in 0..3 {
+            let got = sample_rows(&logits, &active, &mut pooled);
+            let want: Vec<(u32, f32)> = active
+                .iter()
+                .enumerate()
+                .map(|(slot, &row)| {
+                    let tok = alone[row].sample(&logits[slot]);
+                    (tok, logprob_at(&logits[slot], tok))
+                })
+                .collect();
+            assert_eq!(got, want);
+        }
+    }
 
     #[test]
     fn greedy_is_argmax() {

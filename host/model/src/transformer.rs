@@ -17,7 +17,7 @@ use std::sync::{
 use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
 use serde::{Deserialize, Serialize};
 
-use crate::{attention::DecodeAttention, Result};
+use crate::{attention::DecodeAttention, cpu_matmul::Q8Tiles, Result};
 
 /// Which family a checkpoint belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,11 +75,8 @@ pub(crate) enum Weight {
     Quant(QMatMul),
     /// Dense `(out, in)` f32; a `Var` when trainable.
     Dense(Tensor),
-    /// GGUF weights stored twice on the CPU ([`crate::cpu_matmul`]): `q` with zero columns past
-    /// `cols`, for candle's tiled kernels, serves products of several rows (inputs are
-    /// zero-padded to match); `compact`, the same Q8_0 blocks without the padding, serves
-    /// one-row products (decode), where the tiles would read the padding too.
-    Padded { q: QMatMul, compact: QMatMul, cols: usize },
+    /// GGUF weights as Q8_0 tiles for our AVX-512 VNNI kernel ([`crate::cpu_matmul`]).
+    Tiled(Arc<Q8Tiles>),
 }
 
 impl Weight {
@@ -87,14 +84,7 @@ impl Weight {
     pub(crate) fn matmul(&self, x: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Quant(q) => Ok(q.forward(&x.contiguous()?)?),
-            Weight::Padded { q, compact, cols } => {
-                let x = x.contiguous()?;
-                if x.elem_count() == *cols {
-                    return Ok(compact.forward(&x)?);
-                }
-                let pad = self.stored_cols() - cols;
-                Ok(q.forward(&x.pad_with_zeros(D::Minus1, 0, pad)?)?)
-            }
+            Weight::Tiled(t) => t.matmul(x),
             Weight::Dense(w) => {
                 let dims = x.dims().to_vec();
                 let last = *dims.last().expect("matmul input has a last dimension");
@@ -112,7 +102,12 @@ impl Weight {
     pub(crate) fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Quant(q) => Ok(q.embedding(ids)?),
-            Weight::Padded { compact, .. } => Ok(compact.embedding(ids)?),
+            Weight::Tiled(t) => {
+                let mut dims = ids.dims().to_vec();
+                dims.push(t.cols());
+                let rows = t.rows_f32(&ids.flatten_all()?.to_vec1::<u32>()?)?;
+                Ok(Tensor::from_vec(rows, dims, ids.device())?)
+            }
             Weight::Dense(w) => {
                 let mut dims = ids.dims().to_vec();
                 dims.push(w.dim(1)?);
@@ -127,19 +122,8 @@ impl Weight {
             Weight::Quant(QMatMul::QTensor(q)) => Ok(q.dequantize(&q.device())?),
             Weight::Quant(QMatMul::Tensor(t)) | Weight::Dense(t) => Ok(t.to_dtype(DType::F32)?),
             Weight::Quant(QMatMul::TensorF16(t)) => Ok(t.to_dtype(DType::F32)?),
-            Weight::Padded { compact, .. } => Weight::Quant(compact.clone()).dequantize(),
+            Weight::Tiled(t) => t.dequantize(),
         }
-    }
-
-    /// Columns as stored (past the logical ones for [`Weight::Padded`]).
-    fn stored_cols(&self) -> usize {
-        let shape = match self {
-            Weight::Quant(QMatMul::QTensor(q)) | Weight::Padded { q: QMatMul::QTensor(q), .. } => q.shape().clone(),
-            Weight::Quant(QMatMul::Tensor(t) | QMatMul::TensorF16(t))
-            | Weight::Padded { q: QMatMul::Tensor(t) | QMatMul::TensorF16(t), .. }
-            | Weight::Dense(t) => t.shape().clone(),
-        };
-        shape.dims().last().copied().unwrap_or(0)
     }
 
     /// Number of stored parameters.
@@ -149,7 +133,7 @@ impl Weight {
             Weight::Quant(QMatMul::Tensor(t))
             | Weight::Quant(QMatMul::TensorF16(t))
             | Weight::Dense(t) => t.elem_count(),
-            Weight::Padded { compact, .. } => Weight::Quant(compact.clone()).elem_count(),
+            Weight::Tiled(t) => t.rows() * t.cols(),
         }
     }
 }
@@ -463,11 +447,10 @@ impl Backbone {
     pub(crate) fn is_tied(&self) -> bool {
         match (&self.embed, &self.lm_head) {
             (
-                Weight::Quant(QMatMul::QTensor(a)) | Weight::Padded { q: QMatMul::QTensor(a), .. },
-                Weight::Quant(QMatMul::QTensor(b)) | Weight::Padded { q: QMatMul::QTensor(b), .. },
-            ) => {
-                std::sync::Arc::ptr_eq(a, b)
-            }
+                Weight::Quant(QMatMul::QTensor(a)),
+                Weight::Quant(QMatMul::QTensor(b)),
+            ) => Arc::ptr_eq(a, b),
+            (Weight::Tiled(a), Weight::Tiled(b)) => Arc::ptr_eq(a, b),
             (Weight::Dense(a), Weight::Dense(b)) => a.id() == b.id(),
             _ => false,
         }
@@ -865,24 +848,29 @@ mod tests {
     }
 
     #[test]
-    fn a_padded_matrix_multiplies_like_the_compact_one() {
+    fn a_tiled_matrix_serves_like_candles_q8_0() {
         use candle_core::quantized::{GgmlDType, QTensor};
+        if !Q8Tiles::available() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+            return;
+        }
         let (rows, cols) = (32, 96);
         let v: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin() * (1.0 + (i % 5) as f32)).collect();
         let w = Tensor::from_vec(v, (rows, cols), &Device::Cpu).unwrap();
-        let quant = |t: &Tensor| QMatMul::from_qtensor(QTensor::quantize(t, GgmlDType::Q8_0).unwrap()).unwrap();
-        let padded = Weight::Padded { q: quant(&w.pad_with_zeros(1, 0, 160).unwrap()), compact: quant(&w), cols };
-        let compact = Weight::Quant(quant(&w));
-        assert_eq!(padded.elem_count(), rows * cols);
-        assert_eq!(padded.dequantize().unwrap().dims(), &[rows, cols]);
+        let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap());
+        let tiled = Weight::Tiled(Arc::new(Q8Tiles::from_qtensor(&q).unwrap().unwrap()));
+        let candle = Weight::Quant(QMatMul::from_arc(q).unwrap());
+        assert_eq!(tiled.elem_count(), rows * cols);
+        close(&tiled.dequantize().unwrap(), &candle.dequantize().unwrap(), 1e-6);
+        let ids = Tensor::new(&[[3u32, 0, 31]], &Device::Cpu).unwrap();
+        close(&tiled.embedding(&ids).unwrap(), &candle.embedding(&ids).unwrap(), 1e-6);
         for n in [1, 3] {
             let x = Tensor::from_vec((0..n * cols).map(|i| (i as f32 * 0.11).cos()).collect::<Vec<f32>>(), (1, n, cols), &Device::Cpu).unwrap();
-            let (a, b) = (padded.matmul(&x).unwrap(), compact.matmul(&x).unwrap());
+            let (a, b) = (tiled.matmul(&x).unwrap(), candle.matmul(&x).unwrap());
             assert_eq!(a.dims(), &[1, n, rows]);
+            // Both quantize the activations in Q8_0 blocks of 32; only rounding differs.
             let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-            // One row reads the same compact blocks: equal. Several rows may quantize the
-            // activations in other blocks (256 for the tiled kernels): close.
-            close(&a, &b, if n == 1 { 1e-6 } else { 0.02 * scale });
+            close(&a, &b, 0.01 * scale);
         }
     }
 

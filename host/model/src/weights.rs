@@ -140,40 +140,38 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, tiled: bool, de
     Ok(GgufModel { backbone, tokenizer })
 }
 
-/// candle 0.11 has SIMD dot products for Q4_0, Q8_0 and the k-quants but runs Q4_1, Q5_0
-/// and Q5_1 through scalar code, 2–3× slower here (SmolLM2 is Q4_1, most of the Qwen
-/// file Q5_0). Those are re-quantized to Q8_0 at load: as fast as the fastest kernel,
-/// no precision lost (8 bits hold every 4/5-bit value up to rounding of the block
-/// scale), at ≈ 1.6× the memory of those tensors. With `tiled`, Q8_0 matrices are then
-/// padded for candle's tiled kernels where the CPU has them ([`crate::cpu_matmul`]).
-/// Only on the CPU: CUDA has kernels for every one of these types.
+/// How a GGUF matrix is kept for generation on this device.
+///
+/// **With `tiled`, on CPUs with AVX-512 VNNI:** every matrix our kernel can take becomes
+/// Q8_0 tiles ([`crate::cpu_matmul`]), whatever its type in the file: decode there is 1.9×
+/// faster per matrix than candle's, and four rows cost little more than one. The file's
+/// 4/5/6-bit blocks (Q4_1, Q5_0, Q4_K, Q6_K: most of both models) are re-quantized to
+/// Q8_0 at load: 8 bits hold each of their values up to the rounding of a block scale.
+///
+/// **Otherwise** (CUDA, other CPUs, `tiled` off): candle's kernels. candle 0.11 has SIMD dot
+/// products for Q4_0, Q8_0 and the k-quants but runs Q4_1, Q5_0 and Q5_1 through scalar
+/// code, 2–3× slower here, so those are re-quantized to Q8_0 too.
 fn transcode(q: Arc<QTensor>, tiled: bool) -> Result<Weight> {
     if !q.device().is_cpu() {
         return Ok(Weight::Quant(QMatMul::from_arc(q)?));
     }
-    let (rows, cols) = q.shape().dims2()?;
-    let slow = matches!(q.dtype(), GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1)
-        && cols % GgmlDType::Q8_0.block_size() == 0;
-    let stored = match q.dtype() {
-        GgmlDType::Q8_0 if tiled => cpu_matmul::stored_cols(rows, cols),
-        _ if slow && tiled => cpu_matmul::stored_cols(rows, cols),
-        _ => None,
-    };
-    if !slow && stored.is_none() {
-        return Ok(Weight::Quant(QMatMul::from_arc(q)?));
-    }
-    let dense = q.dequantize(&q.device())?;
-    let compact = match q.dtype() {
-        GgmlDType::Q8_0 => QMatMul::from_arc(q)?,
-        _ => QMatMul::from_arc(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?))?,
-    };
-    Ok(match stored {
-        Some(stored) => {
-            let padded = QTensor::quantize(&dense.pad_with_zeros(1, 0, stored - cols)?, GgmlDType::Q8_0)?;
-            Weight::Padded { q: QMatMul::from_arc(Arc::new(padded))?, compact, cols }
+    let (_, cols) = q.shape().dims2()?;
+    let q8_fits = cols % GgmlDType::Q8_0.block_size() == 0;
+    if tiled && q8_fits && cpu_matmul::Q8Tiles::available() {
+        let q8 = match q.dtype() {
+            GgmlDType::Q8_0 => q.clone(),
+            _ => Arc::new(QTensor::quantize(&q.dequantize(&q.device())?, GgmlDType::Q8_0)?),
+        };
+        if let Some(tiles) = cpu_matmul::Q8Tiles::from_qtensor(&q8)? {
+            return Ok(Weight::Tiled(Arc::new(tiles)));
         }
-        None => Weight::Quant(compact),
-    })
+    }
+    let slow = matches!(q.dtype(), GgmlDType::Q4_1 | GgmlDType::Q5_0 | GgmlDType::Q5_1);
+    if slow && q8_fits {
+        let dense = q.dequantize(&q.device())?;
+        return Ok(Weight::Quant(QMatMul::from_arc(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?))?));
+    }
+    Ok(Weight::Quant(QMatMul::from_arc(q)?))
 }
 
 fn max_positions(cfg: &ArchConfig, max_context: Option<usize>) -> usize {
