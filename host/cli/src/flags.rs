@@ -236,6 +236,8 @@ pub enum BenchTarget {
     Plugins,
     /// Generation: prefill and decode tokens/s, batching, prefix reuse, peak memory (both models).
     Model,
+    /// CPU Q8_0 matrix products of 1 to 64 rows: our AVX-512 VNNI kernel against candle's.
+    Matmul,
     /// One forward+backward over 4 × 512 tokens with SmolLM2-135M: adapters only, then the full backbone.
     Training,
     /// Grammar-constrained against free decoding of the same Actor prompts (default model):

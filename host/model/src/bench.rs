@@ -8,7 +8,12 @@ use std::{path::Path, time::Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Brain, ModelConfig, Result, Role, SamplingConfig};
+use candle_core::{
+    quantized::{GgmlDType, QMatMul, QTensor},
+    Module, Tensor,
+};
+
+use crate::{cpu_matmul::Q8Tiles, Brain, DeviceChoice, ModelConfig, Result, Role, SamplingConfig};
 
 /// Generation figures for one model.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -207,4 +212,85 @@ pub fn bench_training(
         forward_backward_secs: secs,
         peak_rss_mib: peak_rss_mib(),
     })
+}
+
+/// One (matrix shape, activation rows) point of the CPU matmul comparison.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MatmulBench {
+    /// Weight matrix `(out, in)`, as in Qwen 0.5B's MLP.
+    pub shape: (usize, usize),
+    /// Activation rows multiplied at once (1 = decode, 4 / 8 = batched decode, 64 = prefill).
+    pub rows: usize,
+    /// Our Q8_0 tiles (`None` without AVX-512 VNNI), µs per product.
+    pub ours_us: Option<f64>,
+    /// candle's `QMatMul` on the same Q8_0 matrix, µs per product.
+    pub candle_us: f64,
+    /// candle's tiled x86 kernel, given a copy padded to a multiple of 256 columns (the
+    /// layout this project used before its own kernel), µs per product.
+    pub candle_padded_us: f64,
+    /// Fastest candle figure over ours.
+    pub speedup: Option<f64>,
+}
+
+/// Matrices per shape cycled through, so that none is in the cache when multiplied (40 ×
+/// 4.6 MB ≫ the 32 MB L3): decode streams every weight from memory once per token.
+const MATMUL_SETS: usize = 40;
+
+/// Times Q8_0 products of 1, 2, 4, 8 and 64 activation rows against Qwen 0.5B's MLP shapes,
+/// ours and candle's in the same run.
+pub fn bench_matmul() -> Result<Vec<MatmulBench>> {
+    let dev = DeviceChoice::Cpu.open()?;
+    let mut out = Vec::new();
+    for (n, k) in [(4864usize, 896usize), (896, 4864)] {
+        let padded_k = k.div_ceil(256) * 256;
+        let (mut ours, mut candle, mut padded) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..MATMUL_SETS {
+            let w = Tensor::randn(0f32, 1.0, (n, k), &dev)?;
+            let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
+            ours.push(Q8Tiles::from_qtensor(&q)?);
+            candle.push(QMatMul::from_qtensor(q)?);
+            let wp = w.pad_with_zeros(1, 0, padded_k - k)?;
+            padded.push(QMatMul::from_qtensor(QTensor::quantize(&wp, GgmlDType::Q8_0)?)?);
+        }
+        for rows in [1, 2, 4, 8, 64] {
+            let x = Tensor::randn(0f32, 1.0, (rows, k), &dev)?;
+            let xp = x.pad_with_zeros(1, 0, padded_k - k)?;
+            let candle_us = time_cycled(candle.len(), |i| Ok(candle[i].forward(&x).map(drop)?))?;
+            let candle_padded_us = time_cycled(padded.len(), |i| Ok(padded[i].forward(&xp).map(drop)?))?;
+            let ours_us = match ours.iter().all(Option::is_some) {
+                true => Some(time_cycled(ours.len(), |i| ours[i].as_ref().expect("checked").matmul(&x).map(drop))?),
+                false => None,
+            };
+            out.push(MatmulBench {
+                shape: (n, k),
+                rows,
+                ours_us,
+                candle_us,
+                candle_padded_us,
+                speedup: ours_us.map(|o| candle_us.min(candle_padded_us) / o),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Best-of-5 mean µs of `f(i)` over 20 calls, `i` cycling through `sets`, after a warm-up.
+fn time_cycled(sets: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    let mut i = 0;
+    let mut call = |f: &mut dyn FnMut(usize) -> Result<()>| {
+        i = (i + 1) % sets;
+        f(i)
+    };
+    for _ in 0..sets {
+        call(&mut f)?;
+    }
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        for _ in 0..20 {
+            call(&mut f)?;
+        }
+        best = best.min(t.elapsed().as_secs_f64() / 20.0);
+    }
+    Ok(best * 1e6)
 }

@@ -46,7 +46,10 @@ mod weights;
 #[cfg(test)]
 mod test_util;
 
-pub use bench::{bench_inference, bench_training, peak_rss_mib, reset_peak_rss, rss_mib, InferenceBench, TrainBench};
+pub use bench::{
+    bench_inference, bench_matmul, bench_training, peak_rss_mib, reset_peak_rss, rss_mib, InferenceBench, MatmulBench,
+    TrainBench,
+};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopReason};
 /// Constrained decoding: what a [`SamplingConfig::constraint`] holds, and the live masks.
 pub use onebrain_grammar::{ConstraintSpec, ConstraintStats, Limits as GrammarLimits, TokenEnv, TokenSet};

@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
 use onebrain_bench::Table;
-use onebrain_model::{bench_inference, bench_training, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
+use onebrain_model::{bench_inference, bench_matmul, bench_training, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
 use onebrain_runtime::{bench_plugins, BenchOptions};
 
 use crate::cmd::print_json;
@@ -87,6 +87,26 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 )?)?);
             }
             print_reports("Generation (onebrain bench model)", &reports, args.json)?;
+        }
+        BenchTarget::Matmul => {
+            let r = bench_matmul()?;
+            if args.json {
+                return print_json(&r);
+            }
+            println!("## CPU Q8_0 products, matrices streamed from memory (onebrain bench matmul)\n");
+            let mut t = Table::new(["matrix", "rows", "ours", "candle", "candle, padded to 256s", "speed-up"]);
+            for p in &r {
+                let us = |v: f64| format!("{v:.0} µs");
+                t.row([
+                    format!("{} × {}", p.shape.0, p.shape.1),
+                    p.rows.to_string(),
+                    p.ours_us.map_or("no AVX-512 VNNI".into(), us),
+                    us(p.candle_us),
+                    us(p.candle_padded_us),
+                    p.speedup.map_or("-".into(), |s| format!("{s:.2}×")),
+                ]);
+            }
+            print!("{t}");
         }
         BenchTarget::Constraint => {
             let tasks: Vec<String> = ["blocksworld_3/2", "mystery_blocksworld_3/4", "logistics/2", "blocksworld/10"]
