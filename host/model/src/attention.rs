@@ -28,6 +28,11 @@ fn strides4(l: &Layout) -> candle_core::Result<(usize, [usize; 3], [usize; 4])> 
     Ok((l.start_offset(), [st[0], st[1], st[2]], [dims[0], dims[1], dims[2], dims[3]]))
 }
 
+/// Cached positions per work item. Splitting a (row, kv head) over position blocks keeps
+/// both cores busy when there are fewer kv heads than threads × 2 (SmolLM2 has 3, Qwen
+/// 0.5B 2), and keeps a block's values in L2 while each query head reads them.
+const POSITION_BLOCK: usize = 256;
+
 /// `Σ a_i b_i` in eight independent lanes, so that it vectorizes.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
@@ -39,6 +44,55 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
         }
     }
     acc.iter().sum::<f32>() + tail
+}
+
+/// `e^x` for `x ≤ 0` (scores less their maximum), in plain arithmetic so that a loop of it
+/// vectorizes: libm's `expf` is a call per element, and its underflow path (scores far
+/// below the maximum) is slower still. `x = n ln 2 + r` with `|r| ≤ ln 2 / 2`, `e^r` by its
+/// Taylor series to `r⁷` (within two f32 ulps of libm), `2ⁿ` written into
+/// the exponent bits. Below −87 it returns `e^−87` (≈ 2 × 10⁻³⁸), nothing beside the 1
+/// the maximum contributes.
+#[inline(always)]
+fn exp_nonpositive(x: f32) -> f32 {
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    let x = x.max(-87.0);
+    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+/// `out += Σ_j p_j · v_j` over value rows `v[base + j · stride ..][..D]`, the `D` sums held in
+/// registers (a width known at compile time lets the loop keep them there).
+fn weighted_rows<const D: usize>(p: &[f32], v: &[f32], base: usize, stride: usize, out: &mut [f32]) {
+    let mut acc = [0f32; D];
+    for (j, &w) in p.iter().enumerate() {
+        let row: &[f32; D] = v[base + j * stride..][..D].try_into().expect("a value row is D wide");
+        for i in 0..D {
+            acc[i] += w * row[i];
+        }
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        *o += a;
+    }
+}
+
+/// [`weighted_rows`] for any width.
+fn weighted_rows_any(p: &[f32], v: &[f32], base: usize, stride: usize, out: &mut [f32]) {
+    let d = out.len();
+    for (j, &w) in p.iter().enumerate() {
+        for (o, &x) in out.iter_mut().zip(&v[base + j * stride..][..d]) {
+            *o += w * x;
+        }
+    }
+}
+
+/// One work item's share of one query head: its positions' largest score, the sum of
+/// `e^(score − max)` over them, and the values weighted by those exponentials.
+struct Partial {
+    max: f32,
+    sum: f32,
 }
 
 impl CustomOp3 for DecodeAttention {
@@ -63,50 +117,67 @@ impl CustomOp3 for DecodeAttention {
             candle_core::bail!("decode-attention: q {:?}, k {:?}, v {vdims:?}", ql.shape().dims(), kl.shape().dims());
         }
         let rep = heads / kv_heads;
-        let mut out = vec![0f32; b * heads * d];
-        let out_addr = out.as_mut_ptr() as usize;
-        // One work item per (row, kv head): each cached key and value row is read once for
-        // the `rep` query heads that share it, not once per query head.
-        candle_core::utils::barrier_pool().execute_chunked(b * kv_heads, |items| {
-            let mut p = vec![0f32; rep * len];
-            for item in items {
-                let (bi, kh) = (item / kv_heads, item % kv_heads);
-                let kbase = ko + bi * kst[0] + kh * kst[1];
-                let vbase = vo + bi * vst[0] + kh * vst[1];
-                let qrows: Vec<&[f32]> =
-                    (0..rep).map(|r| &q[qo + bi * qst[0] + (kh * rep + r) * qst[1]..][..d]).collect();
-                for j in 0..len {
-                    let krow = &k[kbase + j * kst[2]..][..d];
-                    for (r, qrow) in qrows.iter().enumerate() {
-                        p[r * len + j] = self.scale * dot(qrow, krow);
-                    }
-                }
-                for pr in p.chunks_exact_mut(len) {
-                    let max = pr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let mut sum = 0f32;
-                    for pj in pr.iter_mut() {
-                        *pj = (*pj - max).exp();
-                        sum += *pj;
-                    }
-                    let inv = 1.0 / sum;
-                    pr.iter_mut().for_each(|pj| *pj *= inv);
-                }
-                // SAFETY: each (row, kv head) item belongs to exactly one chunk and owns the
-                // outputs of its `rep` query heads; `out` outlives the pool's execution.
-                let o = unsafe {
-                    std::slice::from_raw_parts_mut((out_addr as *mut f32).add((bi * heads + kh * rep) * d), rep * d)
+        let blocks = len.div_ceil(POSITION_BLOCK);
+        // Per (row, kv head, position block): for each of its `rep` query heads, a partial
+        // softmax and its unnormalized output, merged below.
+        let items = b * kv_heads * blocks;
+        let mut partials: Vec<Partial> = (0..items * rep).map(|_| Partial { max: 0.0, sum: 0.0 }).collect();
+        let mut outs = vec![0f32; items * rep * d];
+        let (partials_addr, outs_addr) = (partials.as_mut_ptr() as usize, outs.as_mut_ptr() as usize);
+        candle_core::utils::barrier_pool().execute_chunked(items, |range| {
+            let mut p = vec![0f32; rep * POSITION_BLOCK.min(len)];
+            for item in range {
+                let (bi, kh, blk) = (item / (kv_heads * blocks), item / blocks % kv_heads, item % blocks);
+                let first = blk * POSITION_BLOCK;
+                let n = POSITION_BLOCK.min(len - first);
+                let kbase = ko + bi * kst[0] + kh * kst[1] + first * kst[2];
+                let vbase = vo + bi * vst[0] + kh * vst[1] + first * vst[2];
+                // SAFETY: each item owns its `rep` partials and `rep × d` outputs; both
+                // vectors outlive the pool's execution.
+                let (part, out) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut((partials_addr as *mut Partial).add(item * rep), rep),
+                        std::slice::from_raw_parts_mut((outs_addr as *mut f32).add(item * rep * d), rep * d),
+                    )
                 };
-                for j in 0..len {
-                    let vrow = &v[vbase + j * vst[2]..][..d];
-                    for (r, orow) in o.chunks_exact_mut(d).enumerate() {
-                        let w = p[r * len + j];
-                        for (oi, &vi) in orow.iter_mut().zip(vrow) {
-                            *oi += w * vi;
-                        }
+                for r in 0..rep {
+                    let qrow = &q[qo + bi * qst[0] + (kh * rep + r) * qst[1]..][..d];
+                    let pr = &mut p[r * n..][..n];
+                    for (j, pj) in pr.iter_mut().enumerate() {
+                        *pj = self.scale * dot(qrow, &k[kbase + j * kst[2]..][..d]);
+                    }
+                    let max = pr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    pr.iter_mut().for_each(|pj| *pj = exp_nonpositive(*pj - max));
+                    part[r] = Partial { max, sum: pr.iter().sum() };
+                    let orow = &mut out[r * d..][..d];
+                    match d {
+                        64 => weighted_rows::<64>(pr, v, vbase, vst[2], orow),
+                        128 => weighted_rows::<128>(pr, v, vbase, vst[2], orow),
+                        _ => weighted_rows_any(pr, v, vbase, vst[2], orow),
                     }
                 }
             }
         });
+        // Merge the blocks of each (row, query head): rescale each to the overall maximum.
+        let mut out = vec![0f32; b * heads * d];
+        for bi in 0..b {
+            for h in 0..heads {
+                let (kh, r) = (h / rep, h % rep);
+                let at = |blk: usize| ((bi * kv_heads + kh) * blocks + blk) * rep + r;
+                let max = (0..blocks).map(|blk| partials[at(blk)].max).fold(f32::NEG_INFINITY, f32::max);
+                let orow = &mut out[(bi * heads + h) * d..][..d];
+                let mut sum = 0f32;
+                for blk in 0..blocks {
+                    let w = exp_nonpositive(partials[at(blk)].max - max);
+                    sum += w * partials[at(blk)].sum;
+                    for (o, &x) in orow.iter_mut().zip(&outs[at(blk) * d..][..d]) {
+                        *o += w * x;
+                    }
+                }
+                let inv = 1.0 / sum;
+                orow.iter_mut().for_each(|o| *o *= inv);
+            }
+        }
         Ok((CpuStorage::F32(out), Shape::from((b, heads, 1, d))))
     }
 }
@@ -123,9 +194,29 @@ mod tests {
     }
 
     #[test]
+    fn exp_matches_libm_to_an_ulp_or_two() {
+        let mut worst = 0f32;
+        for i in 0..=20_000 {
+            let x = -(i as f32) * 0.0043;
+            let (got, want) = (exp_nonpositive(x), x.exp());
+            worst = worst.max((got - want).abs() / want);
+            assert!((got - want).abs() <= 2.5e-7 * want, "e^{x}: {got} vs {want}");
+        }
+        eprintln!("worst relative error {worst:e}");
+        assert!(exp_nonpositive(-1e9) < 1e-37);
+        assert_eq!(exp_nonpositive(0.0), 1.0);
+    }
+
+    #[test]
     fn matches_the_matmul_softmax_path_on_a_strided_cache() {
-        // Two rows, 6 query heads over 2 kv heads, 13 positions in a 20-position buffer.
-        let (b, heads, kv, len, cap, d) = (2, 6, 2, 13, 20, 16);
+        // Two rows, 6 query heads over 2 kv heads, 13 positions in a 20-position buffer;
+        // then 600 positions in 3 blocks, at the widths with a register path and without.
+        for (len, cap, d) in [(13, 20, 16), (600, 640, 64), (300, 300, 128), (257, 300, 24)] {
+            check(2, 6, 2, len, cap, d);
+        }
+    }
+
+    fn check(b: usize, heads: usize, kv: usize, len: usize, cap: usize, d: usize) {
         let q = wavy((b, heads, 1, d), 0.0);
         let kbuf = wavy((b, kv, cap, d), 1.0);
         let vbuf = wavy((b, kv, cap, d), 2.0);
@@ -141,6 +232,6 @@ mod tests {
         let scores = (q.matmul(&kr.t().unwrap()).unwrap() * scale as f64).unwrap();
         let want = candle_nn::ops::softmax(&scores, D::Minus1).unwrap().matmul(&vr).unwrap();
         let diff = (got - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-        assert!(diff < 1e-5, "max diff {diff}");
+        assert!(diff < 1e-5, "len {len}, width {d}: max diff {diff}");
     }
 }
