@@ -13,7 +13,7 @@ use candle_core::{
     Module, Tensor,
 };
 
-use crate::{cpu_matmul::Q8Tiles, Brain, DeviceChoice, ModelConfig, Result, Role, SamplingConfig};
+use crate::{cpu_matmul::TiledMatrix, Brain, DeviceChoice, ModelConfig, Result, Role, SamplingConfig};
 
 /// Generation figures for one model.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -247,7 +247,7 @@ pub fn bench_matmul() -> Result<Vec<MatmulBench>> {
         for _ in 0..MATMUL_SETS {
             let w = Tensor::randn(0f32, 1.0, (n, k), &dev)?;
             let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
-            ours.push(Q8Tiles::from_qtensor(&q)?);
+            ours.push(TiledMatrix::from_qtensor(&q)?);
             candle.push(QMatMul::from_qtensor(q)?);
             let wp = w.pad_with_zeros(1, 0, padded_k - k)?;
             padded.push(QMatMul::from_qtensor(QTensor::quantize(&wp, GgmlDType::Q8_0)?)?);

@@ -106,10 +106,11 @@ pub struct ModelConfig {
     /// How the dense frozen backbone is stored: `f32` (default) or `bf16` (CUDA only).
     #[serde(skip_serializing_if = "WeightDtype::is_f32")]
     pub dtype: WeightDtype,
-    /// On x86 CPUs with AVX-512 VNNI, keep the GGUF's matrices as Q8_0 tiles for our own
-    /// kernel (`cpu_matmul`): about 1.5× faster decode than candle's kernels and 2.5× more
-    /// aggregate throughput at batch 4, with every 4/5/6-bit block re-quantized to 8 bits
-    /// (the README's "Model" section measures speed and fidelity). `false` keeps candle's
+    /// On x86 CPUs with AVX-512 VNNI, keep the GGUF's matrices as tiles for our own kernel
+    /// (`cpu_matmul`): about 1.5× faster decode than candle's kernels and 2.5× more
+    /// aggregate throughput at batch 4. Q8_0 and Q5_0 blocks stay as they are; Q4_1 and
+    /// the k-quants are re-quantized to 8 bits (the README's "Model" section measures
+    /// speed and fidelity). `false` keeps candle's
     /// kernels and the file's block types (Q4_1, Q5_0 and Q5_1 still become Q8_0, which
     /// candle multiplies faster). Left out when `true`, so the digests of existing runs'
     /// configs stay the same.

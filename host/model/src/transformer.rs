@@ -17,7 +17,7 @@ use std::sync::{
 use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
 use serde::{Deserialize, Serialize};
 
-use crate::{attention::DecodeAttention, cpu_matmul::Q8Tiles, Result};
+use crate::{attention::DecodeAttention, cpu_matmul::TiledMatrix, Result};
 
 /// Which family a checkpoint belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,8 +75,8 @@ pub(crate) enum Weight {
     Quant(QMatMul),
     /// Dense `(out, in)` f32; a `Var` when trainable.
     Dense(Tensor),
-    /// GGUF weights as Q8_0 tiles for our AVX-512 VNNI kernel ([`crate::cpu_matmul`]).
-    Tiled(Arc<Q8Tiles>),
+    /// GGUF weights as Q8_0 or Q5_0 tiles for our AVX-512 VNNI kernel ([`crate::cpu_matmul`]).
+    Tiled(Arc<TiledMatrix>),
 }
 
 impl Weight {
@@ -850,7 +850,7 @@ mod tests {
     #[test]
     fn a_tiled_matrix_serves_like_candles_q8_0() {
         use candle_core::quantized::{GgmlDType, QTensor};
-        if !Q8Tiles::available() {
+        if !TiledMatrix::available() {
             eprintln!("skipped: this CPU has no AVX-512 VNNI");
             return;
         }
@@ -858,7 +858,7 @@ mod tests {
         let v: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin() * (1.0 + (i % 5) as f32)).collect();
         let w = Tensor::from_vec(v, (rows, cols), &Device::Cpu).unwrap();
         let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap());
-        let tiled = Weight::Tiled(Arc::new(Q8Tiles::from_qtensor(&q).unwrap().unwrap()));
+        let tiled = Weight::Tiled(Arc::new(TiledMatrix::from_qtensor(&q).unwrap().unwrap()));
         let candle = Weight::Quant(QMatMul::from_arc(q).unwrap());
         assert_eq!(tiled.elem_count(), rows * cols);
         close(&tiled.dequantize().unwrap(), &candle.dequantize().unwrap(), 1e-6);

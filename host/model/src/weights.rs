@@ -143,10 +143,11 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, tiled: bool, de
 /// How a GGUF matrix is kept for generation on this device.
 ///
 /// **With `tiled`, on CPUs with AVX-512 VNNI:** every matrix our kernel can take becomes
-/// Q8_0 tiles ([`crate::cpu_matmul`]), whatever its type in the file: decode there is 1.9×
-/// faster per matrix than candle's, and four rows cost little more than one. The file's
-/// 4/5/6-bit blocks (Q4_1, Q5_0, Q4_K, Q6_K: most of both models) are re-quantized to
-/// Q8_0 at load: 8 bits hold each of their values up to the rounding of a block scale.
+/// tiles ([`crate::cpu_matmul`]): decode there is 1.9× faster per matrix than candle's,
+/// and four rows cost little more than one. Q5_0 (most of Qwen 0.5B's file) is tiled bit
+/// for bit, in 5.5 bits a weight; Q8_0 too. The file's other blocks (Q4_1, Q4_K, Q6_K) are
+/// re-quantized to Q8_0 at load: 8 bits hold each of their values up to the rounding of a
+/// block scale.
 ///
 /// **Otherwise** (CUDA, other CPUs, `tiled` off): candle's kernels. candle 0.11 has SIMD dot
 /// products for Q4_0, Q8_0 and the k-quants but runs Q4_1, Q5_0 and Q5_1 through scalar
@@ -157,12 +158,13 @@ fn transcode(q: Arc<QTensor>, tiled: bool) -> Result<Weight> {
     }
     let (_, cols) = q.shape().dims2()?;
     let q8_fits = cols % GgmlDType::Q8_0.block_size() == 0;
-    if tiled && q8_fits && cpu_matmul::Q8Tiles::available() {
-        let q8 = match q.dtype() {
-            GgmlDType::Q8_0 => q.clone(),
+    if tiled && q8_fits && cpu_matmul::TiledMatrix::available() {
+        // Q8_0 and Q5_0 tile as they are; the rest becomes Q8_0 first.
+        let exact = match q.dtype() {
+            GgmlDType::Q8_0 | GgmlDType::Q5_0 => q.clone(),
             _ => Arc::new(QTensor::quantize(&q.dequantize(&q.device())?, GgmlDType::Q8_0)?),
         };
-        if let Some(tiles) = cpu_matmul::Q8Tiles::from_qtensor(&q8)? {
+        if let Some(tiles) = cpu_matmul::TiledMatrix::from_qtensor(&exact)? {
             return Ok(Weight::Tiled(Arc::new(tiles)));
         }
     }
