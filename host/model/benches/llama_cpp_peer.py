@@ -1,9 +1,12 @@
 """llama.cpp peer for `examples/bench`: same GGUF, same prompt length, same thread count.
 
-Needs llama-cpp-python built from its PyPI sdist (it vendors llama.cpp), e.g.
+Needs llama-cpp-python built from its PyPI sdist (it vendors llama.cpp) for this CPU, as
+`pip install` does by default (GGML_NATIVE=ON: AVX-512 and VNNI where the CPU has them;
+under 20 minutes on 2 cores beside a cargo build):
   python3 -m venv /tmp/llamavenv
-  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
-      /tmp/llamavenv/bin/pip install llama-cpp-python
+  CMAKE_BUILD_PARALLEL_LEVEL=2 /tmp/llamavenv/bin/pip install llama-cpp-python==0.3.36 numpy
+The README's runs before 2026-11-25's Q5_0 tiles used an AVX2-only build
+(CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"), a weaker peer.
 Usage: python llama_cpp_peer.py MODEL.gguf [PROMPT_TOKENS] [DECODE_TOKENS] [THREADS] [LONG_PROMPT_TOKENS]
 Prints one JSON line: prefill and decode tokens/s, and a few token ids for the tokenizer tests.
 """
