@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # One GPU check of the CUDA build: SmolLM2 greedy generation on cuda:0 and on the CPU.
+# As run on 2026-11-25 through the workplace's device tool, from an ignored folder .gpu/:
+# .gpu/bin held this script and `xz -6` of target/cuda/release/onebrain, .gpu/p1..p3 the
+# SmolLM2 GGUF in 39 MiB pieces (`split -b 39M -d`), one carry per call (64 MiB at most);
+# the two earlier calls copied their piece to /tmp/stash. $OUT is where outputs come back.
 set -u
 cp .gpu/p3/smol.02 /tmp/stash/; ls -la /tmp/stash; cat /tmp/stash/smol.00 /tmp/stash/smol.01 /tmp/stash/smol.02 > /tmp/smol.gguf
 sha256sum /tmp/smol.gguf
