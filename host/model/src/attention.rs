@@ -88,8 +88,8 @@ fn weighted_rows_any(p: &[f32], v: &[f32], base: usize, stride: usize, out: &mut
     }
 }
 
-/// One work item's share of one query head: its positions' largest score, the sum of
-/// `e^(score − max)` over them, and the values weighted by those exponentials.
+/// One work item's share of one query head: its positions' largest score and the sum of
+/// `e^(score − max)` over them (the values weighted by those exponentials go to `outs`).
 struct Partial {
     max: f32,
     sum: f32,

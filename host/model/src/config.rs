@@ -110,10 +110,9 @@ pub struct ModelConfig {
     /// (`cpu_matmul`): about 1.5× faster decode than candle's kernels and 2.5× more
     /// aggregate throughput at batch 4. Q8_0 and Q5_0 blocks stay as they are; Q4_1 and
     /// the k-quants are re-quantized to 8 bits (the README's "Model" section measures
-    /// speed and fidelity). `false` keeps candle's
-    /// kernels and the file's block types (Q4_1, Q5_0 and Q5_1 still become Q8_0, which
-    /// candle multiplies faster). Left out when `true`, so the digests of existing runs'
-    /// configs stay the same.
+    /// speed and fidelity). `false` keeps candle's kernels and the file's block types
+    /// (Q4_1, Q5_0 and Q5_1 still become Q8_0, which candle multiplies faster). Left out
+    /// when `true`, so the digests of existing runs' configs stay the same.
     #[serde(skip_serializing_if = "is_true")]
     pub tiled_cpu_kernels: bool,
 }

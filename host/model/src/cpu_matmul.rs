@@ -141,13 +141,13 @@ impl TiledMatrix {
         if raw.len() != rows * blocks * block_bytes {
             return Err(Error::meta("quantized matrix", format!("{} bytes for {rows} × {cols}", raw.len())));
         }
-        let tiles = match q.dtype() {
-            GgmlDType::Q8_0 => Tiles::Q8(q8_tiles(&raw, rows, blocks)),
-            _ => Tiles::Q5(q5_tiles(&raw, rows, blocks)),
+        let tiles = if q.dtype() == GgmlDType::Q8_0 {
+            Tiles::Q8(q8_tiles(&raw, rows, blocks))
+        } else {
+            Tiles::Q5(q5_tiles(&raw, rows, blocks))
         };
         Ok(Some(TiledMatrix { tiles, rows, cols, device: q.device() }))
     }
-
 
     pub(crate) fn rows(&self) -> usize {
         self.rows
@@ -344,9 +344,8 @@ mod kernel {
         /// # Safety
         /// The CPU has AVX-512 F/BW.
         unsafe fn weights(&self) -> [__m512i; 8];
-        /// # Safety
-        /// The CPU has AVX-512 F.
-        unsafe fn scales(&self) -> __m512;
+        /// The 16 rows' block scales, as stored.
+        fn scales(&self) -> &[f16; TILE_ROWS];
     }
 
     impl TileFormat for Tile {
@@ -357,8 +356,8 @@ mod kernel {
             std::array::from_fn(|g| _mm512_load_si512(qs.add(g)))
         }
         #[inline(always)]
-        unsafe fn scales(&self) -> __m512 {
-            _mm512_cvtph_ps(_mm256_loadu_si256(self.d.as_ptr() as *const __m256i))
+        fn scales(&self) -> &[f16; TILE_ROWS] {
+            &self.d
         }
     }
 
@@ -380,8 +379,8 @@ mod kernel {
             })
         }
         #[inline(always)]
-        unsafe fn scales(&self) -> __m512 {
-            _mm512_cvtph_ps(_mm256_loadu_si256(self.d.as_ptr() as *const __m256i))
+        fn scales(&self) -> &[f16; TILE_ROWS] {
+            &self.d
         }
     }
 
@@ -448,7 +447,7 @@ mod kernel {
         let mut acc = [_mm512_setzero_ps(); R];
         for (b, tile) in tiles.iter().enumerate() {
             let wv = tile.weights();
-            let dw = tile.scales();
+            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(tile.scales().as_ptr() as *const __m256i));
             let at = base + b * R;
             for (i, acc) in acc.iter_mut().enumerate() {
                 let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
@@ -479,11 +478,11 @@ mod kernel {
     use super::*;
 
     pub(super) unsafe fn strip(_: &TiledMatrix, _: &Activations, _: Chunk, _: usize, _: *mut f32) {
-        unreachable!("TiledMatrix are built only where TiledMatrix::available() holds (x86_64)");
+        unreachable!("a TiledMatrix is built only where TiledMatrix::available() holds (x86_64)");
     }
 
     pub(super) unsafe fn quantize_block(_: &[f32; QK], _: &mut [i8; QK]) -> (f32, i32) {
-        unreachable!("TiledMatrix are built only where TiledMatrix::available() holds (x86_64)");
+        unreachable!("a TiledMatrix is built only where TiledMatrix::available() holds (x86_64)");
     }
 }
 

@@ -30,9 +30,9 @@ use onebrain_train::{Ablation, Advantage, Batch, Learner, PolicySample, PpoArgs}
 /// model on it is neither 0 nor 1, so there is something to learn and room to learn it.
 ///
 /// The margin matters more than the exact figures, which move with any change to the model's
-/// numerics. At T = 1.0 the base solved 11/16 when this test was written and 13–14/16 after
-/// the kernel work of issue 17, with batches of 8/8 and no room left to rise: the test failed
-/// with PPO unchanged. At T = 1.6 over 32 seeds the base solves 13/32 and the run 30/32
+/// numerics. At T = 1.0 the base solved 11/16 when this test was written and 13–14/16 by
+/// issue 17's kernel work (which change moved it was not pinned down), with batches of 8/8
+/// and no room left to rise: the test failed with PPO unchanged. At T = 1.6 over 32 seeds the base solves 13/32 and the run 30/32
 /// (T = 1.3: 21/32 -> 29/32; task 0: 23/32 -> 30/32; the sign flipped: 13/32 -> 4/32).
 const TASK_SEED: u64 = 3;
 const EVAL_SEEDS: Range<u64> = 1000..1032;
