@@ -1,0 +1,386 @@
+//! The differentiable side: log-probabilities, Judge logits and prompt heads for the learner.
+
+use super::*;
+
+/// The keys and values of a prompt head, with no graph: see [`Brain::prompt_head`].
+#[derive(Debug, Clone)]
+pub struct PromptHead {
+    role: Role,
+    ids: Vec<u32>,
+    kv: KvCache,
+}
+
+impl PromptHead {
+    /// The role it was computed for.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The prompt tokens it covers (role tokens not counted).
+    pub fn tokens(&self) -> &[u32] {
+        &self.ids
+    }
+}
+
+/// Per-token log-probabilities of a batch of continuations, for PPO.
+#[derive(Debug, Clone)]
+pub struct BatchLogprobs {
+    /// `(b, max_len)` log π(token | prefix); zero where `mask` is zero.
+    pub logprobs: Tensor,
+    /// `(b, max_len)` 1 for real continuation tokens, 0 for padding.
+    pub mask: Tensor,
+    /// `(b, max_len, hidden)` final hidden states at the positions that predict each
+    /// continuation token (the state a value head reads).
+    pub hidden: Tensor,
+    /// `(b, max_len)` entropy of the policy at each continuation position (zero where
+    /// `mask` is zero), for PPO's entropy bonus.
+    pub entropy: Tensor,
+}
+
+impl Brain {
+    // ------------------------------------------------------------- training side
+
+    /// Every trainable parameter: role tokens, adapters and the Judge head, plus the
+    /// backbone when `train_backbone` is set. Names: `{role}.role_tokens`,
+    /// `{role}.lora.{layer}.{target}.{a|b}`, `judge.head.{weight|bias}`,
+    /// `[{role}.]backbone.{hf name}`.
+    pub fn trainable(&self) -> &VarMap {
+        &self.varmap
+    }
+
+    /// The parameters one role's loss trains: its soft tokens and adapters (and the
+    /// Judge head for the Judge), plus its backbone copy when the backbone is trained.
+    pub fn role_vars(&self, role: Role) -> Vec<Var> {
+        self.role_named_vars(role).into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// [`Brain::role_vars`] with their names (the keys of [`Brain::save`]), sorted by name.
+    /// The shared backbone, when trained, is listed under every role.
+    pub fn role_named_vars(&self, role: Role) -> Vec<(String, Var)> {
+        let data = self.varmap.data().lock().expect("varmap lock");
+        let mut named: Vec<(String, Var)> = data
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with(&format!("{role}."))
+                    || (self.cfg.train_backbone && !self.cfg.separate_models && k.starts_with("backbone."))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        named
+    }
+
+    fn dense_for(&self, role: Role) -> Result<&Backbone> {
+        let d = self.build_dense(None)?;
+        Ok(&d[if d.len() == 3 { role.index() } else { 0 }])
+    }
+
+    /// Builds the differentiable backbone now (it is otherwise built on first use).
+    pub fn prepare_training(&self) -> Result<()> {
+        self.build_dense(None).map(|_| ())
+    }
+
+    /// Differentiable forward over right-padded rows of tokens: the final hidden states
+    /// `(b, max_len, hidden)` of the token positions (role tokens dropped). Padding sits
+    /// after each row's tokens, so the causal mask keeps it out of every real position.
+    pub fn hidden_states(&self, role: Role, rows: &[Vec<u32>]) -> Result<Tensor> {
+        if rows.is_empty() || rows.iter().any(|r| r.is_empty()) {
+            return Err(Error::EmptyInput("every row needs at least one token"));
+        }
+        let backbone = self.dense_for(role)?;
+        let params = self.role_params(role);
+        let view: RoleView = params.view(self.scale, false)?;
+        let n_soft = self.cfg.role_tokens;
+        let t_max = rows.iter().map(Vec::len).max().unwrap_or(0);
+        if n_soft + t_max > backbone.max_positions() {
+            return Err(Error::ContextOverflow { tokens: n_soft + t_max, max_new: 0, context: backbone.max_positions() });
+        }
+        let b = rows.len();
+        let pad = self.tokenizer.eos_ids()[0];
+        let mut ids = Vec::with_capacity(b * t_max);
+        for r in rows {
+            self.check_tokens(r)?;
+            ids.extend_from_slice(r);
+            ids.extend(std::iter::repeat_n(pad, t_max - r.len()));
+        }
+        let ids = Tensor::from_vec(ids, (b, t_max), self.device())?;
+        let mut x = backbone.embed(&ids)?;
+        if let Some(s) = params.soft_tokens(false)? {
+            let (_, n, h) = s.dims3()?;
+            x = Tensor::cat(&[&s.broadcast_as((b, n, h))?, &x], 1)?;
+        }
+        let step = Step { positions: None, mask: None };
+        let hidden = backbone.forward(&x, &step, None, &view, Mode::Diff)?;
+        Ok(hidden.narrow(1, n_soft, t_max)?)
+    }
+
+    /// The keys and values of a prompt head (role tokens first), computed on the
+    /// differentiable path but with no graph kept: the fixed context of
+    /// [`Brain::tail_logprobs`]. One head serves every continuation of the same prompt.
+    pub fn prompt_head(&self, role: Role, head: &[u32]) -> Result<PromptHead> {
+        self.extend_prompt_head(role, head, None)
+    }
+
+    /// [`Brain::prompt_head`] that reuses the part `base` shares with `head` (the longest
+    /// common prefix of their tokens) and computes only the rest: prompts of one domain
+    /// share their system text, domain and example, and prompts of one task their task.
+    pub fn extend_prompt_head(&self, role: Role, head: &[u32], base: Option<&PromptHead>) -> Result<PromptHead> {
+        self.check_tokens(head)?;
+        let backbone = self.dense_for(role)?;
+        let params = self.role_params(role);
+        let view = params.view(self.scale, true)?;
+        let n_soft = self.cfg.role_tokens;
+        let (common, mut kv) = match base.filter(|b| b.role == role) {
+            Some(b) => {
+                let m = common_prefix(&b.ids, head);
+                (m, b.kv.truncate(n_soft + m)?)
+            }
+            None => (0, KvCache::new(backbone.blocks.len())),
+        };
+        let rest = &head[common..];
+        let mut x = if rest.is_empty() {
+            None
+        } else {
+            let ids = Tensor::new(rest, self.device())?.unsqueeze(0)?;
+            Some(backbone.embed(&ids)?.detach())
+        };
+        if kv.len == 0 {
+            if let Some(s) = params.soft_tokens(true)? {
+                x = Some(match x {
+                    Some(x) => Tensor::cat(&[&s, &x], 1)?,
+                    None => s,
+                });
+            }
+        }
+        if let Some(x) = x {
+            let total = kv.len + x.dim(1)?;
+            if total >= backbone.max_positions() {
+                return Err(Error::ContextOverflow { tokens: total, max_new: 1, context: backbone.max_positions() });
+            }
+            let step = Step { positions: None, mask: None };
+            backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?;
+        }
+        Ok(PromptHead { role, ids: head.to_vec(), kv })
+    }
+
+    /// Per-token log-probabilities of `continuation` after `head` + `tail`, with gradients
+    /// through the `tail` and continuation positions only: the head's keys and values are
+    /// constants (truncated backpropagation through the prompt), except the role tokens',
+    /// which are recomputed with a graph, so the role tokens get the gradient that reaches
+    /// them through the tail's attention. `tail` must hold at least the prompt's last
+    /// token, whose hidden state predicts the first continuation token.
+    pub fn tail_logprobs(&self, head: &PromptHead, tail: &[u32], continuation: &[u32]) -> Result<BatchLogprobs> {
+        self.tail_logprobs_masked(head, tail, continuation, None)
+    }
+
+    /// [`Brain::tail_logprobs`] under a decoding constraint: `masks[j]` is the set the sampler
+    /// allowed for continuation token `j` (from [`Brain::constraint_masks`]), and each
+    /// log-probability is taken from the distribution renormalised over it.
+    pub fn tail_logprobs_masked(
+        &self,
+        head: &PromptHead,
+        tail: &[u32],
+        continuation: &[u32],
+        masks: Option<&[TokenSet]>,
+    ) -> Result<BatchLogprobs> {
+        if tail.is_empty() {
+            return Err(Error::EmptyInput("the tail needs the prompt's last token"));
+        }
+        let row: Vec<u32> = [tail, continuation].concat();
+        self.check_tokens(&row)?;
+        let role = head.role;
+        let backbone = self.dense_for(role)?;
+        if head.kv.len + row.len() > backbone.max_positions() {
+            return Err(Error::ContextOverflow { tokens: head.kv.len + row.len(), max_new: 0, context: backbone.max_positions() });
+        }
+        let hidden = self.tail_hidden(head, &row)?;
+        let c = continuation.len();
+        let h = hidden.dim(1)?;
+        if c == 0 {
+            let z = Tensor::zeros((1, 0), DType::F32, self.device())?;
+            let hidden = Tensor::zeros((1, 0, h), DType::F32, self.device())?;
+            return Ok(BatchLogprobs { logprobs: z.clone(), mask: z.clone(), hidden, entropy: z });
+        }
+        // Position tail.len()-1+j predicts continuation token j.
+        let sel = hidden.narrow(0, tail.len() - 1, c)?;
+        let row_masks: Vec<Option<&TokenSet>> = (0..c).map(|j| masks.and_then(|m| m.get(j))).collect();
+        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size, self.device())?;
+        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, continuation, bias.as_ref())?;
+        let (lp, entropy) = (lp.reshape((1, c))?, entropy.reshape((1, c))?);
+        let mask = Tensor::ones((1, c), DType::F32, self.device())?;
+        Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.unsqueeze(0)?, entropy })
+    }
+
+    /// The Judge's logit after `head` + `tail` (gradients through the tail only, as in
+    /// [`Brain::tail_logprobs`]); `head` must be a Judge head.
+    pub fn judge_tail_logit(&self, head: &PromptHead, tail: &[u32]) -> Result<Tensor> {
+        if head.role != Role::Judge {
+            return Err(Error::InvalidConfig(format!("a {} prompt head cannot feed the Judge", head.role)));
+        }
+        if tail.is_empty() {
+            return Err(Error::EmptyInput("the tail needs the prompt's last token"));
+        }
+        self.check_tokens(tail)?;
+        let hidden = self.tail_hidden(head, tail)?;
+        Ok(self.judge_head_logits(&hidden.narrow(0, tail.len() - 1, 1)?)?.squeeze(0)?)
+    }
+
+    /// Final hidden states `(len, hidden)` of `tokens` after the constant `head`, with a
+    /// graph to the role's parameters.
+    fn tail_hidden(&self, head: &PromptHead, tokens: &[u32]) -> Result<Tensor> {
+        let backbone = self.dense_for(head.role)?;
+        let params = self.role_params(head.role);
+        let view: RoleView = params.view(self.scale, false)?;
+        let step = Step { positions: None, mask: None };
+        // The role tokens back in the graph: they come first and see nothing before them, so
+        // their keys and values, recomputed here with a graph (a few positions), equal the
+        // head's; the tail's attention to them then carries a gradient to the role tokens.
+        // The prompt's own positions stay constants.
+        let mut kv = match params.soft_tokens(false)? {
+            Some(soft) if head.kv.len > 0 => {
+                let mut role_kv = KvCache::new(backbone.blocks.len());
+                backbone.forward(&soft, &step, Some(&mut role_kv), &view, Mode::Diff)?;
+                head.kv.with_prefix(&role_kv)?
+            }
+            _ => head.kv.clone(),
+        };
+        let ids = Tensor::new(tokens, self.device())?.unsqueeze(0)?;
+        let x = backbone.embed(&ids)?;
+        Ok(backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?)
+    }
+
+    /// Differentiable logits `(len, vocab)` at every position of one token sequence.
+    pub fn logits(&self, role: Role, tokens: &[u32]) -> Result<Tensor> {
+        let h = self.hidden_states(role, &[tokens.to_vec()])?;
+        self.dense_for(role)?.logits(&h.squeeze(0)?)
+    }
+
+    /// Per-token log-probabilities `(len,)` of `continuation` after `prompt`, with
+    /// gradients to the role's parameters (what PPO's ratio needs).
+    pub fn sequence_logprobs(&self, role: Role, prompt: &str, continuation: &[u32]) -> Result<Tensor> {
+        let p = self.tokenizer.encode(prompt)?;
+        let out = self.batch_logprobs(role, &[(p, continuation.to_vec())])?;
+        Ok(out.logprobs.squeeze(0)?)
+    }
+
+    /// Per-token log-probabilities of a batch of `(prompt, continuation)` token pairs.
+    pub fn batch_logprobs(&self, role: Role, items: &[(Vec<u32>, Vec<u32>)]) -> Result<BatchLogprobs> {
+        self.batch_logprobs_masked(role, items, &[])
+    }
+
+    /// [`Brain::batch_logprobs`] under decoding constraints: `masks[r]`, when present, holds
+    /// one allowed set per continuation token of row `r` (see [`Brain::tail_logprobs_masked`]).
+    pub fn batch_logprobs_masked(
+        &self,
+        role: Role,
+        items: &[(Vec<u32>, Vec<u32>)],
+        masks: &[Option<&[TokenSet]>],
+    ) -> Result<BatchLogprobs> {
+        if items.is_empty() {
+            return Err(Error::EmptyInput("no sequences"));
+        }
+        if items.iter().any(|(p, _)| p.is_empty()) {
+            return Err(Error::EmptyInput("prompt has no tokens"));
+        }
+        let rows: Vec<Vec<u32>> = items.iter().map(|(p, c)| [p.as_slice(), c.as_slice()].concat()).collect();
+        let hidden = self.hidden_states(role, &rows)?;
+        let (b, t, h) = hidden.dims3()?;
+        let c_max = items.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
+        if c_max == 0 {
+            let z = Tensor::zeros((b, 0), DType::F32, self.device())?;
+            let hidden = Tensor::zeros((b, 0, h), DType::F32, self.device())?;
+            return Ok(BatchLogprobs { logprobs: z.clone(), mask: z.clone(), hidden, entropy: z });
+        }
+        let mut idx = Vec::with_capacity(b * c_max);
+        let mut targets = Vec::with_capacity(b * c_max);
+        let mut mask = Vec::with_capacity(b * c_max);
+        let mut row_masks: Vec<Option<&TokenSet>> = Vec::with_capacity(b * c_max);
+        for (r, (p, c)) in items.iter().enumerate() {
+            for j in 0..c_max {
+                if j < c.len() {
+                    // Position p+j-1 predicts token p+j.
+                    idx.push((r * t + p.len() - 1 + j) as u32);
+                    targets.push(c[j]);
+                    mask.push(1f32);
+                    row_masks.push(masks.get(r).copied().flatten().and_then(|m| m.get(j)));
+                } else {
+                    idx.push((r * t) as u32);
+                    targets.push(0);
+                    mask.push(0f32);
+                    row_masks.push(None);
+                }
+            }
+        }
+        let idx = Tensor::from_vec(idx, b * c_max, self.device())?;
+        let sel = hidden.reshape((b * t, h))?.index_select(&idx, 0)?;
+        let backbone = self.dense_for(role)?;
+        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size, self.device())?;
+        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, &targets, bias.as_ref())?;
+        let mask = Tensor::from_vec(mask, (b, c_max), self.device())?;
+        let lp = lp.reshape((b, c_max))?.mul(&mask)?;
+        let entropy = entropy.reshape((b, c_max))?.mul(&mask)?;
+        Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.reshape((b, c_max, h))?, entropy })
+    }
+
+    /// The Judge's logit w·h + b (before the sigmoid) for one prompt, with gradients.
+    pub fn judge_logit(&self, prompt: &str) -> Result<Tensor> {
+        let p = self.tokenizer.encode(prompt)?;
+        Ok(self.judge_logits(&[p])?.squeeze(0)?)
+    }
+
+    /// Judge logits `(b,)` of a batch of token prompts, with gradients.
+    pub fn judge_logits(&self, prompts: &[Vec<u32>]) -> Result<Tensor> {
+        let hidden = self.hidden_states(Role::Judge, prompts)?;
+        let (b, t, h) = hidden.dims3()?;
+        let idx: Vec<u32> = prompts.iter().enumerate().map(|(r, p)| (r * t + p.len() - 1) as u32).collect();
+        let last = hidden.reshape((b * t, h))?.index_select(&Tensor::new(idx.as_slice(), self.device())?, 0)?;
+        self.judge_head_logits(&last)
+    }
+
+    /// The Judge head's logits w·h + b `(n,)` of final hidden states `(n, hidden)`.
+    fn judge_head_logits(&self, last: &Tensor) -> Result<Tensor> {
+        let w = self.judge_head.w.as_tensor().unsqueeze(1)?;
+        Ok(last.matmul(&w)?.squeeze(1)?.broadcast_add(self.judge_head.b.as_tensor())?)
+    }
+
+}
+
+
+/// log π(target) and the policy's entropy `(n,)` at each of `n` rows of logits
+/// `(n, vocab)`, differentiable; with `bias` (0 allowed, [`MASKED`] refused) the policy is the
+/// constrained one.
+fn token_logprobs(logits: &Tensor, targets: &[u32], bias: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
+    let logits = match bias {
+        Some(b) => logits.add(b)?,
+        None => logits.clone(),
+    };
+    let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
+    let idx = Tensor::new(targets, logits.device())?.unsqueeze(1)?;
+    let lp = logp.gather(&idx, 1)?.squeeze(1)?;
+    let entropy = logp.exp()?.mul(&logp)?.sum(D::Minus1)?.neg()?;
+    Ok((lp, entropy))
+}
+
+/// `(n, vocab)` additive mask: 0 where row `i`'s set allows a token, [`MASKED`] where it does
+/// not; `None` when no row is constrained. [`MASKED`] rather than −∞ keeps the entropy finite
+/// (0 · −1e9 = 0).
+fn mask_bias(masks: &[Option<&TokenSet>], vocab: usize, dev: &Device) -> Result<Option<Tensor>> {
+    if masks.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut v = vec![0f32; masks.len() * vocab];
+    for (r, m) in masks.iter().enumerate() {
+        if let Some(m) = m {
+            let row = &mut v[r * vocab..(r + 1) * vocab];
+            m.iter_unset_entries(|i| {
+                if i < vocab {
+                    row[i] = MASKED;
+                }
+            });
+            for x in row.iter_mut().skip(m.len()) {
+                *x = MASKED;
+            }
+        }
+    }
+    Ok(Some(Tensor::from_vec(v, (masks.len(), vocab), dev)?))
+}
