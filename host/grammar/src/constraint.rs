@@ -139,10 +139,14 @@ impl ConstraintSpec {
     }
 }
 
-fn parse_domain(text: &str) -> Result<Vocabulary, GrammarError> {
-    onebrain_pddl::parse_domain(text)
+/// The vocabulary of a domain text, once its size is inside the bounds
+/// ([`crate::DOMAIN_BOUNDS`]; `limits` sizes the guard's table).
+fn parse_domain(text: &str, limits: &Limits) -> Result<Vocabulary, GrammarError> {
+    let vocab = onebrain_pddl::parse_domain(text)
         .map(|d| Vocabulary::of(&d))
-        .map_err(|e| GrammarError::Domain(e.to_string()))
+        .map_err(|e| GrammarError::Domain(e.to_string()))?;
+    crate::bounds::check_domain(&vocab, limits)?;
+    Ok(vocab)
 }
 
 /// The byte offset just past the domain's closing parenthesis in a `full` answer (its primer
@@ -295,7 +299,7 @@ impl Staged {
         let started = Instant::now();
         let (lark, stage, vocab, guard) = match &spec {
             ConstraintSpec::Problem { domain, prefix, limits, avoid } => {
-                let vocab = Arc::new(parse_domain(domain)?);
+                let vocab = Arc::new(parse_domain(domain, limits)?);
                 let mut guard = Guard::new(vocab.clone(), *limits, max_tokens, prefix.as_bytes());
                 guard.measure_vocabulary(|b| env.tokenize(b));
                 guard.avoid(avoid.iter().filter_map(|a| Candidate::read(prefix.as_bytes(), a.as_bytes())).collect());
@@ -303,16 +307,16 @@ impl Staged {
             }
             ConstraintSpec::Full { limits, .. } => (lark::full_continuation(None, &Objects::Unknown, limits), Stage::Domain, None, None),
             ConstraintSpec::Plan { domain, objects, limits } => {
-                (lark::plan_answer(&parse_domain(domain)?, objects, limits), Stage::Only, None, None)
+                (lark::plan_answer(&parse_domain(domain, limits)?, objects, limits), Stage::Only, None, None)
             }
             ConstraintSpec::NextAction { domain, objects } => {
-                (lark::next_action(&parse_domain(domain)?, objects), Stage::Only, None, None)
+                (lark::next_action(&parse_domain(domain, &Limits::default())?, objects), Stage::Only, None, None)
             }
         };
         let matcher = env.matcher(&lark)?;
         let domain_guard = (stage == Stage::Domain).then(|| DomainGuard::new(FULL_PRIMER));
         let plan_budget = match &spec {
-            ConstraintSpec::Plan { domain, objects, .. } => Some(PlanBudget::new(&env, &parse_domain(domain)?, objects)),
+            ConstraintSpec::Plan { domain, objects, limits } => Some(PlanBudget::new(&env, &parse_domain(domain, limits)?, objects)),
             _ => None,
         };
         let mut s = Staged {
@@ -366,8 +370,8 @@ impl Staged {
                 let end = domain_end(&self.text);
                 let domain_text = String::from_utf8_lossy(&[FULL_PRIMER, &self.text[..end]].concat()).into_owned();
                 // A domain the parser refuses keeps the generic problem grammar; the verifier
-                // will name the error.
-                if let Ok(vocab) = parse_domain(&domain_text) {
+                // will name the error. (The domain grammar cannot write one past the bounds.)
+                if let Ok(vocab) = parse_domain(&domain_text, &self.limits()) {
                     let vocab = Arc::new(vocab);
                     let limits = self.limits();
                     let mut guard = Guard::new(vocab.clone(), limits, self.max_tokens, b"");

@@ -51,6 +51,34 @@ pub struct TokenEnv {
     tokenize: Arc<Tokenize>,
 }
 
+/// The most llguidance's parser needed reading one text ([`TokenEnv::figures`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ParserFigures {
+    /// Bytes of the Lark text.
+    pub grammar_bytes: usize,
+    /// The most Earley items one token mask created (bounded by `step_max_items`).
+    pub step_items: usize,
+    /// The most lexer fuel one token mask spent (bounded by `step_lexer_fuel`).
+    pub step_lexer_fuel: u64,
+    /// Lexer states built by the end (bounded by `max_lexer_states`).
+    pub lexer_states: usize,
+    /// Lexer fuel spent in all, building included.
+    pub lexer_fuel: u64,
+}
+
+/// Refuses a grammar text past [`MAX_GRAMMAR_BYTES`](crate::MAX_GRAMMAR_BYTES).
+fn check_grammar_size(lark: &str) -> Result<(), GrammarError> {
+    if lark.len() > crate::MAX_GRAMMAR_BYTES {
+        return Err(GrammarError::TooLarge {
+            input: "a grammar built from the domain".into(),
+            what: "bytes of Lark",
+            figure: lark.len(),
+            limit: crate::MAX_GRAMMAR_BYTES,
+        });
+    }
+    Ok(())
+}
+
 /// The blanks a token starts with: bytes, and newlines among them.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Lead {
@@ -92,6 +120,8 @@ impl TokenEnv {
         let env: toktrie::TokEnv = Arc::new(Env { trie, tokenize: tokenize.clone() });
         let mut factory = ParserFactory::new_simple(&env).map_err(|e| GrammarError::Env(e.to_string()))?;
         factory.quiet();
+        // Our limits, not llguidance's defaults (bounds.rs says why each is what it is).
+        *factory.limits_mut() = crate::bounds::parser_limits();
         let flags = token_bytes
             .iter()
             .map(|b| {
@@ -170,14 +200,41 @@ impl TokenEnv {
         self.flags.get(t as usize).copied().unwrap_or(0)
     }
 
-    /// A matcher for a Lark grammar, or the grammar's error.
+    /// A matcher for a Lark grammar, or the grammar's error. A grammar past
+    /// [`MAX_GRAMMAR_BYTES`](crate::MAX_GRAMMAR_BYTES) is refused before llguidance reads it.
     pub(crate) fn matcher(&self, lark: &str) -> Result<Matcher, GrammarError> {
+        check_grammar_size(lark)?;
         let g = TopLevelGrammar::from_lark(lark.to_string());
         let m = Matcher::new(self.factory.create_parser(g));
         match m.get_error() {
             Some(e) => Err(GrammarError::Grammar(e)),
             None => Ok(m),
         }
+    }
+
+    /// What llguidance's parser needs to read `text` under `lark` byte by byte (use with
+    /// [`TokenEnv::bytes`]), computing the token mask before every byte as decoding does: the
+    /// figures [`parser_limits`](crate::parser_limits) bounds. Fails as [`TokenEnv::accepts`]
+    /// does when `text` leaves the grammar.
+    pub fn figures(&self, lark: &str, text: &str) -> Result<ParserFigures, GrammarError> {
+        check_grammar_size(lark)?;
+        let mut p = self
+            .factory
+            .create_parser(TopLevelGrammar::from_lark(lark.to_string()))
+            .map_err(|e| GrammarError::Grammar(e.to_string()))?;
+        p.start_without_prompt();
+        let mut figures = ParserFigures { grammar_bytes: lark.len(), ..ParserFigures::default() };
+        for t in self.tokenize(text.as_bytes()) {
+            p.compute_mask().map_err(|e| GrammarError::Mask(e.to_string()))?;
+            let step = p.last_step_stats();
+            figures.step_items = figures.step_items.max(step.all_items);
+            figures.step_lexer_fuel = figures.step_lexer_fuel.max(step.lexer_cost);
+            p.consume_token(t).map_err(|e| GrammarError::Mask(e.to_string()))?;
+        }
+        let lexer = p.parser.lexer_stats();
+        figures.lexer_states = lexer.num_states;
+        figures.lexer_fuel = lexer.total_fuel_spent as u64;
+        Ok(figures)
     }
 
     /// Whether `text` is a complete sentence of `lark` (byte by byte; use with [`TokenEnv::bytes`]).

@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`Vocabulary`], [`problem_file`], [`domain_file`], … | Lark grammars built from a domain's predicates, types, constants and actions |
 //! | [`TokenEnv`] | a model's vocabulary as llguidance sees it (token trie, parser factory), built once |
+//! | [`DomainSize`], [`DOMAIN_BOUNDS`] | what a domain may hold for a grammar to be built from it (issue 35) |
 //! | [`ConstraintSpec`] | what an answer must be, as data stored with each generation |
 //! | [`TokenConstraint`] | the live mask: [`TokenConstraint::allowed`], [`TokenConstraint::consume`], forced tokens |
 //!
@@ -40,14 +41,16 @@
 //! ```
 #![deny(missing_docs)]
 
+mod bounds;
 mod constraint;
 mod domain_guard;
 mod env;
 mod guard;
 mod lark;
 
+pub use bounds::{parser_limits, DomainBounds, DomainSize, DOMAIN_BOUNDS, MAX_GRAMMAR_BYTES};
 pub use constraint::{ConstraintSpec, ConstraintStats, TokenConstraint, TokenSet};
-pub use env::{TokenEnv, Tokenize};
+pub use env::{ParserFigures, TokenEnv, Tokenize};
 pub use lark::{
     domain_file, full_continuation, next_action, plan_answer, problem_continuation, problem_file, Limits, Objects,
     Vocabulary,
@@ -75,6 +78,19 @@ pub enum GrammarError {
         position: usize,
         /// The token.
         token: u32,
+    },
+    /// A domain, or a grammar built from one, is past a bound ([`DomainBounds`],
+    /// [`MAX_GRAMMAR_BYTES`]): nothing is built from it.
+    #[error("{input} is too large to constrain decoding with: {figure} {what}, past the limit of {limit}")]
+    TooLarge {
+        /// What was measured: the domain by name, or a grammar.
+        input: String,
+        /// What the figure counts.
+        what: &'static str,
+        /// The figure.
+        figure: usize,
+        /// Its bound.
+        limit: usize,
     },
     /// Text is not a sentence of the grammar.
     #[error("line {line} (byte {offset}): {message}")]
