@@ -252,7 +252,9 @@ impl fmt::Display for Plan {
     }
 }
 
-/// Writes `a b - t c` with runs of equal types grouped; `object` is left implicit.
+/// Writes `a b - t c` with runs of equal types grouped. `object` is left implicit only at the
+/// end of the list: anywhere else the names would join the next group (fuzzing found
+/// `vehicle - object truck - vehicle` printed as `vehicle truck - vehicle`, issue 35).
 struct TypedList<'a>(&'a [TypedName]);
 
 impl fmt::Display for TypedList<'_> {
@@ -263,8 +265,9 @@ impl fmt::Display for TypedList<'_> {
                 f.write_str(" ")?;
             }
             f.write_str(&t.name)?;
-            let last_of_run = items.get(i + 1).is_none_or(|n| n.ty != t.ty);
-            if last_of_run && t.ty != OBJECT {
+            let next = items.get(i + 1);
+            let last_of_run = next.is_none_or(|n| n.ty != t.ty);
+            if last_of_run && (t.ty != OBJECT || next.is_some()) {
                 write!(f, " - {}", t.ty)?;
             }
         }
