@@ -153,8 +153,12 @@ fn parse_domain(text: &str, limits: &Limits) -> Result<Vocabulary, GrammarError>
 /// opened two), or the text's length while the domain is open.
 fn domain_end(text: &[u8]) -> usize {
     let mut depth = 2i64;
+    let mut comment = false;
     for (i, &b) in text.iter().enumerate() {
         match b {
+            b'\n' => comment = false,
+            _ if comment => {}
+            b';' => comment = true,
             b'(' => depth += 1,
             b')' => {
                 depth -= 1;
@@ -288,8 +292,10 @@ struct Staged {
     queue: Vec<u32>,
     /// Tokens of blanks only so far.
     blank_tokens: usize,
-    /// Parenthesis depth of a `full` answer (the primer opened two).
+    /// Parenthesis depth of a `full` answer (the primer opened two), outside comments.
     depth: i64,
+    /// The domain of a `full` answer is inside a `;` comment.
+    in_comment: bool,
     max_tokens: usize,
     stats: ConstraintStats,
 }
@@ -333,6 +339,7 @@ impl Staged {
             queue: Vec::new(),
             blank_tokens: 0,
             depth: 2,
+            in_comment: false,
             max_tokens,
             stats: ConstraintStats::default(),
         };
@@ -359,8 +366,14 @@ impl Staged {
     /// Moves to the next stage when the answer has said what it needs.
     fn advance_stage(&mut self, new_bytes: &[u8]) -> Result<(), GrammarError> {
         if self.stage == Stage::Domain {
+            // Parentheses in a `;` comment do not count: the domain grammar lets a comment
+            // hold any byte, and a comment like `; (on a b) means …` kept the depth above 0,
+            // so the problem never got its grammar, guard or budget (issue 35, fuzzing).
             for &b in new_bytes {
                 match b {
+                    b'\n' => self.in_comment = false,
+                    _ if self.in_comment => {}
+                    b';' => self.in_comment = true,
                     b'(' => self.depth += 1,
                     b')' => self.depth -= 1,
                     _ => {}

@@ -38,6 +38,10 @@ pub(crate) fn name_cap(left: usize, longest: usize) -> usize {
 
 /// Comments a domain may hold: a few explain it, more are a loop.
 pub(crate) const MAX_COMMENTS: usize = 8;
+/// Comments together may take one byte per this many tokens of the answer's budget. The
+/// grammar lets a comment run 200 bytes, 200 tokens of a byte-level answer: a fuzzing walk
+/// (issue 35) spent its domain's share on three of them and left its problem no room.
+const COMMENT_SHARE: usize = 10;
 
 /// One open list: its words (lower-case) and the literals it holds.
 #[derive(Clone, Debug, Default)]
@@ -134,6 +138,11 @@ pub(crate) struct DomainGuard {
     asking: bool,
     /// The longest name the answer's budget still allows (0: the grammar's longest).
     name_cap: usize,
+    /// Bytes of comment written so far.
+    comment_bytes: usize,
+    /// Bytes of comment the answer may hold: a tenth of its token budget, set with the first
+    /// [`DomainGuard::set_tokens_left`] (0: not set, no bound).
+    comment_budget: usize,
 }
 
 fn is_blank(b: u8) -> bool {
@@ -205,7 +214,7 @@ impl DomainGuard {
                 !item_names(items).contains(&word)
             }
             Kind::Action => !(top.words.len() == 1 && self.actions.iter().any(|a| a == word)),
-            Kind::Literal => self.literal_word(top, word, true),
+            Kind::Literal => self.literal_word(depth, word, true),
             Kind::Other => true,
         }
     }
@@ -213,6 +222,10 @@ impl DomainGuard {
     /// Verdicts shared by every token of names and blanks at this position (outside
     /// literals, whose words are checked against names): see [`Quick`].
     pub(crate) fn quick(&self, past_share: bool) -> Option<Quick> {
+        if self.comment && self.comment_spent(1, past_share) && !self.done {
+            // Only a newline may come (see `admits`): not a verdict shared by name tokens.
+            return None;
+        }
         if self.done || self.comment {
             return Some(Quick { continuing: true, end: true, name: true, dash: true, room: usize::MAX, fresh_room: usize::MAX });
         }
@@ -240,7 +253,7 @@ impl DomainGuard {
             return false;
         }
         match kind {
-            Kind::Literal => self.literal_word(top, partial, false),
+            Kind::Literal => self.literal_word(depth, partial, false),
             Kind::Names | Kind::Declaration | Kind::Parameters if fresh && !top.after_dash => {
                 let words = if kind == Kind::Parameters { &top.words[..] } else { top.words.get(1..).unwrap_or(&[]) };
                 if partial.starts_with('-') {
@@ -261,14 +274,42 @@ impl DomainGuard {
 
     /// A literal's word: its head a declared predicate (or `and`, `not`, `=`), its arguments
     /// the action's parameters or declared constants, no more of them than the arity.
-    fn literal_word(&self, top: &Frame, w: &str, complete: bool) -> bool {
+    fn literal_word(&self, depth: usize, w: &str, complete: bool) -> bool {
+        let top = &self.stack[depth];
         let fits = |name: &str| if complete { name == w } else { name.starts_with(w) };
         if top.words.is_empty() {
-            return ["and", "not", "="].iter().any(|k| fits(k)) || self.predicates.iter().any(|(p, _)| fits(p)) || self.predicates.is_empty();
+            // `and` only as a whole precondition or effect, `not` only around an atom: the
+            // grammar also reads `(not (and))` or `(and (and))` as atoms named `and`, which
+            // the verifier refuses (issue 35, fuzzing).
+            let parent = depth.checked_sub(1).and_then(|d| self.stack[d].head());
+            let keywords: &[&str] = match parent {
+                Some("and") => &["not"],
+                Some("not") => &[],
+                _ => &["and", "not"],
+            };
+            // A head that takes arguments needs something to fill them: with no parameters
+            // and no constants, `(=` or `(on` could only be finished by a name the guard
+            // refuses (a fuzzing walk then wrote one anyway, as an override, issue 35).
+            let has_terms = !self.params.is_empty() || !self.constants.is_empty();
+            // Equality is a precondition's test; the verifier refuses it in an effect.
+            let in_effect = self.stack[..depth]
+                .iter()
+                .rev()
+                .find(|f| f.head() == Some(":action"))
+                .and_then(|f| f.words.last())
+                .is_some_and(|w| w == ":effect");
+            return keywords.iter().any(|k| fits(k))
+                || (has_terms && !in_effect && fits("="))
+                || self.predicates.iter().any(|(p, arity)| (*arity == 0 || has_terms) && fits(p))
+                || self.predicates.is_empty();
         }
         let head = top.words[0].as_str();
         if matches!(head, "and" | "not") {
-            return true;
+            // Only lists follow `and` and `not`. The grammar also reads `(not x)` as an atom
+            // whose predicate is `not`, which the verifier refuses: the domain then did not
+            // parse and the problem lost its guard and budget (a random walk ran into the cap,
+            // issue 35).
+            return false;
         }
         let arity = if head == "=" { 2 } else { self.predicates.iter().find(|(p, _)| p == head).map_or(usize::MAX, |(_, a)| *a) };
         if top.words.len() > arity {
@@ -284,6 +325,13 @@ impl DomainGuard {
     /// Whether a token with these bytes may come next. `past_share`: the domain has used its
     /// share of the answer's tokens.
     pub(crate) fn admits(&self, bytes: &[u8], past_share: bool) -> bool {
+        if self.comment && !self.done {
+            // A comment ends past the domain's share or its own budget: the grammar lets one
+            // run 200 bytes, which is 200 tokens of a byte-level answer, and a walk that
+            // opened one just before the share left its problem no room (issue 35, fuzzing).
+            let before_newline = bytes.iter().position(|&b| b == b'\n').unwrap_or(bytes.len());
+            return bytes.contains(&b'\n') || !self.comment_spent(before_newline, past_share);
+        }
         if self.done || self.comment {
             return true;
         }
@@ -360,6 +408,15 @@ impl DomainGuard {
     /// byte were a token, the worst a tokenizer does (SmolLM2 spelt names a byte a token).
     pub(crate) fn set_tokens_left(&mut self, left: usize) {
         self.name_cap = name_cap(left, MAX_DNAME);
+        if self.comment_budget == 0 {
+            self.comment_budget = (left / COMMENT_SHARE).max(1);
+        }
+    }
+
+    /// Whether the comment being written has used up what comments may take: the domain's
+    /// share, or the comments' own budget. Only a newline may come then.
+    fn comment_spent(&self, bytes: usize, past_share: bool) -> bool {
+        past_share || (self.comment_budget > 0 && self.comment_bytes + bytes > self.comment_budget)
     }
 
     fn feed_checked(&mut self, bytes: &[u8], past_share: bool) -> bool {
@@ -385,6 +442,7 @@ impl DomainGuard {
             }
             if self.comment {
                 self.comment = b != b'\n';
+                self.comment_bytes += usize::from(self.comment);
                 continue;
             }
             ok &= match b {
@@ -392,7 +450,7 @@ impl DomainGuard {
                     let ended = self.end_word();
                     self.comments += 1;
                     self.comment = true;
-                    ended && self.comments <= MAX_COMMENTS && !past_share
+                    ended && self.comments <= MAX_COMMENTS && !self.comment_spent(1, past_share)
                 }
                 b'(' => {
                     let ended = self.end_word();
@@ -440,7 +498,10 @@ impl DomainGuard {
         match kind {
             Kind::Literal => {
                 let head = f.head().unwrap_or("and");
-                if !matches!(head, "and" | "not") {
+                if head == "not" {
+                    // `(not)` reads as an atom to the grammar; the verifier wants one literal.
+                    ok = f.children.len() == 1;
+                } else if head != "and" {
                     let declared = self.predicates.iter().find(|(p, _)| p == head).map(|(_, a)| *a);
                     let arity = if head == "=" { Some(2) } else { declared };
                     ok = arity.is_none_or(|a| f.words.len() - 1 == a);
@@ -523,6 +584,26 @@ mod tests {
         assert!(g.admits(b")", true));
     }
 
+    /// Regression (issue 35, fuzzing): a comment opened before the share ran on past it.
+    #[test]
+    fn r35_4_a_comment_ends_once_the_domain_has_had_its_share() {
+        let g = guard("(:predicates (p)) ; a comment (");
+        assert!(g.admits(b"xyz", false), "inside the share a comment goes on");
+        assert!(!g.admits(b"xyz", true), "past it only a newline may come");
+        assert!(g.quick(true).is_none(), "no shared verdict for names inside it");
+        assert!(g.admits(b"\n", true));
+        assert!(g.admits(b" .\n  ", true));
+        // Comments together take at most a tenth of the budget (here 100 tokens: 10 bytes).
+        let mut g = guard("(:predicates (p)) ; ab");
+        g.set_tokens_left(100);
+        assert!(g.admits(b"cdefghi", false));
+        assert!(!g.admits(b"cdefghijkl", false), "past the comments' budget");
+        assert!(g.admits(b"cdefghijkl\n", false));
+        let mut g = guard("(:predicates (p)) ; abcdefghij\n");
+        g.set_tokens_left(100);
+        assert!(!g.admits(b";", false), "no comment opens once the budget is spent");
+    }
+
     #[test]
     fn comments_are_bounded() {
         let g = guard("(:types a ");
@@ -561,6 +642,32 @@ mod tests {
         let g = guard(&format!("{pre}(clear ?x) "));
         assert!(!g.admits(b"(clear ?x)", false), "a repeated literal");
         assert!(g.admits(b"(not (clear ?x))", false));
+        // Regression (issue 35, a fuzzing walk): an action with no parameters, in a domain
+        // with no constants, cannot fill `=` or `on`; it may still use a predicate of arity 0.
+        let g = guard("(:predicates (on ?x ?y) (free)) (:action a :parameters () :precondition (and ");
+        assert!(!g.admits(b"(= ", false));
+        assert!(!g.admits(b"(on ", false));
+        assert!(g.admits(b"(free)", false));
+        assert!(g.admits(b"(not (free))", false));
+        let g = guard(pre);
+        // Regression (issue 35, a fuzzing walk): the grammar also reads `(not x)` and `(not)`
+        // as atoms of a predicate `not`; the verifier refuses both, and the problem lost its
+        // guard with the domain.
+        assert!(!g.admits(b"(not ?x", false));
+        assert!(!g.admits(b"(not k", false));
+        assert!(!g.admits(b"(not)", false));
+        assert!(!g.admits(b"(and ?x", false));
+        assert!(g.admits(b"(not (on ?x ?y))", false));
+        assert!(!g.admits(b"(not (and", false));
+        assert!(!g.admits(b"(not (not", false));
+        assert!(!g.admits(b"(and", false), "a conjunction inside a conjunction");
+        let effect = "(:predicates (on ?x ?y)) (:action a :parameters (?x ?y) :precondition (= ?x ?y) :effect (and ";
+        assert!(!guard(effect).admits(b"(= ", false), "no equality in an effect");
+        assert!(!guard(effect).admits(b"(not (= ", false));
+        assert!(guard(effect).admits(b"(not (on ?x ?y))", false));
+        let g = guard(&format!("{pre}(not "));
+        assert!(g.admits(b"(on ?x ?y))", false));
+        assert!(!g.admits(b"(and)", false));
         // The byte-at-a-time path agrees with the whole-token path.
         let g = guard(&format!("{pre}(on ?x"));
         assert!(!g.admits(b")", false));

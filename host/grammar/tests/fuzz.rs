@@ -1,0 +1,272 @@
+//! Fuzzing the path from a domain to a grammar to a live constraint (issue 35), as campaigns
+//! with counts (`tests/fuzz/campaign.rs`; `ONEBRAIN_FUZZ_CASES` for a long one).
+//!
+//! - Mutated domains (the bundled plugins' and the corpus's, `tests/fuzz/corpus/pddl`) go
+//!   through every constraint a domain feeds: `problem`, `plan` and `next-action`. Building
+//!   either succeeds or fails with an error, never a panic.
+//! - Where it builds, a random decoder walks it: at each token it takes a random allowed byte,
+//!   or the first allowed of the case's favourite bytes (a rambler, as in `tests/budget.rs`).
+//!   Every allowed token is consumed without error, and the answer ends inside its token cap.
+//! - `full` mode, where the model writes the domain too, is walked the same way.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use onebrain_grammar::{ConstraintSpec, Limits, TokenEnv};
+use proptest::prelude::*;
+
+#[path = "../../../tests/fuzz/campaign.rs"]
+mod campaign;
+
+/// The byte vocabulary's end token.
+const EOS: u32 = 256;
+
+fn env() -> Arc<TokenEnv> {
+    static ENV: OnceLock<Arc<TokenEnv>> = OnceLock::new();
+    ENV.get_or_init(TokenEnv::bytes).clone()
+}
+
+/// Seed domains: the bundled plugins' and the fuzz corpus's.
+fn seeds() -> &'static [String] {
+    static SEEDS: OnceLock<Vec<String>> = OnceLock::new();
+    SEEDS.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut paths: Vec<PathBuf> = ["blocksworld", "gripper", "logistics", "mystery-blocksworld"]
+            .iter()
+            .map(|n| root.join("guests").join(n).join("domain.pddl"))
+            .collect();
+        let corpus = root.join("tests/fuzz/corpus/pddl");
+        let mut more: Vec<PathBuf> =
+            std::fs::read_dir(corpus).unwrap().flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with("-domain.pddl")).collect();
+        more.sort();
+        paths.extend(more);
+        paths.iter().map(|p| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).collect()
+    })
+}
+
+/// Byte-level edits of a seed: cheap, and they reach names, arities and types alike.
+#[derive(Clone, Debug)]
+enum Edit {
+    Delete(usize, usize),
+    Insert(usize, &'static str),
+    Duplicate(usize, usize),
+}
+
+const PIECES: &[&str] = &[
+    "(", ")", " ", "?x", "?y", " - ", "object", "block", ":typing", ":negative-preconditions", "(not ", "(and ", "(= ?x ?y)",
+    "(p ?x ?y ?z ?w)", "(:types a b - c c - a)", "(:constants k1 k2 - block)", ";", "\n", "é", "-", "x", "0",
+];
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        (any::<usize>(), 1usize..40).prop_map(|(i, n)| Edit::Delete(i, n)),
+        (any::<usize>(), prop::sample::select(PIECES)).prop_map(|(i, p)| Edit::Insert(i, p)),
+        (any::<usize>(), 1usize..200).prop_map(|(i, n)| Edit::Duplicate(i, n)),
+    ]
+}
+
+fn mutate(src: &str, edits: &[Edit]) -> String {
+    let mut s: Vec<char> = src.chars().collect();
+    for e in edits {
+        let n = s.len() + 1;
+        match *e {
+            Edit::Delete(i, k) => {
+                let at = i % n;
+                let end = (at + k).min(s.len());
+                s.drain(at.min(s.len())..end);
+            }
+            Edit::Insert(i, p) => {
+                let at = i % n;
+                s.splice(at..at, p.chars());
+            }
+            Edit::Duplicate(i, k) => {
+                let at = i % n;
+                let end = (at + k).min(s.len());
+                let piece: Vec<char> = s[at.min(s.len())..end].to_vec();
+                s.splice(end..end, piece);
+            }
+        }
+    }
+    s.into_iter().collect()
+}
+
+/// A tiny deterministic generator for the walk (the case's seed drives it).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Walks `spec` with `max_tokens`: a random allowed byte half the time, else the first
+/// allowed favourite. Returns the answer, or an error naming what broke.
+fn walk(spec: &ConstraintSpec, max_tokens: usize, seed: u64, favourites: &[u8]) -> Result<Option<String>, String> {
+    let env = env();
+    let mut c = match spec.build(&env, max_tokens) {
+        Ok(c) => c,
+        // Refusing a domain (it does not parse, or is past the bounds) is an answer.
+        Err(_) => return Ok(None),
+    };
+    let mut rng = Rng(seed | 1);
+    let mut out: Vec<u8> = Vec::new();
+    while out.len() < max_tokens && !c.finished() {
+        let t = match c.forced().first() {
+            Some(&t) => t,
+            None => {
+                let mask = c.allowed().map_err(|e| format!("allowed() after {:?}: {e}", String::from_utf8_lossy(&out)))?;
+                let allowed: Vec<u32> = (0..=EOS).filter(|&t| mask.is_allowed(t)).collect();
+                if allowed.is_empty() {
+                    return Err(format!("nothing allowed after {:?}", String::from_utf8_lossy(&out)));
+                }
+                let favourite = favourites.iter().map(|&b| u32::from(b)).find(|&t| mask.is_allowed(t));
+                match favourite {
+                    Some(t) if rng.next() % 2 == 0 => t,
+                    _ => allowed[(rng.next() % allowed.len() as u64) as usize],
+                }
+            }
+        };
+        if t == EOS {
+            break;
+        }
+        c.consume(t).map_err(|e| format!("consume({t}) after {:?}: {e}", String::from_utf8_lossy(&out)))?;
+        out.push(t as u8);
+    }
+    let text = String::from_utf8_lossy(&out).into_owned();
+    if !c.finished() && out.len() >= max_tokens {
+        let shown: String = out.iter().map(|&b| if b.is_ascii_graphic() || b == b' ' || b == b'\n' { (b as char).to_string() } else { format!("\\x{b:02x}") }).collect();
+        return Err(format!("ran into the {max_tokens}-token cap ({:?}):\n{shown}", c.stats()));
+    }
+    Ok(Some(text))
+}
+
+#[derive(Clone, Debug)]
+struct DomainCase {
+    seed: usize,
+    edits: Vec<Edit>,
+    mode: u8,
+    max_tokens: usize,
+    walk_seed: u64,
+    favourites: Vec<u8>,
+}
+
+fn domain_case() -> impl Strategy<Value = DomainCase> {
+    (
+        any::<usize>(),
+        prop::collection::vec(edit(), 0..5),
+        0u8..3,
+        120usize..600,
+        any::<u64>(),
+        prop::collection::vec(prop::sample::select(&b"( )\n\t-?abcxyz019:;"[..]), 0..6),
+    )
+        .prop_map(|(seed, edits, mode, max_tokens, walk_seed, favourites)| DomainCase { seed, edits, mode, max_tokens, walk_seed, favourites })
+}
+
+fn objects() -> Vec<(String, String)> {
+    ["a", "b", "c"].iter().map(|n| (n.to_string(), "object".to_string())).collect()
+}
+
+fn run_domain_case(c: DomainCase) -> Result<(), TestCaseError> {
+    let seeds = seeds();
+    let domain = mutate(&seeds[c.seed % seeds.len()], &c.edits);
+    let limits = Limits { max_objects: 8, max_init: 12, max_goal: 6, ..Limits::default() };
+    let spec = match c.mode {
+        0 => ConstraintSpec::Problem { domain, prefix: "(define (problem p) (:domain d) (:objects ".into(), limits, avoid: vec![] },
+        1 => ConstraintSpec::Plan { domain, objects: objects(), limits: Limits { max_plan_steps: 6, max_reasoning_chars: 40, ..limits } },
+        _ => ConstraintSpec::NextAction { domain, objects: objects() },
+    };
+    walk(&spec, c.max_tokens, c.walk_seed, &c.favourites).map_err(TestCaseError::fail)?;
+    Ok(())
+}
+
+#[test]
+fn every_seed_builds_every_constraint() {
+    for (i, d) in seeds().iter().enumerate() {
+        for mode in 0..3 {
+            let c = DomainCase { seed: i, edits: vec![], mode, max_tokens: 600, walk_seed: 35, favourites: vec![] };
+            let spec_builds = run_domain_case(c.clone());
+            assert!(spec_builds.is_ok(), "seed {i} mode {mode}: {spec_builds:?}\n{d}");
+        }
+    }
+}
+
+#[test]
+fn fuzz_domains_through_grammars_and_constraints() {
+    campaign::run("grammar/domain-to-constraint", 96, domain_case(), run_domain_case);
+}
+
+#[test]
+fn fuzz_full_answers() {
+    // From 1,000 byte tokens: below that, a domain and a problem over long names may not both
+    // fit (a walk at 813 tokens ran out one token short, README "Hostile inputs").
+    let case = (1000usize..1600, any::<u64>(), prop::collection::vec(prop::sample::select(&b"( )\n-?:abxd019;"[..]), 0..6));
+    campaign::run("grammar/full-answers", 8, case, |(max_tokens, seed, favourites)| {
+        let limits = Limits { max_objects: 6, max_init: 8, max_goal: 4, ..Limits::default() };
+        let text = walk(&ConstraintSpec::Full { limits, avoid: vec![] }, max_tokens, seed, &favourites).map_err(TestCaseError::fail)?;
+        full_answer_parses(&text.expect("the full constraint builds")).map_err(TestCaseError::fail)
+    });
+}
+
+/// The domain and the problem of a finished `full` answer (written after the primer
+/// `(define (domain `): the domain ends where its parentheses close, comments aside.
+fn split_full(text: &str) -> (String, String) {
+    let (mut depth, mut comment) = (2i64, false);
+    for (i, b) in text.bytes().enumerate() {
+        match b {
+            b'\n' => comment = false,
+            _ if comment => {}
+            b';' => comment = true,
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    let problem = text[i + 1..].trim_start_matches(|c: char| c.is_whitespace() || c == '`' || c.is_ascii_alphabetic());
+                    return (format!("(define (domain {}", &text[..=i]), problem.to_string());
+                }
+            }
+            _ => {}
+        }
+    }
+    (format!("(define (domain {text}"), String::new())
+}
+
+/// A finished `full` answer's domain and problem parse (the verifier reads them).
+fn full_answer_parses(text: &str) -> Result<(), String> {
+    let (domain, problem) = split_full(text);
+    onebrain_pddl::parse_domain(&domain).map_err(|e| format!("the domain does not parse: {e}\n{domain}"))?;
+    onebrain_pddl::parse_problem(&problem).map_err(|e| format!("the problem does not parse: {e}\n{problem}"))?;
+    Ok(())
+}
+
+/// Regression (issue 35): this walk wrote `(not x …)` and `(noT …)` as atoms of a predicate
+/// `not` in its domain, which the grammar reads as atoms and the verifier refuses, and
+/// comments holding parentheses; the domain never closed or did not parse, the problem kept
+/// the generic grammar with no guard and no budget, and the answer ran into its 1,096-token
+/// cap inside `(:objects`.
+#[test]
+fn r35_4_a_full_answer_with_not_as_a_predicate_no_longer_runs_into_the_cap() {
+    let limits = Limits { max_objects: 6, max_init: 8, max_goal: 4, ..Limits::default() };
+    let text = walk(&ConstraintSpec::Full { limits, avoid: vec![] }, 1096, 1798867267741943339, b"(1").unwrap().unwrap();
+    full_answer_parses(&text).unwrap();
+}
+
+/// Regression (issue 35): the `full` constraint counted the parentheses inside `;` comments,
+/// so a domain with a comment like `; (on a b) means …` never closed for it: the problem never
+/// got its grammar, guard or budget, and random walks ran into the cap.
+#[test]
+fn r35_4_parentheses_in_a_domain_comment_do_not_keep_the_domain_open() {
+    let domain = "bw)\n  ; (on ?x ?y) means ?x is on ?y (((\n  (:predicates (on ?x ?y) (clear ?x)) ; )))\n  (:action stack :parameters (?x ?y) :precondition (clear ?y) :effect (on ?x ?y)))";
+    let answer = format!("{domain}\n```\n\n```pddl\n(define (problem p) (:domain bw) (:objects a b) (:init (clear b)) (:goal (on a b)))");
+    let env = env();
+    let mut c = ConstraintSpec::Full { limits: Limits::default(), avoid: vec![] }.build(&env, 1 << 16).unwrap();
+    for (i, b) in answer.bytes().enumerate() {
+        let m = c.allowed().unwrap();
+        assert!(m.is_allowed(u32::from(b)), "byte {i} ({:?}) refused after\n{}", b as char, &answer[..i]);
+        c.consume(u32::from(b)).unwrap();
+    }
+    assert!(c.finished());
+    assert_eq!(c.stats().stage_switches, 2, "the domain closed, then the objects");
+}
