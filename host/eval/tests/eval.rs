@@ -58,6 +58,7 @@ fn record(
             cached_prompt_tokens: 25,
             output: String::new(),
             output_tokens: vec![1; 10],
+            output_logprobs: Vec::new(),
             sampling: SamplingConfig::greedy(10),
             stop_reason: "eos".into(),
             constraint: None,

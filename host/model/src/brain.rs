@@ -181,13 +181,16 @@ impl Brain {
                 ),
             ));
         }
-        let rank = cfg.lora_rank.unwrap_or_else(|| auto_rank(&base, cfg.role_param_fraction, cfg.role_tokens));
+        let targets = cfg.lora_target_mask();
+        let rank = cfg
+            .lora_rank
+            .unwrap_or_else(|| auto_rank(&base, &targets, cfg.role_param_fraction, cfg.role_tokens));
         let varmap = VarMap::new();
         let mut roles = Vec::with_capacity(3);
         for role in Role::ALL {
             let words = tokenizer.encode(&format!("You are the {role}."))?;
             let mut rng = rng_for(cfg.init_seed, role);
-            roles.push(init_role(&varmap, role, &base, rank, cfg.role_tokens, &words, &mut rng)?);
+            roles.push(init_role(&varmap, role, &base, rank, &targets, cfg.role_tokens, &words, &mut rng)?);
         }
         let mut rng = rng_for(cfg.init_seed ^ 0x5eed, Role::Judge);
         let judge_head = init_judge_head(&varmap, base.cfg.hidden_size, &dev, &mut rng)?;
@@ -216,9 +219,22 @@ impl Brain {
         Ok(brain)
     }
 
+    /// Whether training reads the quantized tiles generation uses (see
+    /// [`ModelConfig::learner_weights`]) rather than a dense f32 copy.
+    pub fn learns_on_sampler_weights(&self) -> bool {
+        self.cfg.learner_weights == crate::config::LearnerWeights::Sampler
+            && !self.cfg.train_backbone
+            && self.base.fully_tiled()
+    }
+
     fn build_dense(&self, hf: Option<&crate::weights::HfModel>) -> Result<&Vec<Backbone>> {
         if let Some(d) = self.dense.get() {
             return Ok(d);
+        }
+        if self.learns_on_sampler_weights() {
+            // The learner runs the generation path's own tiles (an input-only backward):
+            // nothing to copy, and the sampler's log-probabilities are the old policy's.
+            return Ok(self.dense.get_or_init(|| vec![self.base.clone()]));
         }
         let src = match hf {
             Some(m) => DenseSource::Hf(m),

@@ -214,7 +214,7 @@ impl Brain {
         let params = &self.roles_params()[role.index()];
         let mut tensors = HashMap::new();
         for (i, layer) in params.lora.iter().enumerate() {
-            for (t, (a, b)) in layer.iter().enumerate() {
+            for (t, (a, b)) in layer.iter().enumerate().filter_map(|(t, p)| p.as_ref().map(|p| (t, p))) {
                 let target = LORA_TARGETS[t];
                 let mut b = b.as_detached_tensor();
                 if self.qk_permuted() && (target == "q_proj" || target == "k_proj") {
@@ -234,7 +234,7 @@ impl Brain {
             r: self.lora_rank(),
             lora_alpha: self.config().lora_alpha,
             lora_dropout: 0.0,
-            target_modules: LORA_TARGETS.iter().map(|s| s.to_string()).collect(),
+            target_modules: self.config().lora_target_list().into_iter().map(str::to_string).collect(),
             bias: "none".into(),
             fan_in_fan_out: false,
             inference_mode: true,
@@ -279,7 +279,7 @@ impl Brain {
         let params = self.roles_params()[role.index()].clone();
         let mut updates = Vec::new();
         for (i, layer) in params.lora.iter().enumerate() {
-            for (t, (a, b)) in layer.iter().enumerate() {
+            for (t, (a, b)) in layer.iter().enumerate().filter_map(|(t, p)| p.as_ref().map(|p| (t, p))) {
                 let target = LORA_TARGETS[t];
                 let key = format!("base_model.model.{}", hf_linear_name(i, target));
                 let get = |suffix: &str, want: &[usize]| -> Result<Tensor> {

@@ -5,7 +5,7 @@ use std::{fmt, path::PathBuf, str::FromStr};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{DeviceChoice, Error, Result, WeightDtype};
+use crate::{transformer::LORA_TARGETS, DeviceChoice, Error, Result, WeightDtype};
 
 /// File name of the default backbone (Qwen2.5-Coder-0.5B-Instruct, Q4_K_M), fetched by
 /// `scripts/setup.sh --models all`.
@@ -115,6 +115,37 @@ pub struct ModelConfig {
     /// when `true`, so the digests of existing runs' configs stay the same.
     #[serde(skip_serializing_if = "is_true")]
     pub tiled_cpu_kernels: bool,
+    /// The projections that get LoRA adapters, by PEFT name (`q_proj`, `k_proj`, `v_proj`,
+    /// `o_proj`, `gate_proj`, `up_proj`, `down_proj`); `None` adapts all seven (the paper's
+    /// ≈ 1.67 % per role). PEFT's own default is `["q_proj", "v_proj"]` at rank 8: about
+    /// 0.5 M parameters a role on Qwen 0.5B, small enough to commit a run's result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora_targets: Option<Vec<String>>,
+    /// Which weights the learner's forward and backward run on: `sampler` (the default)
+    /// uses the generation path's own quantized tiles, so the log-probabilities recorded
+    /// while sampling are the old policy's and frozen matrices cost no gradient; `dense`
+    /// builds a dequantized f32 copy (the path before issue 33, kept for comparison).
+    /// `sampler` needs every projection tiled (`tiled_cpu_kernels` on a CPU with AVX-512
+    /// VNNI) and the backbone frozen; elsewhere the dense copy serves.
+    #[serde(skip_serializing_if = "LearnerWeights::is_sampler")]
+    pub learner_weights: LearnerWeights,
+}
+
+/// See [`ModelConfig::learner_weights`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LearnerWeights {
+    /// The sampler's quantized tiles, with an input-only backward.
+    #[default]
+    Sampler,
+    /// A dense f32 copy of the backbone.
+    Dense,
+}
+
+impl LearnerWeights {
+    fn is_sampler(&self) -> bool {
+        *self == LearnerWeights::Sampler
+    }
 }
 
 fn is_true(b: &bool) -> bool {
@@ -137,6 +168,8 @@ impl Default for ModelConfig {
             device: DeviceChoice::Cpu,
             dtype: WeightDtype::F32,
             tiled_cpu_kernels: true,
+            lora_targets: None,
+            learner_weights: LearnerWeights::Sampler,
         }
     }
 }
@@ -147,8 +180,33 @@ impl ModelConfig {
         ModelConfig { path: PathBuf::from(TEST_MODEL_FILE), ..Default::default() }
     }
 
+    /// Which of [`LORA_TARGETS`] get adapters, in their order.
+    pub fn lora_target_mask(&self) -> [bool; 7] {
+        match &self.lora_targets {
+            None => [true; 7],
+            Some(list) => LORA_TARGETS.map(|t| list.iter().any(|n| n == t)),
+        }
+    }
+
+    /// The adapted projections' names, in [`LORA_TARGETS`] order.
+    pub fn lora_target_list(&self) -> Vec<&'static str> {
+        let mask = self.lora_target_mask();
+        LORA_TARGETS.into_iter().zip(mask).filter(|(_, on)| *on).map(|(t, _)| t).collect()
+    }
+
     /// Checks the values that need no I/O.
     pub fn validate(&self) -> Result<()> {
+        if let Some(list) = &self.lora_targets {
+            if let Some(bad) = list.iter().find(|n| !LORA_TARGETS.contains(&n.as_str())) {
+                return Err(Error::InvalidConfig(format!(
+                    "unknown LoRA target `{bad}` (expected some of {})",
+                    LORA_TARGETS.join(", ")
+                )));
+            }
+            if list.is_empty() {
+                return Err(Error::InvalidConfig("lora_targets is empty: name at least one projection".into()));
+            }
+        }
         if self.dtype == WeightDtype::Bf16 && self.device.is_cpu() {
             return Err(Error::InvalidConfig(
                 "dtype = \"bf16\" is for a CUDA device (device = \"cuda:N\"); the CPU runs f32".into(),

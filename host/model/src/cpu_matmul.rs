@@ -42,7 +42,9 @@
 //! The memory per matrix is stored once: prefill, batched and single-row decode, and the
 //! embedding lookup of a tied matrix all read these tiles.
 
-use candle_core::{quantized::GgmlDType, quantized::QTensor, Device, Tensor};
+use std::sync::{Arc, OnceLock};
+
+use candle_core::{quantized::GgmlDType, quantized::QTensor, CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
 use half::f16;
 
 use crate::error::{Error, Result};
@@ -99,6 +101,8 @@ pub(crate) struct TiledMatrix {
     cols: usize,
     /// The (CPU) device the matrix was read on, for tensors made from it.
     device: Device,
+    /// Wᵀ in Q8_0 tiles, built the first time a gradient goes through this matrix.
+    transposed: OnceLock<Arc<TiledMatrix>>,
 }
 
 impl std::fmt::Debug for TiledMatrix {
@@ -146,7 +150,7 @@ impl TiledMatrix {
         } else {
             Tiles::Q5(q5_tiles(&raw, rows, blocks))
         };
-        Ok(Some(TiledMatrix { tiles, rows, cols, device: q.device() }))
+        Ok(Some(TiledMatrix { tiles, rows, cols, device: q.device(), transposed: OnceLock::new() }))
     }
 
     pub(crate) fn rows(&self) -> usize {
@@ -209,6 +213,28 @@ impl TiledMatrix {
         Ok(Tensor::from_vec(out, shape, x.device())?)
     }
 
+    /// Wᵀ `(cols, rows)` as Q8_0 tiles, built once: what carries a gradient back through
+    /// the product (`g · W = g · (Wᵀ)ᵀ`). Re-quantizing rounds the weights a second time
+    /// (Q8_0 of a Q5_0 or Q8_0 value, at most half a step of 1/127 of a block's largest
+    /// weight), which touches only the gradient: the forward keeps the file's weights.
+    pub(crate) fn transposed(&self) -> Result<Arc<TiledMatrix>> {
+        if let Some(t) = self.transposed.get() {
+            return Ok(t.clone());
+        }
+        if self.rows % QK != 0 || self.cols % TILE_ROWS != 0 {
+            return Err(Error::meta(
+                "transposed matrix",
+                format!("{} × {} cannot be tiled the other way round", self.rows, self.cols),
+            ));
+        }
+        let wt = self.dequantize()?.t()?.contiguous()?;
+        let q = QTensor::quantize(&wt, GgmlDType::Q8_0)?;
+        drop(wt);
+        let t = TiledMatrix::from_qtensor(&q)?
+            .ok_or_else(|| Error::meta("transposed matrix", "the tiled kernel refused its own transpose".to_string()))?;
+        Ok(self.transposed.get_or_init(|| Arc::new(t)).clone())
+    }
+
     /// `out (m, rows) = x (m, cols) · Wᵀ`.
     fn matmul_into(&self, x: &[f32], m: usize, out: &mut [f32]) {
         assert_eq!(x.len(), m * self.cols);
@@ -228,6 +254,43 @@ impl TiledMatrix {
                 }
             }
         });
+    }
+}
+
+/// `x · Wᵀ` for a frozen tiled `W` inside a training graph: the forward is the sampler's own
+/// product (the same tiles and kernel, so a learner sees the log-probabilities the sampler
+/// drew with), and the backward gives `x` its gradient `g · W` through Wᵀ's tiles and gives
+/// `W` none. candle's matmul backward would also compute the weight gradient, a third of a
+/// backward's arithmetic and a matrix of memory per product, for weights nobody trains.
+#[derive(Clone, Debug)]
+pub(crate) struct FrozenProduct(pub(crate) Arc<TiledMatrix>);
+
+impl CustomOp1 for FrozenProduct {
+    fn name(&self) -> &'static str {
+        "frozen-tiled-product"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let w = &self.0;
+        let dims = layout.shape().dims();
+        if dims.last() != Some(&w.cols) {
+            candle_core::bail!("frozen product: input {dims:?} against a {} × {} matrix", w.rows, w.cols);
+        }
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("frozen product needs a contiguous input");
+        };
+        let x = &storage.as_slice::<f32>()?[start..end];
+        let m = x.len() / w.cols;
+        let mut out = vec![0f32; m * w.rows];
+        w.matmul_into(x, m, &mut out);
+        let mut shape = dims.to_vec();
+        *shape.last_mut().expect("checked above") = w.rows;
+        Ok((CpuStorage::F32(out), Shape::from(shape)))
+    }
+
+    fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        let wt = self.0.transposed().map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        Ok(Some(grad_res.contiguous()?.apply_op1(FrozenProduct(wt))?))
     }
 }
 

@@ -1,5 +1,5 @@
 //! The role-specific parameters: soft tokens (the role embedding e_ρ), LoRA adapters on
-//! every attention and MLP projection, and the Judge head s_J = σ(w·h + b).
+//! the attention and MLP projections the config names (all seven by default), and the Judge head s_J = σ(w·h + b).
 
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarMap;
@@ -15,8 +15,9 @@ use crate::{
 pub(crate) struct RoleParams {
     /// `(role_tokens, hidden)`; `None` when `role_tokens == 0`.
     pub(crate) soft: Option<Var>,
-    /// Per layer, the seven adapters of [`LORA_TARGETS`] as `(A, B)`.
-    pub(crate) lora: Vec<[(Var, Var); 7]>,
+    /// Per layer, the adapters of [`LORA_TARGETS`] as `(A, B)`; `None` for a projection
+    /// the config leaves without one (`lora_targets`).
+    pub(crate) lora: Vec<[Option<(Var, Var)>; 7]>,
 }
 
 /// The Judge's scalar head on the final hidden state.
@@ -28,21 +29,21 @@ pub(crate) struct JudgeHead {
     pub(crate) b: Var,
 }
 
-/// LoRA parameters per unit of rank: Σ over layers and targets of (in + out).
-pub(crate) fn lora_params_per_rank(backbone: &Backbone) -> usize {
+/// LoRA parameters per unit of rank: Σ over layers and adapted targets of (in + out).
+pub(crate) fn lora_params_per_rank(backbone: &Backbone, targets: &[bool; 7]) -> usize {
     backbone
         .blocks
         .iter()
-        .flat_map(|b| b.linears())
+        .flat_map(|b| b.linears().into_iter().zip(targets).filter(|(_, on)| **on).map(|(l, _)| l))
         .map(|l| l.shape.0 + l.shape.1)
         .sum()
 }
 
 /// The rank that makes one role's parameters ≈ `fraction` of the backbone's.
-pub(crate) fn auto_rank(backbone: &Backbone, fraction: f64, role_tokens: usize) -> usize {
+pub(crate) fn auto_rank(backbone: &Backbone, targets: &[bool; 7], fraction: f64, role_tokens: usize) -> usize {
     let target = fraction * backbone.param_count() as f64
         - (role_tokens * backbone.cfg.hidden_size) as f64;
-    let per_rank = lora_params_per_rank(backbone) as f64;
+    let per_rank = lora_params_per_rank(backbone, targets) as f64;
     ((target / per_rank).round() as usize).max(1)
 }
 
@@ -61,6 +62,7 @@ pub(crate) fn init_role(
     role: Role,
     backbone: &Backbone,
     rank: usize,
+    targets: &[bool; 7],
     role_tokens: usize,
     init_tokens: &[u32],
     rng: &mut StdRng,
@@ -79,15 +81,21 @@ pub(crate) fn init_role(
     for (i, block) in backbone.blocks.iter().enumerate() {
         let mut pairs = Vec::with_capacity(7);
         for (t, lin) in block.linears().iter().enumerate() {
+            if !targets[t] {
+                // No adapter, and no draws from the RNG: the adapters that do exist get
+                // the same initial values whatever else is adapted.
+                pairs.push(None);
+                continue;
+            }
             let (out, inp) = lin.shape;
             let bound = 1.0 / (inp as f32).sqrt();
             let a: Vec<f32> = (0..rank * inp).map(|_| rng.gen_range(-bound..bound)).collect();
             let a = Tensor::from_vec(a, (rank, inp), &dev)?;
             let b = Tensor::zeros((out, rank), DType::F32, &dev)?;
             let name = format!("{role}.lora.{i}.{}", LORA_TARGETS[t]);
-            pairs.push((var(map, format!("{name}.a"), a)?, var(map, format!("{name}.b"), b)?));
+            pairs.push(Some((var(map, format!("{name}.a"), a)?, var(map, format!("{name}.b"), b)?)));
         }
-        let arr: [(Var, Var); 7] = pairs.try_into().expect("seven adapters");
+        let arr: [Option<(Var, Var)>; 7] = pairs.try_into().expect("seven slots");
         lora.push(arr);
     }
     Ok(RoleParams { soft, lora })
@@ -116,9 +124,9 @@ impl RoleParams {
             .lora
             .iter()
             .map(|layer| {
-                let v: Vec<LoraPair> =
-                    layer.iter().map(|(a, b)| LoraPair { a: t(a), b: t(b) }).collect();
-                v.try_into().expect("seven adapters")
+                let v: Vec<Option<LoraPair>> =
+                    layer.iter().map(|p| p.as_ref().map(|(a, b)| LoraPair { a: t(a), b: t(b) })).collect();
+                v.try_into().expect("seven slots")
             })
             .collect();
         Ok(RoleView { lora, scale })
@@ -137,7 +145,7 @@ impl RoleParams {
 
     fn lora_is_zero(&self) -> Result<bool> {
         for layer in &self.lora {
-            for (_, b) in layer {
+            for (_, b) in layer.iter().flatten() {
                 if b.as_detached_tensor().abs()?.max_all()?.to_scalar::<f32>()? != 0.0 {
                     return Ok(false);
                 }
@@ -163,7 +171,7 @@ impl RoleParams {
             mix(&s.as_detached_tensor())?;
         }
         for layer in &self.lora {
-            for (a, b) in layer {
+            for (a, b) in layer.iter().flatten() {
                 mix(&a.as_detached_tensor())?;
                 mix(&b.as_detached_tensor())?;
             }
@@ -177,7 +185,7 @@ impl RoleParams {
             + self
                 .lora
                 .iter()
-                .flat_map(|l| l.iter())
+                .flat_map(|l| l.iter().flatten())
                 .map(|(a, b)| a.elem_count() + b.elem_count())
                 .sum::<usize>()
     }

@@ -17,7 +17,11 @@ use std::sync::{
 use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
 use serde::{Deserialize, Serialize};
 
-use crate::{attention::DecodeAttention, cpu_matmul::TiledMatrix, Result};
+use crate::{
+    attention::DecodeAttention,
+    cpu_matmul::{FrozenProduct, TiledMatrix},
+    Result,
+};
 
 /// Which family a checkpoint belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,6 +88,8 @@ impl Weight {
     pub(crate) fn matmul(&self, x: &Tensor) -> Result<Tensor> {
         match self {
             Weight::Quant(q) => Ok(q.forward(&x.contiguous()?)?),
+            // In a training graph the product must pass a gradient to `x` (and only to `x`).
+            Weight::Tiled(t) if x.track_op() => Ok(x.contiguous()?.apply_op1(FrozenProduct(t.clone()))?),
             Weight::Tiled(t) => t.matmul(x),
             Weight::Dense(w) => {
                 let dims = x.dims().to_vec();
@@ -182,14 +188,15 @@ pub(crate) struct LoraPair {
 /// are applied here. Tensors are detached in [`Mode::Fast`] so no graph is kept.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RoleView {
-    /// Per layer, the adapters of [`LORA_TARGETS`] in order; empty when inactive.
-    pub(crate) lora: Vec<[LoraPair; 7]>,
+    /// Per layer, the adapters of [`LORA_TARGETS`] in order (`None` where a projection has
+    /// none); empty when inactive.
+    pub(crate) lora: Vec<[Option<LoraPair>; 7]>,
     pub(crate) scale: f64,
 }
 
 impl RoleView {
     fn get(&self, layer: usize, target: usize) -> Option<(&LoraPair, f64)> {
-        self.lora.get(layer).map(|l| (&l[target], self.scale))
+        self.lora.get(layer).and_then(|l| l[target].as_ref()).map(|p| (p, self.scale))
     }
 }
 
@@ -441,6 +448,13 @@ impl Backbone {
             }
         }
         n
+    }
+
+    /// Whether every projection and the output matrix are tiles for our kernel, whose
+    /// products have an input-only backward ([`FrozenProduct`]).
+    pub(crate) fn fully_tiled(&self) -> bool {
+        matches!(self.lm_head, Weight::Tiled(_))
+            && self.blocks.iter().all(|b| b.linears().iter().all(|l| matches!(l.w, Weight::Tiled(_))))
     }
 
     /// Whether the output matrix is the embedding matrix.

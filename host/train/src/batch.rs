@@ -33,8 +33,14 @@ pub struct PolicySample {
     pub advantage: f32,
     /// The return the value head regresses to.
     pub ret: f32,
-    /// log π_old per output token, once scored.
+    /// log π_old per output token: recorded while sampling (see `rollout_logp`), or scored
+    /// by the learner.
     pub old_logp: Option<Vec<f32>>,
+    /// log π per output token as the sampler recorded it (empty for records made before it
+    /// was kept): the old policy's, when the learner runs the sampler's weights.
+    pub rollout_logp: Vec<f32>,
+    /// The temperature it was sampled at; the learner's log-probabilities are taken at it.
+    pub temperature: f32,
     /// log π_ref per output token (KL penalty only).
     pub ref_logp: Option<Vec<f32>>,
     /// The decoding constraint the output was sampled under, with its token budget: the
@@ -65,6 +71,8 @@ impl PolicySample {
             advantage: 0.0,
             ret: 0.0,
             old_logp: None,
+            rollout_logp: Vec::new(),
+            temperature: 1.0,
             ref_logp: None,
             constraint: None,
         }
@@ -196,6 +204,13 @@ impl Batch {
                 let at = (episode, *group, step.index);
                 let mut sample = PolicySample::new(step.role, prompt, output, at, reward);
                 sample.constraint = step.sampling.constraint.clone().map(|c| (c, step.sampling.max_tokens));
+                if step.output_logprobs.len() == step.output_tokens.len() {
+                    sample.rollout_logp = step.output_logprobs.clone();
+                }
+                // Greedy steps were recorded at temperature 1.
+                if step.sampling.temperature > 0.0 {
+                    sample.temperature = step.sampling.temperature;
+                }
                 batch.policy.push(sample);
             }
             if ablation.trains(Role::Judge) {
@@ -321,6 +336,7 @@ mod tests {
             cached_prompt_tokens: 0,
             output: String::new(),
             output_tokens: vec![7; 3],
+            output_logprobs: vec![-0.5; 3],
             sampling: SamplingConfig::greedy(3),
             stop_reason: "eos".into(),
             constraint: None,

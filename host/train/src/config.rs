@@ -230,10 +230,13 @@ impl TrainConfig {
         self.solve_config().validate().map_err(TrainError::Setup)
     }
 
-    /// The episode rollouts run: sampled (never greedy), with the ablation's roles.
+    /// The episode rollouts run: sampled (never greedy), with the ablation's roles, and with
+    /// the nucleus off (`top-p = 1`): the log-probabilities the sampler records are PPO's old
+    /// policy, and a nucleus cut would not be in them.
     pub fn rollout_episode(&self) -> EpisodeConfig {
         let mut ep = self.episode.clone();
         ep.greedy = false;
+        ep.top_p = 1.0;
         if !self.ablation.repairs() {
             ep.max_repairs = 0;
         }

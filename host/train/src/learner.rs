@@ -70,6 +70,14 @@ pub struct UpdateStats {
     pub approx_kl: f32,
     /// Share of tokens whose ratio was clipped (last epoch).
     pub clipfrac: f32,
+    /// Mean |log π − log π_old| per token over the first minibatch of the first epoch,
+    /// before its step: 0 up to rounding when the old log-probabilities are the policy's
+    /// own (the sampler's, recorded at rollout, on the weights the learner runs).
+    pub first_abs_log_ratio: Option<f32>,
+    /// Where the old log-probabilities came from: `rollout` (recorded by the sampler),
+    /// `scoring-pass` (the learner's own pass before the first step) or `first-forward`
+    /// (the first forward's detached values: a ratio of 1 by construction).
+    pub old_logp_source: &'static str,
     /// Mean KL to the initial policy per token (with a KL penalty).
     pub kl_ref: Option<f32>,
     /// Explained variance of the value head.
@@ -246,13 +254,32 @@ impl Learner {
                 self.masks.insert(i, masks);
             }
         }
-        // 1. The old policy's log-probabilities and values, when the update needs them first.
-        let score_from_first_pass = !args.needs_scoring_pass();
+        // 1. The old policy's log-probabilities: the sampler's own when the learner runs the
+        //    sampler's weights, so the ratio starts at 1 and PPO's clip means what it says.
+        //    On a dense copy they belong to another model and are dropped.
+        let rollout_old = self.brain.learns_on_sampler_weights()
+            && batch.policy.iter().all(|s| s.rollout_logp.len() == s.output.len());
+        for s in batch.policy.iter_mut() {
+            s.old_logp = rollout_old.then(|| s.rollout_logp.clone());
+        }
+        let source = if rollout_old {
+            OldLogp::Rollout
+        } else if args.needs_scoring_pass() {
+            OldLogp::ScoringPass
+        } else {
+            OldLogp::FirstForward
+        };
+        stats.old_logp_source = source.name();
+        let score_from_first_pass = source == OldLogp::FirstForward;
+        // Values and reference log-probabilities still need a pass before the first step.
+        let scoring_pass = source == OldLogp::ScoringPass
+            || args.advantage == Advantage::ValueHead
+            || args.kl_coef > 0.0;
         // Prompt heads (`detach-prompt`), shared by every sample of the same prompt.
         let mut heads = Heads::default();
-        if !score_from_first_pass {
+        if scoring_pass {
             let t = Instant::now();
-            stats.tokens += self.score(batch, &mut heads)?;
+            stats.tokens += self.score(batch, &mut heads, source == OldLogp::ScoringPass)?;
             stats.score_secs = t.elapsed().as_secs_f64();
         }
         // 2. Advantages and returns.
@@ -300,6 +327,9 @@ impl Learner {
                 stats.entropy = (out.policy_tokens > 0.0).then(|| out.entropy_sum / tokens);
                 stats.kl_ref = (args.kl_coef > 0.0).then(|| out.kl_sum / tokens);
                 stats.clipfrac = out.clipped / tokens;
+                if epoch == 0 && stats.first_abs_log_ratio.is_none() && out.policy_tokens > 0.0 {
+                    stats.first_abs_log_ratio = Some(out.abs_log_ratio_sum / tokens);
+                }
                 let total = joint_loss(
                     stats.policy_actor.unwrap_or(0.0),
                     stats.policy_editor.unwrap_or(0.0),
@@ -330,9 +360,9 @@ impl Learner {
         Ok(stats)
     }
 
-    /// The scoring pass: log π_old, V and log π_ref of every policy sample, no gradients
-    /// kept. Returns the tokens it ran.
-    fn score(&mut self, batch: &mut Batch, heads: &mut Heads) -> Result<usize, TrainError> {
+    /// The scoring pass: log π_old (when `set_old`), V and log π_ref of every policy sample,
+    /// no gradients kept. Returns the tokens it ran.
+    fn score(&mut self, batch: &mut Batch, heads: &mut Heads, set_old: bool) -> Result<usize, TrainError> {
         let mut tokens = 0;
         for role in [Role::Actor, Role::Editor] {
             let idx: Vec<usize> = (0..batch.policy.len())
@@ -354,7 +384,8 @@ impl Learner {
                     let refs = match &self.reference {
                         Some(r) if self.args.kl_coef > 0.0 => {
                             let items = items(&batch.policy, &rows_idx);
-                            let lp = r.batch_logprobs_masked(role, &items, &self.masks_of(&rows_idx))?;
+                            let t = batch.policy[rows_idx[0]].temperature;
+                            let lp = r.batch_logprobs_masked(role, &items, &self.masks_of(&rows_idx), t)?;
                             Some(rows(
                                 &lp.logprobs,
                                 rows_idx.iter().map(|&i| batch.policy[i].output.len()),
@@ -364,7 +395,9 @@ impl Learner {
                     };
                     for (k, &i) in rows_idx.iter().enumerate() {
                         let s = &mut batch.policy[i];
-                        s.old_logp = Some(old[k].clone());
+                        if set_old {
+                            s.old_logp = Some(old[k].clone());
+                        }
                         s.value = values[k];
                         s.ref_logp = refs.as_ref().map(|r| r[k].clone());
                     }
@@ -442,6 +475,11 @@ impl Learner {
                     )?;
                     let adv: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].advantage).collect();
                     let adv = Tensor::new(adv.as_slice(), lp.logprobs.device())?;
+                    out.abs_log_ratio_sum += (lp.logprobs.detach() - &old)?
+                        .abs()?
+                        .mul(&lp.mask)?
+                        .sum_all()?
+                        .to_scalar::<f32>()?;
                     let (pg_sum, st) =
                         clipped_surrogate_sum(&lp.logprobs, &old, &adv, &lp.mask, args.clip_coef)?;
                     let ent_sum = entropy_sum(&lp.entropy, &lp.mask)?;
@@ -530,13 +568,20 @@ impl Learner {
         heads: &mut Heads,
     ) -> Result<Vec<(Vec<usize>, BatchLogprobs, usize)>, TrainError> {
         if !self.args.detach_prompt {
-            let items = items(&batch.policy, idx);
-            let n = items.iter().map(|(p, c)| p.len() + c.len()).sum();
-            return Ok(vec![(
-                idx.to_vec(),
-                self.brain.batch_logprobs_masked(role, &items, &self.masks_of(idx))?,
-                n,
-            )]);
+            // One forward per sampling temperature (in practice one).
+            let mut out = Vec::new();
+            let mut rest: Vec<usize> = idx.to_vec();
+            while let Some(&first) = rest.first() {
+                let t = batch.policy[first].temperature;
+                let (same, other): (Vec<usize>, Vec<usize>) =
+                    rest.iter().partition(|&&i| batch.policy[i].temperature == t);
+                let items = items(&batch.policy, &same);
+                let n = items.iter().map(|(p, c)| p.len() + c.len()).sum();
+                let lp = self.brain.batch_logprobs_masked(role, &items, &self.masks_of(&same), t)?;
+                out.push((same, lp, n));
+                rest = other;
+            }
+            return Ok(out);
         }
         let mut out = Vec::with_capacity(idx.len());
         for &i in idx {
@@ -548,6 +593,7 @@ impl Learner {
                 &s.prompt[split..],
                 &s.output,
                 self.masks.get(&i).map(Vec::as_slice),
+                s.temperature,
             )?;
             out.push((vec![i], lp, s.prompt.len() - split + s.output.len()));
         }
@@ -616,6 +662,7 @@ impl Learner {
                 s.role,
                 &[(s.prompt.clone(), s.output.clone())],
                 &[masks.as_deref()],
+                s.temperature,
             )?;
             sum += lp.logprobs.sum_all()?.to_scalar::<f32>()?;
             n += s.output.len();
@@ -671,8 +718,28 @@ impl Heads {
     }
 }
 
+/// Where an update's old log-probabilities come from (see [`UpdateStats::old_logp_source`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OldLogp {
+    Rollout,
+    ScoringPass,
+    FirstForward,
+}
+
+impl OldLogp {
+    fn name(self) -> &'static str {
+        match self {
+            OldLogp::Rollout => "rollout",
+            OldLogp::ScoringPass => "scoring-pass",
+            OldLogp::FirstForward => "first-forward",
+        }
+    }
+}
+
 #[derive(Default)]
 struct MinibatchOut {
+    /// Σ |log π − log π_old| over the policy tokens, before the step.
+    abs_log_ratio_sum: f32,
     policy: HashMap<Role, f32>,
     value_sum: f32,
     value_seqs: usize,

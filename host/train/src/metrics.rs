@@ -76,6 +76,12 @@ pub struct MetricsRow {
     /// Share of clipped tokens.
     #[serde(rename = "losses/clipfrac")]
     pub clipfrac: f32,
+    /// Mean |log π − log π_old| per token of the first minibatch, before its step.
+    #[serde(rename = "losses/first_abs_log_ratio", default)]
+    pub first_abs_log_ratio: Option<f32>,
+    /// Where log π_old came from: `rollout`, `scoring-pass` or `first-forward`.
+    #[serde(rename = "losses/old_logp_source", default)]
+    pub old_logp_source: String,
     /// KL to the initial policy.
     #[serde(rename = "losses/kl_ref")]
     pub kl_ref: Option<f32>,
@@ -146,6 +152,8 @@ impl MetricsRow {
             entropy: u.entropy,
             approx_kl: u.approx_kl,
             clipfrac: u.clipfrac,
+            first_abs_log_ratio: u.first_abs_log_ratio,
+            old_logp_source: u.old_logp_source.to_string(),
             kl_ref: u.kl_ref,
             explained_variance: u.explained_variance,
             grad_norm: u.grad_norm,

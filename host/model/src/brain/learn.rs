@@ -170,18 +170,22 @@ impl Brain {
     /// them through the tail's attention. `tail` must hold at least the prompt's last
     /// token, whose hidden state predicts the first continuation token.
     pub fn tail_logprobs(&self, head: &PromptHead, tail: &[u32], continuation: &[u32]) -> Result<BatchLogprobs> {
-        self.tail_logprobs_masked(head, tail, continuation, None)
+        self.tail_logprobs_masked(head, tail, continuation, None, 1.0)
     }
 
-    /// [`Brain::tail_logprobs`] under a decoding constraint: `masks[j]` is the set the sampler
-    /// allowed for continuation token `j` (from [`Brain::constraint_masks`]), and each
-    /// log-probability is taken from the distribution renormalised over it.
+    /// [`Brain::tail_logprobs`] under a decoding constraint at a sampling temperature:
+    /// `masks[j]` is the set the sampler allowed for continuation token `j` (from
+    /// [`Brain::constraint_masks`]), and each log-probability is taken from
+    /// softmax(logits / `temperature`) renormalised over it: the distribution the sampler drew
+    /// from (with top-p off), so that these equal [`Generation::logprobs`] when the learner
+    /// runs the sampler's weights.
     pub fn tail_logprobs_masked(
         &self,
         head: &PromptHead,
         tail: &[u32],
         continuation: &[u32],
         masks: Option<&[TokenSet]>,
+        temperature: f32,
     ) -> Result<BatchLogprobs> {
         if tail.is_empty() {
             return Err(Error::EmptyInput("the tail needs the prompt's last token"));
@@ -205,7 +209,7 @@ impl Brain {
         let sel = hidden.narrow(0, tail.len() - 1, c)?;
         let row_masks: Vec<Option<&TokenSet>> = (0..c).map(|j| masks.and_then(|m| m.get(j))).collect();
         let bias = mask_bias(&row_masks, backbone.cfg.vocab_size, self.device())?;
-        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, continuation, bias.as_ref())?;
+        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, continuation, bias.as_ref(), temperature)?;
         let (lp, entropy) = (lp.reshape((1, c))?, entropy.reshape((1, c))?);
         let mask = Tensor::ones((1, c), DType::F32, self.device())?;
         Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.unsqueeze(0)?, entropy })
@@ -265,16 +269,18 @@ impl Brain {
 
     /// Per-token log-probabilities of a batch of `(prompt, continuation)` token pairs.
     pub fn batch_logprobs(&self, role: Role, items: &[(Vec<u32>, Vec<u32>)]) -> Result<BatchLogprobs> {
-        self.batch_logprobs_masked(role, items, &[])
+        self.batch_logprobs_masked(role, items, &[], 1.0)
     }
 
-    /// [`Brain::batch_logprobs`] under decoding constraints: `masks[r]`, when present, holds
-    /// one allowed set per continuation token of row `r` (see [`Brain::tail_logprobs_masked`]).
+    /// [`Brain::batch_logprobs`] under decoding constraints at a sampling temperature:
+    /// `masks[r]`, when present, holds one allowed set per continuation token of row `r` (see
+    /// [`Brain::tail_logprobs_masked`]).
     pub fn batch_logprobs_masked(
         &self,
         role: Role,
         items: &[(Vec<u32>, Vec<u32>)],
         masks: &[Option<&[TokenSet]>],
+        temperature: f32,
     ) -> Result<BatchLogprobs> {
         if items.is_empty() {
             return Err(Error::EmptyInput("no sequences"));
@@ -315,7 +321,7 @@ impl Brain {
         let sel = hidden.reshape((b * t, h))?.index_select(&idx, 0)?;
         let backbone = self.dense_for(role)?;
         let bias = mask_bias(&row_masks, backbone.cfg.vocab_size, self.device())?;
-        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, &targets, bias.as_ref())?;
+        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, &targets, bias.as_ref(), temperature)?;
         let mask = Tensor::from_vec(mask, (b, c_max), self.device())?;
         let lp = lp.reshape((b, c_max))?.mul(&mask)?;
         let entropy = entropy.reshape((b, c_max))?.mul(&mask)?;
@@ -347,12 +353,15 @@ impl Brain {
 
 
 /// log π(target) and the policy's entropy `(n,)` at each of `n` rows of logits
-/// `(n, vocab)`, differentiable; with `bias` (0 allowed, [`MASKED`] refused) the policy is the
-/// constrained one.
-fn token_logprobs(logits: &Tensor, targets: &[u32], bias: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
+/// `(n, vocab)` at `temperature`, differentiable; with `bias` (0 allowed, [`MASKED`] refused)
+/// the policy is the constrained one.
+fn token_logprobs(logits: &Tensor, targets: &[u32], bias: Option<&Tensor>, temperature: f32) -> Result<(Tensor, Tensor)> {
+    // Greedy decoding records temperature-1 log-probabilities; so does the learner.
+    let inv_t = if temperature > 0.0 { 1.0 / f64::from(temperature) } else { 1.0 };
+    let logits = if inv_t == 1.0 { logits.clone() } else { (logits * inv_t)? };
     let logits = match bias {
         Some(b) => logits.add(b)?,
-        None => logits.clone(),
+        None => logits,
     };
     let logp = candle_nn::ops::log_softmax(&logits, D::Minus1)?;
     let idx = Tensor::new(targets, logits.device())?.unsqueeze(1)?;
