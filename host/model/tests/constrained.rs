@@ -89,7 +89,7 @@ fn the_learner_recomputes_the_samplers_constrained_logprobs() {
     }
     let prompt_ids = brain.encode(&p).unwrap();
     let items = [(prompt_ids, g.tokens.clone())];
-    let lp = brain.batch_logprobs_masked(Role::Actor, &items, &[Some(&masks)]).unwrap();
+    let lp = brain.batch_logprobs_masked(Role::Actor, &items, &[Some(&masks)], 1.0).unwrap();
     let recomputed: Vec<f32> = lp.logprobs.squeeze(0).unwrap().to_vec1().unwrap();
     let free: Vec<f32> = brain.batch_logprobs(Role::Actor, &items).unwrap().logprobs.squeeze(0).unwrap().to_vec1().unwrap();
     let mut worst = 0f32;

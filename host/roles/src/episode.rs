@@ -427,6 +427,7 @@ impl Episode {
             cached_prompt_tokens: g.cached_prompt_tokens,
             output: g.text.clone(),
             output_tokens: g.tokens.clone(),
+            output_logprobs: g.logprobs.clone(),
             sampling,
             stop_reason: stop_name(&g.stop_reason),
             constraint: g.constraint.clone(),
@@ -778,6 +779,7 @@ impl Episode {
         step.kind = "validate".into();
         step.output = node.join("\n");
         step.output_tokens = Vec::new();
+        step.output_logprobs = Vec::new();
         step.timings = StepTimings::default();
         self.record.steps.push(step);
         let at = self.record.steps.len() - 1;

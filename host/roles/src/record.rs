@@ -34,6 +34,11 @@ pub struct StepRecord {
     pub output: String,
     /// The generated token ids.
     pub output_tokens: Vec<u32>,
+    /// log π(token) of each generated token under the distribution it was sampled from (the
+    /// constraint's mask and the sampling temperature applied; 0 for forced tokens): PPO's
+    /// old log-probabilities when the learner runs the sampler's weights.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_logprobs: Vec<f32>,
     /// How it was sampled, seed included.
     pub sampling: SamplingConfig,
     /// Why generation stopped (`eos`, `max-tokens`, `complete`, …).
