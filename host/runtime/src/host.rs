@@ -1,5 +1,5 @@
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{Component, InstancePre, Linker};
@@ -18,49 +18,98 @@ use crate::wit::{read_api_version, ApiVersion};
 /// it); 10 ms keeps the ticking thread's cost negligible.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// The engine, built once per process (Zed's `wasm_engine()`, Spin's
-/// `Config::default`): compiled code and the component cache are tied to its
-/// settings, and its epoch is advanced by one background thread.
-pub(crate) fn engine() -> Result<&'static Engine, String> {
-    static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
-    ENGINE
-        .get_or_init(|| {
-            let mut c = Config::new();
-            // Wall-clock deadlines (timeouts) and instruction budgets (fuel).
-            c.epoch_interruption(true);
-            c.consume_fuel(true);
-            // 1 MiB of WebAssembly stack: deep enough for any honest
-            // recursion over a PDDL AST, and a runaway one traps quickly.
-            c.max_wasm_stack(1 << 20);
-            c.cranelift_opt_level(OptLevel::Speed);
-            let engine = Engine::new(&c).map_err(|e| format!("{e:#}"))?;
-            let ticker = engine.clone();
-            std::thread::Builder::new()
-                .name("onebrain-epoch".into())
-                .spawn(move || loop {
-                    std::thread::sleep(EPOCH_TICK);
-                    ticker.increment_epoch();
-                })
-                .map_err(|e| e.to_string())?;
-            Ok(engine)
-        })
-        .as_ref()
-        .map_err(Clone::clone)
+/// The guard regions around each linear memory, after it and before it. Only
+/// address space, never memory: 2 MiB covers the static offset of any load or
+/// store a compiler emits for a Rust struct, so Cranelift folds those offsets
+/// into one bounds check, and the region before stays as wasmtime's defence in
+/// depth against a code-generator bug. (wasmtime's default is 32 MiB each side.)
+pub(crate) const MEMORY_GUARD_BYTES: u64 = 2 << 20;
+
+/// The most a 32-bit linear memory can address (65,536 pages of 64 KiB).
+const WASM32_MEMORY_BYTES: u64 = 4 << 30;
+
+/// The address space one linear memory reserves under a memory cap of
+/// `memory_bytes`: the cap itself (so a memory never moves while it grows up
+/// to the cap; the [`StoreLimiter`](crate::limits::StoreLimiter) refuses
+/// growth past it) plus the two guard regions. Default limits: 64 MiB + 4 MiB.
+///
+/// wasmtime's default is 4 GiB + 2 × 32 MiB per memory whatever the cap, so
+/// that 32-bit loads need no bounds check: under `ulimit -v 8000000`, common on
+/// shared clusters, the second plugin could not load ("mmap failed to reserve
+/// 0x104000000 bytes", issue 35). The price is an explicit bounds check per
+/// load and store, which the plugin benchmark puts within its noise (README).
+pub fn memory_address_space(memory_bytes: u64) -> u64 {
+    reservation(memory_bytes) + 2 * MEMORY_GUARD_BYTES
 }
 
-/// The linker every plugin is instantiated with: WASI preview 2 only, backed
-/// by the sandboxed [`StoreState`]. Built once; the worlds import nothing else.
-fn linker(engine: &'static Engine) -> Result<&'static Linker<StoreState>, String> {
-    static LINKER: OnceLock<Result<Linker<StoreState>, String>> = OnceLock::new();
-    LINKER
+/// The engine's `memory_reservation` for a memory cap: the cap rounded up to
+/// whole WebAssembly pages, at most what a 32-bit memory can address.
+fn reservation(memory_bytes: u64) -> u64 {
+    memory_bytes.div_ceil(64 << 10).saturating_mul(64 << 10).clamp(64 << 10, WASM32_MEMORY_BYTES)
+}
+
+/// An engine and the linker built on it.
+pub(crate) struct EngineLinker {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<StoreState>,
+}
+
+/// The engine for plugins whose memory is capped at `memory_bytes`, built once
+/// per process and cap (Zed's `wasm_engine()`, Spin's `Config::default`): its
+/// memory reservation follows the cap ([`memory_address_space`]), and compiled
+/// code and the component cache are tied to its settings (the cache key holds
+/// the engine's compatibility hash, so each cap has its own entries). A process
+/// normally sees one cap; tests see a few. One background thread advances every
+/// engine's epoch.
+pub(crate) fn engine(memory_bytes: u64) -> Result<&'static EngineLinker, String> {
+    static ENGINES: Mutex<Vec<(u64, &'static EngineLinker)>> = Mutex::new(Vec::new());
+    static TICKER: OnceLock<Result<(), String>> = OnceLock::new();
+    let reserve = reservation(memory_bytes);
+    let mut engines = ENGINES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, e)) = engines.iter().find(|(r, _)| *r == reserve) {
+        return Ok(e);
+    }
+    let mut c = Config::new();
+    // Wall-clock deadlines (timeouts) and instruction budgets (fuel).
+    c.epoch_interruption(true);
+    c.consume_fuel(true);
+    // 1 MiB of WebAssembly stack: deep enough for any honest
+    // recursion over a PDDL AST, and a runaway one traps quickly.
+    c.max_wasm_stack(1 << 20);
+    c.cranelift_opt_level(OptLevel::Speed);
+    // Address space follows the memory cap (see `memory_address_space`).
+    // Instances are allocated on demand, never pooled: a pool reserves every
+    // slot's memory up front.
+    c.memory_reservation(reserve);
+    c.memory_guard_size(MEMORY_GUARD_BYTES);
+    c.guard_before_linear_memory(true);
+    // Only used by a memory that outgrows its reservation, which the limiter
+    // refuses; nothing extra to reserve.
+    c.memory_reservation_for_growth(0);
+    let engine = Engine::new(&c).map_err(|e| format!("{e:#}"))?;
+    let mut linker = Linker::new(&engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| format!("{e:#}"))?;
+    crate::clocks::add_to_linker(&mut linker).map_err(|e| format!("{e:#}"))?;
+    // Leaked on purpose: one per cap, alive as long as the process, like the
+    // `OnceLock` engine it replaces.
+    let built: &'static EngineLinker = Box::leak(Box::new(EngineLinker { engine, linker }));
+    engines.push((reserve, built));
+    drop(engines);
+    TICKER
         .get_or_init(|| {
-            let mut l = Linker::new(engine);
-            wasmtime_wasi::p2::add_to_linker_sync(&mut l).map_err(|e| format!("{e:#}"))?;
-            crate::clocks::add_to_linker(&mut l).map_err(|e| format!("{e:#}"))?;
-            Ok(l)
+            std::thread::Builder::new()
+                .name("onebrain-epoch".into())
+                .spawn(|| loop {
+                    std::thread::sleep(EPOCH_TICK);
+                    for (_, e) in ENGINES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                        e.engine.increment_epoch();
+                    }
+                })
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         })
-        .as_ref()
-        .map_err(Clone::clone)
+        .clone()?;
+    Ok(built)
 }
 
 /// Where the host finds things and how it limits plugins.
@@ -147,10 +196,10 @@ impl std::fmt::Debug for PluginHost {
 impl PluginHost {
     /// A host with `options`. Fails only if wasmtime cannot build its engine.
     pub fn new(options: HostOptions) -> Result<Self, String> {
-        let engine = engine()?;
+        let built = engine(options.limits.memory_bytes())?;
         Ok(PluginHost {
-            engine,
-            linker: linker(engine)?,
+            engine: &built.engine,
+            linker: &built.linker,
             cache: options.cache_dir.map(ComponentCache::new).unwrap_or_else(ComponentCache::disabled),
             limits: options.limits,
             grants: options.grants,

@@ -74,7 +74,7 @@ pub use config::{Plugins, RuntimeConfig};
 pub use error::{PluginError, PluginErrorKind, PluginId, RegistryError};
 pub use files::{MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES};
 pub use grants::{CapabilityGranter, Grant, Grants, PermissionError, Preopen};
-pub use host::{HostOptions, LoadedPlugin, PluginHost};
+pub use host::{memory_address_space, HostOptions, LoadedPlugin, PluginHost};
 pub use instance::InstancePolicy;
 pub use limits::Limits;
 pub use manifest::{Permissions, PluginManifest, World};

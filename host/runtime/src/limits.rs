@@ -56,6 +56,12 @@ impl Limits {
         self.memory_mb.saturating_mul(1 << 20)
     }
 
+    /// The address space one of the guest's linear memories reserves:
+    /// the memory cap plus guard regions ([`memory_address_space`](crate::memory_address_space)).
+    pub fn address_space_bytes(&self) -> u64 {
+        crate::host::memory_address_space(self.memory_bytes())
+    }
+
     /// The output cap in bytes.
     pub fn max_output_bytes(&self) -> usize {
         usize::try_from(self.max_output_kb.saturating_mul(1024)).unwrap_or(usize::MAX)
