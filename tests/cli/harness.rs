@@ -22,6 +22,20 @@ pub fn shared_data() -> Option<PathBuf> {
     })
 }
 
+/// Builds the guests once per test binary (the script `scripts/setup.sh` runs;
+/// quick when nothing changed) and returns the folder of built components.
+pub fn build_plugins() -> PathBuf {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let ok = Command::new(repo().join("scripts/build-plugins.sh"))
+            .status()
+            .expect("run scripts/build-plugins.sh")
+            .success();
+        assert!(ok, "scripts/build-plugins.sh failed");
+    });
+    repo().join("guests/target/wasm32-wasip2/release")
+}
+
 /// Why the model tests cannot run here (`scripts/setup.sh` installs what they need), if so.
 pub fn model_ready() -> Option<&'static str> {
     onebrain_roles::test_setup_missing(&repo(), &["blocksworld", "gripper", "paper-rewards"])
@@ -36,6 +50,16 @@ impl TestCommand {
     pub fn new(args: &[&str]) -> TestCommand {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_onebrain"));
         cmd.args(args).current_dir(repo());
+        TestCommand { cmd }
+    }
+
+    /// Runs it under `ulimit -v KB` (a virtual-memory limit, as shared clusters set one).
+    pub fn address_limit_kb(self, kb: u64) -> Self {
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c").arg(format!("ulimit -v {kb} && exec \"$0\" \"$@\"")).arg(self.cmd.get_program()).args(self.cmd.get_args());
+        if let Some(dir) = self.cmd.get_current_dir() {
+            cmd.current_dir(dir);
+        }
         TestCommand { cmd }
     }
 

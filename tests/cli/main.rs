@@ -2,9 +2,11 @@
 
 mod harness;
 
+mod address_space;
 mod check;
 mod configs;
 mod eval;
+mod pipes;
 mod plugins;
 mod solve;
 mod train;

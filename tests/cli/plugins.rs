@@ -3,22 +3,11 @@
 //! skipped with a warning, and a component outside its folder is not read.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
-use crate::harness::{repo, TestCommand};
+use crate::harness::{build_plugins, repo, TestCommand};
 
-/// Builds the guests once (the script `scripts/setup.sh` runs; quick when
-/// nothing changed) and returns the folder of built components.
 fn built() -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let ok = std::process::Command::new(repo().join("scripts/build-plugins.sh"))
-            .status()
-            .expect("run scripts/build-plugins.sh")
-            .success();
-        assert!(ok, "scripts/build-plugins.sh failed");
-    });
-    repo().join("guests/target/wasm32-wasip2/release")
+    build_plugins()
 }
 
 /// Installs the test guest `crate_name` in `dir` as plugin `name`.

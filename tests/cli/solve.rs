@@ -89,14 +89,16 @@ fn solve_missing_checkpoint_is_a_clear_error() {
 }
 
 /// The whole episode with the real small model, the real planner and the plugins: every role
-/// shows up as it happens, and the JSON record respects the budget.
+/// shows up as it happens, and the JSON record respects the budget. It runs under
+/// `ulimit -v 8000000`, as shared clusters set it (issue 35: the plugins alone reserved 4 GiB
+/// of address space each, and `solve` could not load them).
 #[test]
 fn solve_generated_task_shows_each_role_and_keeps_the_budget() {
     if let Some(why) = model_ready() {
         eprintln!("skipping: {why}");
         return;
     }
-    let out = solve(&["--domain", "blocksworld", "--seed", "3", "--size", "3"]).stdout();
+    let out = solve(&["--domain", "blocksworld", "--seed", "3", "--size", "3"]).address_limit_kb(8_000_000).stdout();
     assert!(out.contains("== blocksworld/"), "{out}");
     assert!(out.contains("-- step 0: actor (actor)"), "{out}");
     assert!(out.contains("   verifier (step 0): "), "{out}");

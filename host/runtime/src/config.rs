@@ -1,6 +1,7 @@
 //! The `[plugins]` part of a onebrain config (what the user wrote, stage one)
 //! and the loaded plugins it becomes (stage two).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -138,7 +139,9 @@ impl RuntimeConfig {
         let (host, registry) = self.host(base)?;
         let warnings = registry.warnings();
         for w in &warnings {
-            eprintln!("onebrain: warning: {w}");
+            // Not `eprintln!`, which panics when stderr is a closed pipe: a
+            // warning nobody can read is no reason to stop.
+            let _ = writeln!(std::io::stderr(), "onebrain: warning: {w}");
         }
         let load = |r: &str, world| -> Result<_, RegistryError> {
             let m = registry.resolve(r, world, base)?;

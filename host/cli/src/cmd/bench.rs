@@ -7,6 +7,7 @@ use onebrain_runtime::{bench_plugins, BenchOptions};
 
 use crate::cmd::print_json;
 use crate::flags::{BenchArgs, BenchTarget};
+use crate::out::{out, outln};
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if !args.data.is_dir() {
@@ -25,11 +26,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             if args.json {
                 return print_json(&report);
             }
-            println!(
+            outln!(
                 "## Verifier (onebrain bench verifier --reps {})\n",
                 args.reps
-            );
-            print!("{}", report.table());
+            )?;
+            out!("{}", report.table())?;
         }
         BenchTarget::Plugins => {
             let options = BenchOptions {
@@ -40,10 +41,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             if args.json {
                 return print_json(&r);
             }
-            println!(
+            outln!(
                 "## Plugin host (onebrain bench plugins --reps {})\n",
                 args.reps
-            );
+            )?;
             let mut t = Table::new(["measure", "WASM", "native peer", "ratio / target"]);
             t.row([
                 "reward call, reused instance".into(),
@@ -75,7 +76,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 format!("{:.1} µs", r.describe_native_us),
                 format!("{:.2}× (target ≤ 2×)", r.describe_ratio),
             ]);
-            print!("{t}");
+            out!("{t}")?;
         }
         BenchTarget::Model => {
             let mut reports = Vec::new();
@@ -93,7 +94,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             if args.json {
                 return print_json(&r);
             }
-            println!("## CPU Q8_0 products, matrices streamed from memory (onebrain bench matmul)\n");
+            outln!("## CPU Q8_0 products, matrices streamed from memory (onebrain bench matmul)\n")?;
             let mut t = Table::new(["matrix", "rows", "ours", "candle", "candle, padded to 256s", "speed-up"]);
             for p in &r {
                 let us = |v: f64| format!("{v:.0} µs");
@@ -106,7 +107,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                     p.speedup.map_or("-".into(), |s| format!("{s:.2}×")),
                 ]);
             }
-            print!("{t}");
+            out!("{t}")?;
         }
         BenchTarget::Constraint => {
             let tasks: Vec<String> = ["blocksworld_3/2", "mystery_blocksworld_3/4", "logistics/2", "blocksworld/10"]
@@ -120,18 +121,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             if args.json {
                 return print_json(&r);
             }
-            println!(
+            outln!(
                 "## Constrained decoding (onebrain bench constraint --reps {} --mode {})\n",
                 tasks.len(),
                 mode.as_str()
-            );
-            print!("{}", r.table());
-            println!(
+            )?;
+            out!("{}", r.table())?;
+            outln!(
                 "\ntoken environment (trie + parser factory), once per model: {:.0} ms; mask {:.0} µs/token, {:.1} % of constrained decode time (target ≤ 10 %)",
                 r.env_ms,
                 r.mask_us_per_token(),
                 100.0 * r.mask_share()
-            );
+            )?;
         }
         BenchTarget::Training => {
             let mut reports = Vec::new();
@@ -154,12 +155,12 @@ fn print_reports(title: &str, reports: &[serde_json::Value], json: bool) -> anyh
     if json {
         return print_json(&reports);
     }
-    println!("## {title}\n");
+    outln!("## {title}\n")?;
     let Some(first) = reports.first().and_then(|r| r.as_object()) else {
         return Ok(());
     };
-    println!("| measure |{}", " run |".repeat(reports.len()));
-    println!("|---|{}", "---|".repeat(reports.len()));
+    outln!("| measure |{}", " run |".repeat(reports.len()))?;
+    outln!("|---|{}", "---|".repeat(reports.len()))?;
     for key in first.keys() {
         let cells: Vec<String> = reports
             .iter()
@@ -170,7 +171,7 @@ fn print_reports(title: &str, reports: &[serde_json::Value], json: bool) -> anyh
                 v => v.to_string(),
             })
             .collect();
-        println!("| {key} | {} |", cells.join(" | "));
+        outln!("| {key} | {} |", cells.join(" | "))?;
     }
     Ok(())
 }

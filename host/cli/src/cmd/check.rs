@@ -7,6 +7,7 @@ use onebrain_verifier::{PlanningVerifier, Search, SolverLimits};
 use crate::cmd::{print_json, read};
 use crate::flags::CheckArgs;
 use crate::render;
+use crate::out::out;
 
 pub fn run(args: CheckArgs) -> anyhow::Result<()> {
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
@@ -37,6 +38,6 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         problem: &args.problem,
         plan: None,
     };
-    print!("{}", render::verdict(&verdict, &files));
+    out!("{}", render::verdict(&verdict, &files))?;
     Ok(())
 }

@@ -7,6 +7,7 @@ use onebrain_eval::{
 use onebrain_roles::{config_base, render_event};
 
 use crate::flags::EvalArgs;
+use crate::out::{errln, outln};
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let mut cfg = EvalConfig::from_file(&args.config)?;
@@ -32,7 +33,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             cfg.report.delta,
             cfg.report.checkpoints,
         )?;
-        println!("report: {}", paths.markdown.display());
+        outln!("report: {}", paths.markdown.display())?;
         return Ok(());
     }
     if args.shard.is_some() && !cfg.transfer.is_empty() {
@@ -40,13 +41,13 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     }
     if args.merge {
         let (merged, outcome) = merge_eval(&cfg, &base)?;
-        println!("{}\n", outcome.summary);
-        println!(
+        outln!("{}\n", outcome.summary)?;
+        outln!(
             "merged {} shard(s): {} episode(s) added, {} in the run",
             merged.shards, merged.appended, merged.total
-        );
-        println!("trace:  {}", outcome.trace_path.display());
-        println!("report: {}", outcome.report_paths.markdown.display());
+        )?;
+        outln!("trace:  {}", outcome.trace_path.display())?;
+        outln!("report: {}", outcome.report_paths.markdown.display())?;
         return Ok(());
     }
     if !cfg.benchmarks.is_empty() {
@@ -56,10 +57,10 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         let (trace, table) = run_transfer_eval(&cfg, &base, &mut |r: &TransferRecord, done, total| {
             let got = r.parsed.as_deref().unwrap_or("no answer read");
             let mark = if r.correct { "right" } else { "wrong" };
-            eprintln!("{done}/{total} {} {:<36} {mark} ({got}; {} tokens, {:.0} s)", r.kind.column(), r.id, r.output_tokens, r.model_secs);
+            errln!("{done}/{total} {} {:<36} {mark} ({got}; {} tokens, {:.0} s)", r.kind.column(), r.id, r.output_tokens, r.model_secs);
         })?;
-        println!("{table}");
-        println!("transfer trace: {}", trace.display());
+        outln!("{table}")?;
+        outln!("transfer trace: {}", trace.display())?;
     }
     Ok(())
 }
@@ -76,28 +77,28 @@ fn run_planning(cfg: &EvalConfig, base: &std::path::Path, shard: Option<Shard>, 
             } else {
                 ""
             };
-            eprintln!("{total} episodes, {done} already in the trace{torn}");
+            errln!("{total} episodes, {done} already in the trace{torn}");
         }
-        Progress::Event(e) if verbose => eprintln!("{}", render_event(e)),
+        Progress::Event(e) if verbose => errln!("{}", render_event(e)),
         Progress::Event(_) => {}
         Progress::Finished {
             done,
             total,
             record,
         } => {
-            eprintln!("{}", progress_line(*done, *total, record));
+            errln!("{}", progress_line(*done, *total, record));
             let _ = std::io::stderr().flush();
         }
     })?;
-    println!("{}\n", outcome.summary);
-    println!(
+    outln!("{}\n", outcome.summary)?;
+    outln!(
         "ran {} episode(s), {} found in the trace",
         outcome.ran, outcome.skipped
-    );
-    println!("trace:  {}", outcome.trace_path.display());
-    println!("report: {}", outcome.report_paths.markdown.display());
+    )?;
+    outln!("trace:  {}", outcome.trace_path.display())?;
+    outln!("report: {}", outcome.report_paths.markdown.display())?;
     if let Some(s) = shard {
-        println!("shard {s}: when every shard is done, `onebrain eval --config C --merge` writes the run's report");
+        outln!("shard {s}: when every shard is done, `onebrain eval --config C --merge` writes the run's report")?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::cmd::{print_json, read};
 use crate::flags::FaithfulArgs;
+use crate::out::outln;
 
 /// The report plus what the verifier said of the candidate.
 #[derive(Serialize)]
@@ -71,26 +72,26 @@ pub fn run(args: FaithfulArgs) -> anyhow::Result<()> {
         .drift
         .map(|d| format!(" ({})", d.as_str()))
         .unwrap_or_default();
-    println!("faithful: {}{drift}", yes(report.faithful));
-    println!(
+    outln!("faithful: {}{drift}", yes(report.faithful))?;
+    outln!(
         "  solvable          {} ({} plan steps)",
         yes(report.solvable),
         verdict.plan.len()
-    );
-    println!(
+    )?;
+    outln!(
         "  goal preserved    {} (decided: {:?})",
         yes(report.goal_preserved),
         report.decision
-    );
-    println!("  objects preserved {}", yes(report.objects_preserved));
-    println!(
+    )?;
+    outln!("  objects preserved {}", yes(report.objects_preserved))?;
+    outln!(
         "  schema consistent {} (F1 {:.2})",
         yes(report.schema_consistent),
         report.schema_f1
-    );
-    println!("  plan replay       {}", yes(report.plan_replay_ok));
+    )?;
+    outln!("  plan replay       {}", yes(report.plan_replay_ok))?;
     for line in &report.explanation {
-        println!("  - {line}");
+        outln!("  - {line}")?;
     }
     Ok(())
 }

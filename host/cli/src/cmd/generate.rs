@@ -4,6 +4,7 @@ use serde_json::json;
 
 use crate::cmd::print_json;
 use crate::flags::GenerateArgs;
+use crate::out::{errln, outln};
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let role: Role = args.role.parse()?;
@@ -24,7 +25,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         if args.json {
             return print_json(&json!({ "role": "judge", "score": score }));
         }
-        println!("judge score s_J = {score:.4} (predicted probability that the planner solves it)");
+        outln!("judge score s_J = {score:.4} (predicted probability that the planner solves it)")?;
         return Ok(());
     }
     let sampling = SamplingConfig {
@@ -45,8 +46,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             "decode_tokens_per_sec": out.decode_tokens_per_sec(),
         }));
     }
-    println!("{}", out.text);
-    eprintln!(
+    outln!("{}", out.text)?;
+    errln!(
         "[{role}: {} prompt tokens at {:.1} tok/s, {} new tokens at {:.1} tok/s]",
         out.prompt_tokens,
         out.prefill_tokens_per_sec(),

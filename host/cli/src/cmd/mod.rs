@@ -15,6 +15,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::flags::{Command, Flags};
+use crate::out::outln;
 
 /// Runs the subcommand the user chose.
 pub fn run(flags: Flags) -> anyhow::Result<()> {
@@ -38,6 +39,6 @@ pub fn read(path: &Path) -> anyhow::Result<String> {
 
 /// Prints one JSON object on stdout.
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    outln!("{}", serde_json::to_string_pretty(value)?)?;
     Ok(())
 }

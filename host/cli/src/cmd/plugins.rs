@@ -6,6 +6,7 @@ use onebrain_runtime::{escape_line, escape_path, CheckReport, RuntimeConfig};
 
 use crate::cmd::print_json;
 use crate::flags::{PluginsAction, PluginsArgs};
+use crate::out::{errln, outln};
 
 pub fn run(args: PluginsArgs) -> anyhow::Result<()> {
     let config = RuntimeConfig {
@@ -17,7 +18,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<()> {
     // A plugin folder that cannot be used is skipped, not fatal: say which.
     let skipped = registry.warnings();
     for w in &skipped {
-        eprintln!("onebrain: warning: {w}");
+        errln!("onebrain: warning: {w}");
     }
     match args.action {
         PluginsAction::Rescore { trace, rewards } => return rescore(&config, &trace, &rewards, args.json),
@@ -27,10 +28,10 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<()> {
                 return print_json(&list);
             }
             if list.is_empty() {
-                println!(
+                outln!(
                     "no plugins found in {:?} (scripts/setup.sh builds the bundled ones)",
                     args.plugin_dirs
-                );
+                )?;
             }
             for p in list {
                 let built = if p.built {
@@ -38,13 +39,13 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<()> {
                 } else {
                     "  (not built: run scripts/build-plugins.sh)"
                 };
-                println!(
+                outln!(
                     "{:<22} {:<8} {:<21} {}{built}",
                     p.name,
                     p.version,
                     p.world.to_string(),
                     p.description
-                );
+                )?;
             }
         }
         PluginsAction::Inspect { name } => {
@@ -52,21 +53,21 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<()> {
             if args.json {
                 return print_json(&d);
             }
-            println!("{} {} ({})", d.info.name, d.info.version, d.info.world);
-            println!("  {}", d.info.description);
-            println!("  manifest:    {}", escape_path(&d.manifest));
-            println!("  component:   {}", escape_path(&d.info.component));
+            outln!("{} {} ({})", d.info.name, d.info.version, d.info.world)?;
+            outln!("  {}", d.info.description)?;
+            outln!("  manifest:    {}", escape_path(&d.manifest))?;
+            outln!("  component:   {}", escape_path(&d.info.component))?;
             if let (Some(bytes), Some(sha)) = (d.component_bytes, &d.sha256) {
-                println!("  size:        {bytes} bytes, sha256 {sha}");
+                outln!("  size:        {bytes} bytes, sha256 {sha}")?;
             }
             if let Some(e) = &d.component_error {
-                println!("  refused:     {}", escape_line(e));
+                outln!("  refused:     {}", escape_line(e))?;
             }
-            println!(
+            outln!(
                 "  api version: {}",
                 d.api_version.as_deref().unwrap_or("unknown (not built?)")
-            );
-            println!("  permissions: {}", serde_json::to_string(&d.permissions)?);
+            )?;
+            outln!("  permissions: {}", serde_json::to_string(&d.permissions)?)?;
         }
         PluginsAction::Check { name } => {
             let all = name.is_none();
@@ -82,7 +83,7 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<()> {
                 print_json(&reports)?;
             } else {
                 for r in &reports {
-                    print_check(r);
+                    print_check(r)?;
                 }
             }
             // A gate for scripts: any failure, or a skipped folder when
@@ -111,44 +112,48 @@ pub fn run(args: PluginsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_check(r: &CheckReport) {
+fn print_check(r: &CheckReport) -> std::io::Result<()> {
     let status = if r.ok { "ok" } else { "FAILED" };
-    println!("{} {} ({}): {status}", r.name, r.version, r.world);
+    outln!("{} {} ({}): {status}", r.name, r.version, r.world)?;
     if let Some(e) = &r.error {
         // Escaped already by the runtime; escaping again is a no-op that
         // keeps this printer safe on its own.
-        println!("  error: {}", escape_line(e));
+        outln!("  error: {}", escape_line(e))?;
     }
     let cache = r
         .cache
         .map(|c| format!("{c:?}").to_lowercase())
         .unwrap_or_else(|| "-".into());
-    println!(
+    outln!(
         "  load {:.2} ms (cache: {cache}), api {}",
         r.load_ms,
         r.api_version.as_deref().unwrap_or("?")
-    );
+    )?;
     if r.ok {
-        println!("  smoke: {} ({:.2} ms)", escape_line(&r.smoke), r.smoke_ms);
+        outln!("  smoke: {} ({:.2} ms)", escape_line(&r.smoke), r.smoke_ms)?;
     }
     let l = &r.limits;
-    println!(
-        "  limits: {} ms per call, {} fuel, {} MiB memory, {} KiB output",
-        l.timeout_ms, l.fuel, l.memory_mb, l.max_output_kb
-    );
+    outln!(
+        "  limits: {} ms per call, {} fuel, {} MiB memory ({} MiB of address space), {} KiB output",
+        l.timeout_ms,
+        l.fuel,
+        l.memory_mb,
+        l.address_space_bytes() >> 20,
+        l.max_output_kb
+    )?;
     let dirs: Vec<String> = r
         .preopens
         .iter()
         .map(|p| format!("{} at {}", escape_path(&p.host), escape_line(&p.guest)))
         .collect();
-    println!(
+    outln!(
         "  reads: {}",
         if dirs.is_empty() {
             "nothing".to_string()
         } else {
             dirs.join(", ")
         }
-    );
+    )
 }
 
 /// Means of one reward's terms over the rescored episodes.
@@ -206,11 +211,11 @@ pub(crate) fn rescore(config: &RuntimeConfig, trace: &Path, rewards: &[String], 
     if json {
         return print_json(&out);
     }
-    println!("{} multi-role episodes of {} (the paper's weights: λ_J 0.3, β 0.1, τ 0.5)", episodes.len(), escape_path(trace));
-    println!("{:<22} {:>8} {:>8} {:>8} {:>14} {:>7}", "reward", "mean R_A", "mean R_E", "mean R_J", "R_A ≠ recorded", "errors");
+    outln!("{} multi-role episodes of {} (the paper's weights: λ_J 0.3, β 0.1, τ 0.5)", episodes.len(), escape_path(trace))?;
+    outln!("{:<22} {:>8} {:>8} {:>8} {:>14} {:>7}", "reward", "mean R_A", "mean R_E", "mean R_J", "R_A ≠ recorded", "errors")?;
     for m in &out {
         let editor = m.editor.map_or("-".into(), |e| format!("{e:.3}"));
-        println!(
+        outln!(
             "{:<22} {:>8.3} {:>8} {:>8.3} {:>14} {:>7}",
             escape_line(&m.reward),
             m.actor,
@@ -218,9 +223,9 @@ pub(crate) fn rescore(config: &RuntimeConfig, trace: &Path, rewards: &[String], 
             m.judge,
             m.actor_differs,
             m.errors.len()
-        );
+        )?;
         for e in &m.errors {
-            eprintln!("onebrain: {}", escape_line(e));
+            errln!("onebrain: {}", escape_line(e));
         }
     }
     Ok(())

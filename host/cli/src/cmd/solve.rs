@@ -9,6 +9,7 @@ use onebrain_roles::{
 
 use crate::cmd::print_json;
 use crate::flags::SolveArgs;
+use crate::out::{self, outln};
 
 pub fn run(args: SolveArgs) -> anyhow::Result<()> {
     let mut config = SolveConfig::from_file(&args.config)?;
@@ -55,11 +56,18 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
         custom_domain: custom_domain(args.domain_file, args.domain_text, args.reference_domain, args.reference_problem)?,
     };
     let json = args.json;
+    // An event line that cannot be printed: a broken pipe ends the process
+    // quietly at once (the reader is gone, the episode's work would be lost on
+    // nobody); any other error ends the command once the episode is over.
+    let mut failed = None;
     let record = solve(&opts, &mut |event| {
-        if !json {
-            println!("{}", render_event(event));
+        if !json && failed.is_none() {
+            failed = out::quit_on_broken_pipe(outln!("{}", render_event(event))).err();
         }
     })?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
     if json {
         print_json(&record)?;
     }

@@ -5,6 +5,7 @@ use onebrain_roles::config_base;
 use onebrain_train::{TrainConfig, TrainEvent, Trainer};
 
 use crate::flags::TrainArgs;
+use crate::out::{err, errln, outln};
 
 pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     let mut cfg = TrainConfig::from_file(&args.config)?;
@@ -25,7 +26,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 total,
                 trainable,
                 run_dir,
-            } => eprintln!(
+            } => errln!(
                 "training {} ({trainable} trainable parameters): {done} of {total} updates done",
                 run_dir.display()
             ),
@@ -36,7 +37,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 record,
             } => {
                 if verbose {
-                    eprintln!(
+                    errln!(
                         "  update {} episode {done}/{total}: {} b0={} bT={} repairs={}{}",
                         update + 1,
                         record.task_id,
@@ -50,11 +51,11 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                             .unwrap_or_default()
                     );
                 } else {
-                    eprint!("\r  update {} rollouts {done}/{total}", update + 1);
+                    err!("\r  update {} rollouts {done}/{total}", update + 1);
                 }
             }
             TrainEvent::Updated(row) => finish_line(verbose, &row.line()),
-            TrainEvent::Checkpoint(dir) => eprintln!("  checkpoint {}", dir.display()),
+            TrainEvent::Checkpoint(dir) => errln!("  checkpoint {}", dir.display()),
             TrainEvent::HeldOutEpisode {
                 update,
                 done,
@@ -62,9 +63,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 record,
             } => {
                 if verbose {
-                    eprintln!("  held-out {update}: {}", progress_line(*done, *total, record));
+                    errln!("  held-out {update}: {}", progress_line(*done, *total, record));
                 } else {
-                    eprint!("\r  held-out after {update} updates: {done}/{total}");
+                    err!("\r  held-out after {update} updates: {done}/{total}");
                 }
             }
             TrainEvent::HeldOut(row) => finish_line(verbose, &row.line()),
@@ -72,20 +73,20 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         let _ = std::io::stderr().flush();
     })?;
     let dir = trainer.run_dir();
-    println!("run:         {}", dir.display());
-    println!("metrics:     {}", dir.join("metrics.jsonl").display());
-    println!("curves:      {}", dir.join("curves.svg").display());
+    outln!("run:         {}", dir.display())?;
+    outln!("metrics:     {}", dir.join("metrics.jsonl").display())?;
+    outln!("curves:      {}", dir.join("curves.svg").display())?;
     if dir.join("heldout.jsonl").exists() {
-        println!("held-out:    {}", dir.join("heldout.jsonl").display());
+        outln!("held-out:    {}", dir.join("heldout.jsonl").display())?;
     }
-    println!("checkpoints: {}", dir.join("checkpoints").display());
+    outln!("checkpoints: {}", dir.join("checkpoints").display())?;
     Ok(())
 }
 
 /// A summary line, over the progress line it ends when not verbose.
 fn finish_line(verbose: bool, line: &str) {
     if !verbose {
-        eprint!("\r");
+        err!("\r");
     }
-    eprintln!("{line}");
+    errln!("{line}");
 }

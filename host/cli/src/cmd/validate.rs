@@ -4,6 +4,7 @@ use onebrain_pddl::SpecFile;
 use crate::cmd::{print_json, read};
 use crate::flags::ValidateArgs;
 use crate::render;
+use crate::out::out;
 
 pub fn run(args: ValidateArgs) -> anyhow::Result<()> {
     let report = validate_files(
@@ -14,7 +15,7 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<()> {
     if args.json {
         return print_json(&report);
     }
-    print!("{}", render::validation(&report));
+    out!("{}", render::validation(&report))?;
     Ok(())
 }
 
