@@ -19,15 +19,17 @@ pub(crate) fn apply_mask(logits: &mut [f32], mask: &TokenSet) {
     }
 }
 
-/// log softmax(logits)[t] at temperature 1, computed in f64 (a 151,936-way sum in f32 loses
-/// the small terms).
-pub(crate) fn logprob_at(logits: &[f32], t: u32) -> f32 {
+/// log softmax(logits / T)[t]: the log-probability of `t` under the distribution a
+/// [`crate::sampler::Sampler`] at temperature `T` draws from (with top-p off). `T <= 0`
+/// (greedy) counts as 1. Computed in f64 (a 151,936-way sum in f32 loses the small terms).
+pub(crate) fn logprob_at(logits: &[f32], t: u32, temperature: f32) -> f32 {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if !max.is_finite() {
         return f32::NEG_INFINITY;
     }
-    let sum: f64 = logits.iter().map(|&l| f64::from(l - max).exp()).sum();
-    (f64::from(logits[t as usize] - max) - sum.ln()) as f32
+    let inv_t = if temperature > 0.0 { 1.0 / f64::from(temperature) } else { 1.0 };
+    let sum: f64 = logits.iter().map(|&l| (f64::from(l - max) * inv_t).exp()).sum();
+    (f64::from(logits[t as usize] - max) * inv_t - sum.ln()) as f32
 }
 
 #[cfg(test)]
@@ -43,10 +45,26 @@ mod tests {
         apply_mask(&mut logits, &mask);
         assert_eq!(logits[0], f32::NEG_INFINITY);
         assert_eq!(logits[3], f32::NEG_INFINITY);
-        let p1 = logprob_at(&logits, 1).exp();
-        let p2 = logprob_at(&logits, 2).exp();
+        let p1 = logprob_at(&logits, 1, 1.0).exp();
+        let p2 = logprob_at(&logits, 2, 1.0).exp();
         assert!((p1 + p2 - 1.0).abs() < 1e-6);
         assert!((p2 / p1 - 1f32.exp()).abs() < 1e-5);
         assert_eq!(crate::sampler::argmax(&logits), 2);
+        // Greedy counts as temperature 1.
+        assert_eq!(logprob_at(&logits, 1, 0.0), logprob_at(&logits, 1, 1.0));
+    }
+
+    #[test]
+    fn the_temperature_divides_the_logits() {
+        // softmax([0, 1] / 0.5) = softmax([0, 2]): p(1) = e² / (1 + e²).
+        let logits = [0.0f32, 1.0];
+        let want = (2f64.exp() / (1.0 + 2f64.exp())).ln() as f32;
+        assert!((logprob_at(&logits, 1, 0.5) - want).abs() < 1e-6);
+        assert!((logprob_at(&logits, 1, 1.0) - want).abs() > 0.05, "T = 1 is another distribution");
+        // A disallowed (−∞) logit stays at probability zero at any temperature.
+        let masked = [f32::NEG_INFINITY, 0.3, 0.1];
+        let total: f32 = (1..3).map(|t| logprob_at(&masked, t, 0.7).exp()).sum();
+        assert!((total - 1.0).abs() < 1e-6);
+        assert_eq!(logprob_at(&masked, 0, 0.7), f32::NEG_INFINITY);
     }
 }

@@ -24,6 +24,19 @@ impl Sampler {
         Sampler { rng: StdRng::seed_from_u64(seed), temperature, top_p, scratch: Vec::new() }
     }
 
+    /// The temperature this sampler draws at (`0`: greedy).
+    pub fn temperature(&self) -> f32 {
+        self.temperature
+    }
+
+    /// The log-probability of `tok` under the distribution this sampler draws from, which
+    /// [`crate::Generation::logprobs`] records: log softmax(logits / T)[tok], T = 1 when
+    /// greedy. With `top_p < 1` the nucleus cut is not accounted for (the value is that of
+    /// the whole, temperature-scaled distribution).
+    pub fn logprob(&self, logits: &[f32], tok: u32) -> f32 {
+        logprob_at(logits, tok, self.temperature)
+    }
+
     /// The next token for one row of logits.
     pub fn sample(&mut self, logits: &[f32]) -> u32 {
         if self.temperature <= 0.0 || logits.len() == 1 {
@@ -67,15 +80,19 @@ impl Sampler {
 }
 
 /// The token of each batch row in `active` (`logits[slot]` is row `active[slot]`, which
-/// `samplers[row]` samples) and its log-probability, rows spread over candle's CPU pool:
+/// `samplers[row]` samples) and its log-probability at that sampler's temperature
+/// ([`Sampler::logprob`]), rows spread over candle's CPU pool:
 /// each row reads its vocabulary-sized logits twice, which at batch 4 was a fifth of a
 /// decode step done on one core. Each row's draws come from its own sampler, so the
 /// result does not depend on the spread. `active` is ascending, as the decode loop keeps it.
 pub(crate) fn sample_rows(logits: &[Vec<f32>], active: &[usize], samplers: &mut [Sampler]) -> Vec<(u32, f32)> {
     let pick = |logits: &[f32], sampler: &mut Sampler| {
         let tok = sampler.sample(logits);
-        (tok, logprob_at(logits, tok))
+        (tok, sampler.logprob(logits, tok))
     };
+    if active.is_empty() {
+        return Vec::new();
+    }
     if active.len() == 1 {
         return vec![pick(&logits[0], &mut samplers[active[0]])];
     }
@@ -142,7 +159,7 @@ mod tests {
     #[test]
     fn rows_sampled_on_the_pool_draw_what_each_sampler_draws_alone() {
         let logits: Vec<Vec<f32>> = (0..5).map(|r| (0..300).map(|i| ((i * (r + 3)) as f32 * 0.37).sin() * 4.0).collect()).collect();
-        let fresh = || (0..7).map(|row| Sampler::new(row as u64, 0.8, 0.9)).collect::<Vec<_>>();
+        let fresh = || (0..7).map(|row| Sampler::new(row as u64, 0.5 + 0.1 * row as f32, 0.9)).collect::<Vec<_>>();
         let active = [0, 2, 3, 5, 6];
         let (mut pooled, mut alone) = (fresh(), fresh());
         for _ in 0..3 {
@@ -152,7 +169,7 @@ mod tests {
                 .enumerate()
                 .map(|(slot, &row)| {
                     let tok = alone[row].sample(&logits[slot]);
-                    (tok, logprob_at(&logits[slot], tok))
+                    (tok, logprob_at(&logits[slot], tok, 0.5 + 0.1 * row as f32))
                 })
                 .collect();
             assert_eq!(got, want);
@@ -214,6 +231,21 @@ mod tests {
                 assert_eq!(a, b, "the same tokens");
             }
         }
+    }
+
+    #[test]
+    fn the_recorded_logprob_is_that_of_the_distribution_sampled_from() {
+        // At T = 0.5, softmax([0, ln 3] / 0.5) = [0.1, 0.9]; the recorded log-probability must
+        // say 0.9 (not T = 1's 0.75), and the draws must follow it.
+        let logits = [0.0f32, 3f32.ln()];
+        let mut s = Sampler::new(11, 0.5, 1.0);
+        assert!((s.logprob(&logits, 1).exp() - 0.9).abs() < 1e-6, "{}", s.logprob(&logits, 1).exp());
+        let n = 20_000;
+        let ones = (0..n).filter(|_| s.sample(&logits) == 1).count();
+        let freq = ones as f64 / n as f64;
+        assert!((freq - 0.9).abs() < 0.01, "{freq}");
+        // Greedy records temperature 1.
+        assert!((Sampler::new(0, 0.0, 1.0).logprob(&logits, 1).exp() - 0.75).abs() < 1e-6);
     }
 
     #[test]
