@@ -3,7 +3,9 @@
 //! [`run_episode`] answers them one after the other (`solve`). [`run_pipelined`] keeps a few
 //! episodes in flight: whenever one waits for the verifier, the model works on another, and
 //! verifications run on a [`VerifierPool`] (tokio's blocking threads, the planner a
-//! subprocess), so the verifier checks task i while the model generates task i+1.
+//! subprocess), so the verifier checks task i while the model generates task i+1. The
+//! model's requests that wait together go to it in one call: the oldest one with every other
+//! generation in its role (or every Judge request), up to [`MAX_BATCH`], decoded as a batch.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -275,8 +277,9 @@ where
                     on_event(&e);
                 }
             }
-            // 4. Give the model to the oldest episode that needs it.
-            let next = slots
+            // 4. Give the model to the oldest episode that needs it, and in the same call to
+            // every open episode whose request can share it (see `serve_batch`).
+            let mut waiting: Vec<(u64, usize)> = slots
                 .iter()
                 .enumerate()
                 .filter_map(|(i, s)| match s {
@@ -287,12 +290,11 @@ where
                     }) => Some((*opened, i)),
                     _ => None,
                 })
-                .min()
-                .map(|(_, i)| i);
-            if let Some(i) = next {
-                let slot = slots[i].as_mut().expect("matched");
-                let response = serve_model(model, &slot.request).expect("a model request");
-                answer(&mut slots[i], response);
+                .collect();
+            if !waiting.is_empty() {
+                waiting.sort_unstable();
+                let order: Vec<usize> = waiting.into_iter().map(|(_, i)| i).collect();
+                serve_batch(model, &mut slots, &order);
                 continue;
             }
             // 5. Nothing for the model: wait for a verdict, or stop.
@@ -306,6 +308,68 @@ where
             }
         }
     })
+}
+
+/// Most requests [`run_pipelined`] hands the model in one call: a training update's 16
+/// episodes (4 tasks × 4 samples) decode as one batch.
+pub const MAX_BATCH: usize = 16;
+
+/// Serves the oldest waiting request (`order[0]`; `order` lists the slots with a model
+/// request, oldest first) together with every other one of its kind, oldest first, up to
+/// [`MAX_BATCH`]: the Generate requests in the same role (each keeps its own sampling
+/// config, seed included, so its output does not depend on what else is in the batch), or
+/// the Judge requests.
+fn serve_batch<M: LanguageModel + ?Sized>(model: &mut M, slots: &mut [Option<Slot>], order: &[usize]) {
+    let request = |i: usize| &slots[i].as_ref().expect("a waiting slot is open").request;
+    match request(order[0]) {
+        Request::Generate { role: first, .. } => {
+            let first = *first;
+            let mut batch = Vec::new();
+            let mut requests = Vec::new();
+            for &i in order {
+                if let Request::Generate { role, prompt, sampling } = request(i) {
+                    if *role == first && batch.len() < MAX_BATCH {
+                        batch.push(i);
+                        requests.push((*role, prompt.clone(), sampling.clone()));
+                    }
+                }
+            }
+            let mut results = model.generate_many(&requests).into_iter();
+            for i in batch {
+                let response = match results.next() {
+                    Some(Ok(g)) => Response::Generated(g),
+                    Some(Err(e)) => Response::Failed(format!("model error ({first}): {e}")),
+                    None => Response::Failed(format!("model error ({first}): no result for this request")),
+                };
+                answer(&mut slots[i], response);
+            }
+        }
+        Request::Judge { .. } => {
+            let mut batch = Vec::new();
+            let mut prompts = Vec::new();
+            for &i in order {
+                if let Request::Judge { prompt } = request(i) {
+                    if batch.len() < MAX_BATCH {
+                        batch.push(i);
+                        prompts.push(prompt.clone());
+                    }
+                }
+            }
+            let start = Instant::now();
+            let mut results = model.judge_many(&prompts).into_iter();
+            // Each score's time is the call's (as a batch's generations share their prefill).
+            let secs = start.elapsed().as_secs_f64();
+            for i in batch {
+                let response = match results.next() {
+                    Some(Ok(score)) => Response::Judged { score, secs },
+                    Some(Err(e)) => Response::Failed(format!("model error (judge): {e}")),
+                    None => Response::Failed("model error (judge): no result for this request".into()),
+                };
+                answer(&mut slots[i], response);
+            }
+        }
+        _ => unreachable!("only model requests wait for the model"),
+    }
 }
 
 fn answer(slot: &mut Option<Slot>, response: Response) {

@@ -9,7 +9,8 @@
 //!   K samples validated against the reference) and `tot` (breadth-first search over partial
 //!   plans scored by the model).
 //! - [`run_episode`] drives one episode step by step; [`run_pipelined`] keeps several in
-//!   flight so the verifier works on one task while the model generates the next.
+//!   flight so the verifier works on one task while the model generates the next, and hands
+//!   the model every waiting request of one kind in one call (a batch of up to [`MAX_BATCH`]).
 //! - Every step is kept in an [`EpisodeRecord`] (one JSONL trace line): prompts and their
 //!   hashes, generated tokens, sampling seeds, extractions, verdicts, Judge scores, rewards
 //!   and faithfulness (added by a [`Finalizer`] from the reward and checker plugins), timings.
@@ -75,7 +76,7 @@ mod solve;
 mod strategy;
 
 pub use config::{config_base, CheckerChoice, SolveConfig, SolverConfig};
-pub use driver::{finished_episode, run_episode, run_pipelined, Finalizer};
+pub use driver::{finished_episode, run_episode, run_pipelined, Finalizer, MAX_BATCH};
 pub use episode::{Episode, EpisodeInput, Request, Response};
 pub use error::RolesError;
 pub use extract::{extract_spec, Extraction, Mode};

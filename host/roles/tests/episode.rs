@@ -588,10 +588,10 @@ fn a_model_error_ends_the_episode_with_a_note() {
 
 /// Runs tasks `t/0`..`t/{n-1}` through [`run_pipelined`] with `in_flight` open at once; the
 /// records in completion order.
-fn run_many(
+fn run_many<M: LanguageModel>(
     n: usize,
     cfg: &EpisodeConfig,
-    model: &mut Scripted,
+    model: &mut M,
     pool: &VerifierPool,
     in_flight: usize,
 ) -> Vec<onebrain_roles::EpisodeRecord> {
@@ -687,11 +687,31 @@ fn pipelined_runs_match_sequential_ones_and_overlap_verification() {
 fn pipelined_episodes_never_wait_behind_newer_ones() {
     // `direct` validates plans inside the episode, so an open episode always wants the model:
     // the model must go to the oldest one, not to whichever slot a new episode refilled
-    // (that once kept one episode waiting behind ten newer ones in a real run).
+    // (that once kept one episode waiting behind ten newer ones in a real run). Waiting
+    // requests share one call, oldest first, so the answers depend on the attempt (its
+    // seed), not on the call order: each task's first plan is wrong and its second right.
+    struct SecondTry(Vec<u64>);
+    impl LanguageModel for SecondTry {
+        fn generate(&mut self, _: Role, _: &str, s: &SamplingConfig) -> Result<Generation, BoxError> {
+            self.0.push(s.seed);
+            let text = if s.seed == 0 {
+                "I stack a on b.\n```plan\n(stack a b)\n```"
+            } else {
+                "First pick up a.\n```plan\n(pick-up a)\n(stack a b)\n```"
+            };
+            let mut g = Scripted::new(&[text]).generate(Role::Actor, "", s)?;
+            g.text = text.into();
+            Ok(g)
+        }
+        fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
+            Ok(0.5)
+        }
+        fn name(&self) -> String {
+            "second-try".into()
+        }
+    }
     let cfg = problem_mode(Strategy::Direct);
-    let bad = "I stack a on b.\n```plan\n(stack a b)\n```";
-    let good = "First pick up a.\n```plan\n(pick-up a)\n(stack a b)\n```";
-    let mut model = Scripted::new(&[bad, good, bad, good, bad, good, bad, good]);
+    let mut model = SecondTry(Vec::new());
     let pool = VerifierPool::new(Arc::new(NativeVerifier::default()), 1);
     let finished: Vec<_> = run_many(4, &cfg, &mut model, &pool, 2)
         .into_iter()
@@ -699,6 +719,8 @@ fn pipelined_episodes_never_wait_behind_newer_ones() {
         .collect();
     let expected: Vec<_> = (0..4).map(|i| (format!("t/{i}"), true, 2)).collect();
     assert_eq!(finished, expected);
+    // Two open at a time: first tries of t/0 and t/1, their second tries, then t/2 and t/3.
+    assert_eq!(model.0, [0, 0, 1, 1, 0, 0, 1, 1]);
 }
 
 /// Issue 18: a repair that repeats an earlier candidate is counted under the paper's plain
