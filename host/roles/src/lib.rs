@@ -80,7 +80,7 @@ pub use driver::{finished_episode, run_episode, run_pipelined, Finalizer, MAX_BA
 pub use episode::{Episode, EpisodeInput, Request, Response};
 pub use error::RolesError;
 pub use extract::{extract_spec, Extraction, Mode};
-pub use model::LanguageModel;
+pub use model::{LanguageModel, OneAtATime};
 pub use plan::{map_plan, parse_plan_lines, validate_answer, validate_plan};
 pub use prompts::{format_diagnostics, prompt_hash, raw_feedback, TaskContext, SYSTEM};
 pub use record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};

@@ -43,6 +43,30 @@ pub trait LanguageModel {
     }
 }
 
+/// `M` with the batched calls' default bodies: every request runs alone, in order, as
+/// rollouts did before [`crate::run_pipelined`] batched them (a baseline for comparisons,
+/// e.g. the old path of `onebrain bench training`).
+pub struct OneAtATime<M>(pub M);
+
+impl<M: LanguageModel> LanguageModel for OneAtATime<M> {
+    fn generate(
+        &mut self,
+        role: Role,
+        prompt: &str,
+        sampling: &SamplingConfig,
+    ) -> Result<Generation, BoxError> {
+        self.0.generate(role, prompt, sampling)
+    }
+
+    fn judge(&mut self, prompt: &str) -> Result<f32, BoxError> {
+        self.0.judge(prompt)
+    }
+
+    fn name(&self) -> String {
+        self.0.name()
+    }
+}
+
 /// Encodes and checks each prompt; `Err` for those that would fail a batched call alone.
 fn encode_rows(brain: &Brain, prompts: &[&str]) -> Vec<Result<Vec<u32>, String>> {
     prompts

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use onebrain_core::{BoxError, Outcome, Spec, Task, Verdict, Verifier};
 use onebrain_roles::{
     run_pipelined, Episode, EpisodeConfig, EpisodeInput, EpisodeRecord, Finalizer, Generation, LanguageModel,
-    Mode, RepeatPolicy, Role, SamplingConfig, StopReason, Strategy, MAX_BATCH,
+    Mode, OneAtATime, RepeatPolicy, Role, SamplingConfig, StopReason, Strategy, MAX_BATCH,
 };
 use onebrain_verifier::VerifierPool;
 
@@ -226,6 +226,15 @@ fn open_episodes_share_model_calls_and_keep_their_records() {
     let judged: usize = calls.iter().filter(|c| c.0 == "judge").map(|c| c.1.len()).sum();
     assert_eq!(judged, N - 1);
     eprintln!("calls: {:?}", calls.iter().map(|c| (c.0, c.1.len())).collect::<Vec<_>>());
+
+    // `OneAtATime` hides the batched calls: each request reaches the model alone.
+    let mut unbatched = OneAtATime(Batching::default());
+    let again = run(N, &mut unbatched, N);
+    for (a, b) in reference.iter().zip(&again) {
+        assert_eq!(summary(a), summary(b));
+    }
+    assert!(unbatched.0 .0.calls.is_empty(), "no batched call got through");
+    assert_eq!(unbatched.0 .0.generations, alone.generations);
 }
 
 #[test]
