@@ -224,7 +224,7 @@ impl Brain {
     pub fn learns_on_sampler_weights(&self) -> bool {
         self.cfg.learner_weights == crate::config::LearnerWeights::Sampler
             && !self.cfg.train_backbone
-            && self.base.fully_tiled()
+            && self.base.frozen_quantized()
     }
 
     fn build_dense(&self, hf: Option<&crate::weights::HfModel>) -> Result<&Vec<Backbone>> {

@@ -125,8 +125,9 @@ pub struct ModelConfig {
     /// uses the generation path's own quantized tiles, so the log-probabilities recorded
     /// while sampling are the old policy's and frozen matrices cost no gradient; `dense`
     /// builds a dequantized f32 copy (the path before issue 33, kept for comparison).
-    /// `sampler` needs every projection tiled (`tiled_cpu_kernels` on a CPU with AVX-512
-    /// VNNI) and the backbone frozen; elsewhere the dense copy serves.
+    /// `sampler` needs the backbone frozen and quantized on the CPU (our tiles where the CPU
+    /// has AVX-512 VNNI, candle's quantized blocks elsewhere); a dense checkpoint or a GPU
+    /// uses the dense weights.
     #[serde(skip_serializing_if = "LearnerWeights::is_sampler")]
     pub learner_weights: LearnerWeights,
 }

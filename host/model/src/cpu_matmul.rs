@@ -235,8 +235,35 @@ impl TiledMatrix {
         Ok(self.transposed.get_or_init(|| Arc::new(t)).clone())
     }
 
+    /// `out (rows,)` at the rows of strips `strips` (rows `16 s .. 16 s + 16` each) of
+    /// `x (cols,) · Wᵀ`; the other entries are left as they are. Each entry is bit for bit the
+    /// whole product's: a row's sums depend only on its own activations and its strip's tiles.
+    pub(crate) fn row_strips_into(&self, x: &[f32], strips: &[usize], out: &mut [f32]) {
+        assert_eq!(x.len(), self.cols);
+        assert_eq!(out.len(), self.rows);
+        assert!(strips.iter().all(|&s| s < self.rows / TILE_ROWS), "strip past the matrix");
+        let acts = Activations::quantize(x, 1, self.cols);
+        let chunk = acts.chunks().next().expect("one row");
+        let out_ptr = out.as_mut_ptr() as usize;
+        let run = |range: std::ops::Range<usize>| {
+            for &strip in &strips[range] {
+                // SAFETY: as in `matmul_into`; strips are distinct, so writes never overlap.
+                unsafe { kernel::strip(self, &acts, chunk, strip, out_ptr as *mut f32) };
+            }
+        };
+        // A few strips are not worth waking the pool for.
+        if strips.len() < 64 {
+            run(0..strips.len());
+        } else {
+            candle_core::utils::barrier_pool().execute_chunked(strips.len(), run);
+        }
+    }
+
+    /// Rows per strip of tiles: [`TiledMatrix::row_strips_into`] computes whole strips.
+    pub(crate) const STRIP_ROWS: usize = TILE_ROWS;
+
     /// `out (m, rows) = x (m, cols) · Wᵀ`.
-    fn matmul_into(&self, x: &[f32], m: usize, out: &mut [f32]) {
+    pub(crate) fn matmul_into(&self, x: &[f32], m: usize, out: &mut [f32]) {
         assert_eq!(x.len(), m * self.cols);
         assert_eq!(out.len(), m * self.rows);
         if m == 0 {

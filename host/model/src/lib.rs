@@ -36,6 +36,8 @@ mod constrain;
 mod cpu_matmul;
 mod device;
 mod error;
+mod frozen;
+mod logprob;
 mod paths;
 mod roles;
 mod sampler;

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     attention::DecodeAttention,
     cpu_matmul::{FrozenProduct, TiledMatrix},
+    frozen::FrozenQuant,
     Result,
 };
 
@@ -87,6 +88,8 @@ impl Weight {
     /// `x · Wᵀ` over the last dimension of `x`.
     pub(crate) fn matmul(&self, x: &Tensor) -> Result<Tensor> {
         match self {
+            // candle's quantized op has no backward: in a training graph, ours.
+            Weight::Quant(QMatMul::QTensor(q)) if x.track_op() => Ok(x.contiguous()?.apply_op1(FrozenQuant(q.clone()))?),
             Weight::Quant(q) => Ok(q.forward(&x.contiguous()?)?),
             // In a training graph the product must pass a gradient to `x` (and only to `x`).
             Weight::Tiled(t) if x.track_op() => Ok(x.contiguous()?.apply_op1(FrozenProduct(t.clone()))?),
@@ -450,11 +453,16 @@ impl Backbone {
         n
     }
 
-    /// Whether every projection and the output matrix are tiles for our kernel, whose
-    /// products have an input-only backward ([`FrozenProduct`]).
-    pub(crate) fn fully_tiled(&self) -> bool {
-        matches!(self.lm_head, Weight::Tiled(_))
-            && self.blocks.iter().all(|b| b.linears().iter().all(|l| matches!(l.w, Weight::Tiled(_))))
+    /// Whether every projection and the output matrix are quantized matrices whose products
+    /// have an input-only backward: our tiles ([`FrozenProduct`]) or candle's quantized
+    /// blocks on the CPU ([`FrozenQuant`]).
+    pub(crate) fn frozen_quantized(&self) -> bool {
+        let ok = |w: &Weight| match w {
+            Weight::Tiled(_) => true,
+            Weight::Quant(QMatMul::QTensor(q)) => q.device().is_cpu(),
+            _ => false,
+        };
+        ok(&self.lm_head) && self.blocks.iter().all(|b| b.linears().iter().all(|l| ok(&l.w)))
     }
 
     /// Whether the output matrix is the embedding matrix.

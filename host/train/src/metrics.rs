@@ -115,6 +115,9 @@ pub struct MetricsRow {
     /// Resident memory after the update, MiB: a run's memory must stay flat.
     #[serde(rename = "perf/rss_mib", default)]
     pub rss_mib: Option<f64>,
+    /// The process's peak resident memory so far, MiB (the kernel's high-water mark).
+    #[serde(rename = "perf/peak_rss_mib", default)]
+    pub peak_rss_mib: Option<f64>,
 }
 
 impl MetricsRow {
@@ -173,6 +176,7 @@ impl MetricsRow {
             verify_secs: r.verify_secs,
             update_secs: u.secs,
             rss_mib: onebrain_model::rss_mib(),
+            peak_rss_mib: onebrain_model::peak_rss_mib(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The differentiable side: log-probabilities, Judge logits and prompt heads for the learner.
 
 use super::*;
+use crate::{logprob::ConstrainedLogprob, transformer::Weight};
 
 /// The keys and values of a prompt head, with no graph: see [`Brain::prompt_head`].
 #[derive(Debug, Clone)]
@@ -208,8 +209,7 @@ impl Brain {
         // Position tail.len()-1+j predicts continuation token j.
         let sel = hidden.narrow(0, tail.len() - 1, c)?;
         let row_masks: Vec<Option<&TokenSet>> = (0..c).map(|j| masks.and_then(|m| m.get(j))).collect();
-        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size, self.device())?;
-        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, continuation, bias.as_ref(), temperature)?;
+        let (lp, entropy) = self.policy_logprobs(backbone, &sel, continuation, &row_masks, temperature)?;
         let (lp, entropy) = (lp.reshape((1, c))?, entropy.reshape((1, c))?);
         let mask = Tensor::ones((1, c), DType::F32, self.device())?;
         Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.unsqueeze(0)?, entropy })
@@ -320,12 +320,31 @@ impl Brain {
         let idx = Tensor::from_vec(idx, b * c_max, self.device())?;
         let sel = hidden.reshape((b * t, h))?.index_select(&idx, 0)?;
         let backbone = self.dense_for(role)?;
-        let bias = mask_bias(&row_masks, backbone.cfg.vocab_size, self.device())?;
-        let (lp, entropy) = token_logprobs(&backbone.logits(&sel)?, &targets, bias.as_ref(), temperature)?;
+        let (lp, entropy) = self.policy_logprobs(backbone, &sel, &targets, &row_masks, temperature)?;
         let mask = Tensor::from_vec(mask, (b, c_max), self.device())?;
         let lp = lp.reshape((b, c_max))?.mul(&mask)?;
         let entropy = entropy.reshape((b, c_max))?.mul(&mask)?;
         Ok(BatchLogprobs { logprobs: lp, mask, hidden: sel.reshape((b, c_max, h))?, entropy })
+    }
+
+    /// log π(target) and the entropy `(n,)` at final hidden states `sel (n, hidden)` under the
+    /// positions' masks at `temperature`: on the sampler's tiles, only the allowed tokens'
+    /// logits ([`ConstrainedLogprob`]); on a dense copy, the whole vocabulary's.
+    fn policy_logprobs(
+        &self,
+        backbone: &Backbone,
+        sel: &Tensor,
+        targets: &[u32],
+        masks: &[Option<&TokenSet>],
+        temperature: f32,
+    ) -> Result<(Tensor, Tensor)> {
+        if let (true, Weight::Tiled(w)) = (self.learns_on_sampler_weights(), &backbone.lm_head) {
+            let op = ConstrainedLogprob::new(w.clone(), backbone.cfg.vocab_size, targets, masks, temperature);
+            let out = sel.contiguous()?.apply_op1(op)?;
+            return Ok((out.narrow(1, 0, 1)?.squeeze(1)?, out.narrow(1, 1, 1)?.squeeze(1)?));
+        }
+        let bias = mask_bias(masks, backbone.cfg.vocab_size, self.device())?;
+        token_logprobs(&backbone.logits(sel)?, targets, bias.as_ref(), temperature)
     }
 
     /// The Judge's logit w·h + b (before the sigmoid) for one prompt, with gradients.
