@@ -194,6 +194,28 @@ fn r18_bad_pddl_task_sources_name_the_file_and_the_line() {
     assert!(err.contains("gripper-problem.pddl") && err.contains("of domain"), "{err}");
 }
 
+/// Issue 35: a domain file past the grammar's bounds (here the issue's 300 predicates of arity
+/// 8 over a 50-type chain, with 200 constants) is refused before the model loads, naming the
+/// file, the figure and the limit. The host used to pass 6 GB within 9 s on it.
+#[test]
+fn r35_3_a_domain_file_past_the_bounds_is_refused_before_the_model_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big-domain.pddl");
+    let types: String = (0..49).map(|i| format!("t{} - t{} ", i + 1, i)).collect();
+    let constants: String = (0..200).map(|i| format!("k{i} ")).collect::<String>() + "- t0";
+    let args: String = (0..8).map(|i| format!("?a{i} - t{} ", i * 6)).collect();
+    let preds: String = (0..300).map(|i| format!("(q{i} {args})")).collect();
+    std::fs::write(
+        &big,
+        format!("(define (domain big) (:requirements :typing) (:types t0 - object {types}) (:constants {constants}) (:predicates {preds}))"),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let err = solve(&["--text", "do it", "--domain-file"]).arg(&big).fails_with(1);
+    assert!(err.contains("big-domain.pddl") && err.contains("300 predicates") && err.contains("limit of 256"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "refused at once");
+}
+
 /// A domain no plugin has: the model writes the problem for the given domain file.
 #[test]
 fn r18_solve_with_a_domain_file_and_a_reference() {

@@ -116,6 +116,20 @@ pub trait TokenConstraint: Send {
 }
 
 impl ConstraintSpec {
+    /// Checks, without building anything, that the domain this constraint is built from is
+    /// inside [`crate::DOMAIN_BOUNDS`]: cheap (a parse and a count), so a caller can refuse a
+    /// domain before any model time is spent. [`ConstraintSpec::build`] checks it again.
+    pub fn check_bounds(&self) -> Result<crate::DomainSize, GrammarError> {
+        let (domain, limits) = match self {
+            ConstraintSpec::Problem { domain, limits, .. } | ConstraintSpec::Plan { domain, limits, .. } => (domain, *limits),
+            ConstraintSpec::NextAction { domain, .. } => (domain, Limits::default()),
+            // The model writes the domain, under a grammar whose lists are inside the bounds.
+            ConstraintSpec::Full { .. } => return Ok(crate::DomainSize::default()),
+        };
+        let vocab = parse_domain(domain, &limits)?;
+        Ok(crate::DomainSize::of(&vocab, &limits))
+    }
+
     /// The live constraint for an answer of at most `max_tokens` tokens.
     pub fn build(&self, env: &Arc<TokenEnv>, max_tokens: usize) -> Result<Box<dyn TokenConstraint>, GrammarError> {
         Ok(Box::new(Staged::new(self.clone(), env.clone(), max_tokens)?))

@@ -223,8 +223,11 @@ fn r35_3_a_domain_of_300_predicates_of_arity_8_is_refused_at_once() {
         "(define (domain big) (:requirements :typing) (:types t0 - object {types}) (:constants {constants}) (:predicates {preds})
            (:action go :parameters (?x - t0) :precondition (q0 ?x ?x ?x ?x ?x ?x ?x ?x) :effect (not (q0 ?x ?x ?x ?x ?x ?x ?x ?x))))"
     );
+    let spec = ConstraintSpec::Problem { domain: domain.clone(), prefix: String::new(), limits: Limits::default(), avoid: vec![] };
+    let cheap = spec.check_bounds().expect_err("refused before anything is built").to_string();
     let (e, took) = refused(domain);
     let text = e.to_string();
+    assert_eq!(cheap, text);
     assert!(matches!(e, GrammarError::TooLarge { .. }), "{text}");
     assert!(text.contains("`big`") && text.contains("300 predicates") && text.contains("limit of 256"), "{text}");
     assert!(took < Duration::from_secs(2), "took {took:?}");

@@ -26,6 +26,9 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.checkpoint {
         config.checkpoint = Some(absolute(dir)?);
     }
+    if let Some(path) = &args.domain_file {
+        check_domain_file(path, &config)?;
+    }
     let domain = args.domain.clone().unwrap_or_default();
     let task = if let Some(path) = args.problem_file {
         TaskInput::ProblemFile(path)
@@ -72,6 +75,25 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
         print_json(&record)?;
     }
     Ok(())
+}
+
+/// A `--domain-file` past the grammar's bounds is refused before the model loads, naming the
+/// file, the figure and the limit (issue 35). One that does not parse is left to the episode,
+/// which reports it as before.
+fn check_domain_file(path: &Path, config: &SolveConfig) -> anyhow::Result<()> {
+    if config.episode.constrain == Constrain::None {
+        return Ok(());
+    }
+    let spec = onebrain_model::ConstraintSpec::Problem {
+        domain: crate::cmd::read(path)?,
+        prefix: String::new(),
+        limits: config.episode.grammar,
+        avoid: Vec::new(),
+    };
+    match spec.check_bounds() {
+        Err(e @ onebrain_grammar::GrammarError::TooLarge { .. }) => anyhow::bail!("--domain-file {}: {e}", path.display()),
+        _ => Ok(()),
+    }
 }
 
 /// `--domain-file` or `--domain-text` with their references (clap keeps the two apart).
