@@ -52,6 +52,9 @@ pub struct TrainArgs {
     /// Override the config's out-dir (relative to the current folder).
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
+    /// Run no held-out evaluation (`onebrain bench training` times the update alone).
+    #[arg(long)]
+    pub skip_heldout: bool,
     /// Print a line per episode, not only per update.
     #[arg(long, short)]
     pub verbose: bool,
@@ -220,6 +223,13 @@ pub struct BenchArgs {
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// `training` only: the config of the new path (default configs/train-cpu-full.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// `training` only: the config of the path it is compared with (default
+    /// configs/train-old-path.toml, the path before issue 33).
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
     /// `constraint` only: what the Actor writes, `problem` or `full` (the domain, then the
     /// problem under the domain it wrote; 1,024 tokens, as `configs/eval-full-mode.toml`).
     /// Default `problem`.
@@ -238,8 +248,12 @@ pub enum BenchTarget {
     Model,
     /// CPU Q8_0 matrix products of 1 to 64 rows: our AVX-512 VNNI kernel against candle's.
     Matmul,
-    /// One forward+backward over 4 × 512 tokens with SmolLM2-135M: adapters only, then the full backbone.
+    /// One training step (rollouts of 16 episodes and the update) of the default model on the
+    /// new path and on the path before issue 33, each in its own process: seconds, episodes
+    /// per hour, peak memory.
     Training,
+    /// One forward+backward over 4 × 512 tokens with SmolLM2-135M: adapters only, then the full backbone.
+    TrainingKernel,
     /// Grammar-constrained against free decoding of the same Actor prompts (default model):
     /// mask time per token and its share of decode, grammar build time, forced tokens.
     Constraint,

@@ -130,6 +130,12 @@ pub struct ModelConfig {
     /// uses the dense weights.
     #[serde(skip_serializing_if = "LearnerWeights::is_sampler")]
     pub learner_weights: LearnerWeights,
+    /// With `learner_weights = "sampler"` on our tiles: compute each answer position's logits
+    /// only for the tokens its grammar mask allows (exact for the constrained policy), instead
+    /// of all of the vocabulary. Off by default until it has been measured on a CPU with
+    /// AVX-512 VNNI (the machine of issue 33's session had none; its unit test runs there).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allowed_logits: bool,
 }
 
 /// See [`ModelConfig::learner_weights`].
@@ -171,6 +177,7 @@ impl Default for ModelConfig {
             tiled_cpu_kernels: true,
             lora_targets: None,
             learner_weights: LearnerWeights::Sampler,
+            allowed_logits: false,
         }
     }
 }

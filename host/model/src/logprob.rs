@@ -218,3 +218,61 @@ impl CustomOp1 for ConstrainedLogprob {
         Ok(Some(Tensor::from_vec(dh, (n, hidden), arg.device())?))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::{Device, Var};
+
+    /// The op against the plain path (whole-vocabulary logits from the same tiles, masked
+    /// log-softmax at the temperature): values and gradients, small and large masks, and a
+    /// position with no mask.
+    #[test]
+    fn allowed_token_logprobs_match_the_whole_vocabulary() {
+        if !TiledMatrix::available() {
+            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+            return;
+        }
+        let dev = Device::Cpu;
+        let (vocab, hidden) = (512, 64);
+        let w = Tensor::randn(0f32, 0.5, (vocab, hidden), &dev).unwrap();
+        let q = QTensor::quantize(&w, GgmlDType::Q8_0).unwrap();
+        let tiles = Arc::new(TiledMatrix::from_qtensor(&q).unwrap().unwrap());
+        let mut small = TokenSet::alloc(vocab);
+        [3usize, 17, 40].iter().for_each(|&t| small.allow_token(t as u32));
+        let mut large = TokenSet::alloc(vocab);
+        (0..vocab).filter(|t| t % 3 != 1).for_each(|t| large.allow_token(t as u32));
+        let masks = [Some(&small), Some(&large), None];
+        let targets = [17u32, 6, 100];
+        let h = Var::randn(0f32, 1.0, (3, hidden), &dev).unwrap();
+        let t = 0.7;
+        let op = ConstrainedLogprob::new(tiles.clone(), vocab, &targets, &masks, t);
+        let out = h.as_tensor().apply_op1(op).unwrap();
+        // The plain path.
+        let logits = h.as_tensor().apply_op1(crate::cpu_matmul::FrozenProduct(tiles)).unwrap();
+        let mut bias = vec![0f32; 3 * vocab];
+        for (r, m) in masks.iter().enumerate() {
+            if let Some(m) = m {
+                (0..vocab).filter(|&i| !m.is_allowed(i as u32)).for_each(|i| bias[r * vocab + i] = -1e9);
+            }
+        }
+        let bias = Tensor::from_vec(bias, (3, vocab), &dev).unwrap();
+        let z = ((logits * (1.0 / f64::from(t))).unwrap() + bias).unwrap();
+        let logp = candle_nn::ops::log_softmax(&z, 1).unwrap();
+        let idx = Tensor::new(&targets, &dev).unwrap().unsqueeze(1).unwrap();
+        let lp = logp.gather(&idx, 1).unwrap().squeeze(1).unwrap();
+        let ent = logp.exp().unwrap().mul(&logp).unwrap().sum(1).unwrap().neg().unwrap();
+        let want = Tensor::stack(&[&lp, &ent], 1).unwrap();
+        let diff = (&out - &want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(diff < 1e-4, "values differ by {diff}");
+        let g = Tensor::new(&[[1f32, 0.3], [-0.5, 0.2], [0.7, -1.0]], &dev).unwrap();
+        let ga = (&out * &g).unwrap().sum_all().unwrap().backward().unwrap();
+        let gb = (&want * &g).unwrap().sum_all().unwrap().backward().unwrap();
+        let (a, b) = (ga.get(h.as_tensor()).unwrap(), gb.get(h.as_tensor()).unwrap());
+        let scale = b.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        let err = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        // Small sets read the dequantized rows; large ones the Q8_0 transpose: rounding only.
+        assert!(err < 0.02 * scale, "gradients differ by {err} (scale {scale})");
+    }
+}

@@ -16,6 +16,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.data.display()
         );
     }
+    if (args.config.is_some() || args.baseline.is_some()) && !matches!(args.what, BenchTarget::Training) {
+        bail!("--config and --baseline apply to `onebrain bench training` only");
+    }
     if args.mode.is_some() && !matches!(args.what, BenchTarget::Constraint) {
         bail!("--mode applies to `onebrain bench constraint` only");
     }
@@ -135,13 +138,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             )?;
         }
         BenchTarget::Training => {
+            crate::cmd::bench_training::run(args.config, args.baseline, args.json)?;
+        }
+        BenchTarget::TrainingKernel => {
             let mut reports = Vec::new();
             for train_backbone in [false, true] {
                 let r = bench_training(Path::new(TEST_MODEL_FILE), 4, 512, 1, train_backbone)?;
                 reports.push(serde_json::to_value(r)?);
             }
             print_reports(
-                "Training step (onebrain bench training)",
+                "Forward and backward (onebrain bench training-kernel)",
                 &reports,
                 args.json,
             )?;

@@ -1,6 +1,7 @@
 //! One module per subcommand; `run` is the single dispatch.
 
 mod bench;
+mod bench_training;
 mod check;
 mod eval;
 mod faithful;

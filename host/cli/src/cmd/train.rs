@@ -17,6 +17,10 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.out_dir {
         cfg.out_dir = std::env::current_dir()?.join(dir);
     }
+    if args.skip_heldout {
+        cfg.eval_config = None;
+        cfg.eval_every = 0;
+    }
     let mut trainer = Trainer::open(cfg, &base, args.resume)?;
     let verbose = args.verbose;
     trainer.run(None, &mut |e| {

@@ -328,8 +328,8 @@ impl Brain {
     }
 
     /// log π(target) and the entropy `(n,)` at final hidden states `sel (n, hidden)` under the
-    /// positions' masks at `temperature`: on the sampler's tiles, only the allowed tokens'
-    /// logits ([`ConstrainedLogprob`]); on a dense copy, the whole vocabulary's.
+    /// positions' masks at `temperature`: with `allowed_logits` on the sampler's tiles, only the
+    /// allowed tokens' logits ([`ConstrainedLogprob`]); otherwise the whole vocabulary's.
     fn policy_logprobs(
         &self,
         backbone: &Backbone,
@@ -338,7 +338,7 @@ impl Brain {
         masks: &[Option<&TokenSet>],
         temperature: f32,
     ) -> Result<(Tensor, Tensor)> {
-        if let (true, Weight::Tiled(w)) = (self.learns_on_sampler_weights(), &backbone.lm_head) {
+        if let (true, Weight::Tiled(w)) = (self.cfg.allowed_logits && self.learns_on_sampler_weights(), &backbone.lm_head) {
             let op = ConstrainedLogprob::new(w.clone(), backbone.cfg.vocab_size, targets, masks, temperature);
             let out = sel.contiguous()?.apply_op1(op)?;
             return Ok((out.narrow(1, 0, 1)?.squeeze(1)?, out.narrow(1, 1, 1)?.squeeze(1)?));
