@@ -317,8 +317,11 @@ pub const MAX_BATCH: usize = 16;
 /// Serves the oldest waiting request (`order[0]`; `order` lists the slots with a model
 /// request, oldest first) together with every other one of its kind, oldest first, up to
 /// [`MAX_BATCH`]: the Generate requests in the same role (each keeps its own sampling
-/// config, seed included, so its output does not depend on what else is in the batch), or
-/// the Judge requests.
+/// config, seed included), or the Judge requests. What shares a call depends on when the
+/// verdicts came back, and a row's output on what shares its call only through the batched
+/// kernels' rounding (see `Brain::generate_rows`): a run with several episodes in flight is
+/// repeatable in distribution, not bit for bit (nor strictly before: the order of calls
+/// decided what the prefix cache held, and so how a prompt's prefill was chunked).
 fn serve_batch<M: LanguageModel + ?Sized>(model: &mut M, slots: &mut [Option<Slot>], order: &[usize]) {
     let request = |i: usize| &slots[i].as_ref().expect("a waiting slot is open").request;
     match request(order[0]) {

@@ -161,10 +161,15 @@ impl Brain {
     /// Generates one continuation per prompt, row `i` sampled as `samplings[i]` says (its
     /// seed, temperature, top-p, token cap, stop strings and constraint, built for it alone),
     /// decoding the rows together: identical prompts are prefilled once, and a prefix common
-    /// to all prompts once. A row's tokens depend on its own prompt and sampling config, not
-    /// on the other rows, up to the rounding of the batched kernels (see
-    /// `host/model/tests/batched_rows.rs`). Any row's error fails the call; see
-    /// [`Brain::generate_rows_each`].
+    /// to all prompts once. Every product and the decode attention work row by row, so a
+    /// row whose batch arithmetic is its batch-1 arithmetic (rows of one prompt, no padding,
+    /// nothing forced) gives its batch-1 output bit for bit. Left padding, a differently
+    /// chunked prefill and forced tokens (fed one per step in a batch, in one pass alone)
+    /// change the last bits of the f32 arithmetic; dense weights keep that below 1e-3 in
+    /// log-probability, but the quantized path rounds every activation to 8 bits, which
+    /// amplifies it (mean |Δ log π| ~1e-2 on SmolLM2), so a sampled row may drift from its
+    /// batch-1 run after a few dozen tokens. See `host/model/tests/batched_rows.rs`. Any
+    /// row's error fails the call; see [`Brain::generate_rows_each`].
     pub fn generate_rows(
         &mut self,
         role: Role,
