@@ -89,9 +89,17 @@ fn the_learner_recomputes_the_samplers_constrained_logprobs() {
     }
     let prompt_ids = brain.encode(&p).unwrap();
     let items = [(prompt_ids, g.tokens.clone())];
-    let lp = brain.batch_logprobs_masked(Role::Actor, &items, &[Some(&masks)], 1.0).unwrap();
+    // The sampler records log-probabilities at its temperature; the learner takes them there.
+    let lp = brain.batch_logprobs_masked(Role::Actor, &items, &[Some(&masks)], s.temperature).unwrap();
     let recomputed: Vec<f32> = lp.logprobs.squeeze(0).unwrap().to_vec1().unwrap();
-    let free: Vec<f32> = brain.batch_logprobs(Role::Actor, &items).unwrap().logprobs.squeeze(0).unwrap().to_vec1().unwrap();
+    let free: Vec<f32> = brain
+        .batch_logprobs_masked(Role::Actor, &items, &[], s.temperature)
+        .unwrap()
+        .logprobs
+        .squeeze(0)
+        .unwrap()
+        .to_vec1()
+        .unwrap();
     let mut worst = 0f32;
     for (j, (a, b)) in g.logprobs.iter().zip(&recomputed).enumerate() {
         assert!(b.is_finite() && *b > -50.0, "token {j} has probability zero under the learner's mask: {b}");
