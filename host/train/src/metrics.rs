@@ -79,7 +79,11 @@ pub struct MetricsRow {
     /// Mean |log π − log π_old| per token of the first minibatch, before its step.
     #[serde(rename = "losses/first_abs_log_ratio", default)]
     pub first_abs_log_ratio: Option<f32>,
-    /// Where log π_old came from: `rollout`, `scoring-pass` or `first-forward`.
+    /// Mean |log π_learner − log π_sampler| per token: the sampler's recorded log-probabilities
+    /// against the learner's old ones for the same tokens.
+    #[serde(rename = "losses/sampler_gap", default)]
+    pub sampler_gap: Option<f32>,
+    /// Where log π_old came from: `scoring-pass` or `first-forward`.
     #[serde(rename = "losses/old_logp_source", default)]
     pub old_logp_source: String,
     /// KL to the initial policy.
@@ -157,6 +161,7 @@ impl MetricsRow {
             clipfrac: u.clipfrac,
             first_abs_log_ratio: u.first_abs_log_ratio,
             old_logp_source: u.old_logp_source.to_string(),
+            sampler_gap: u.sampler_gap,
             kl_ref: u.kl_ref,
             explained_variance: u.explained_variance,
             grad_norm: u.grad_norm,

@@ -1,6 +1,10 @@
-//! One policy, sampled and learned (issue 33): when the learner runs the sampler's own
-//! quantized tiles, the log-probabilities recorded while sampling *are* the old policy's, so
-//! the first minibatch's PPO ratio is 1 up to rounding, and the clip means what it says.
+//! One policy, sampled and learned (issue 33). The learner runs the sampler's own quantized
+//! weights at the sampling temperature under the sampler's masks, and the test measures how far
+//! the log-probabilities the sampler recorded are from the learner's (the sampler gap: about
+//! 4e-2 per token here, on a dense learner too, so mostly not the kernels; its cause is not
+//! found yet). Because it is not below 1e-3, the update recomputes π_old on its own numerics;
+//! its first minibatch's ratio is then 1 to rounding, which this test checks across a scoring
+//! pass and two epochs of two minibatches.
 //!
 //! The samples are real: SmolLM2-135M writes a BlocksWorld problem under the grammar at
 //! T = 0.7, with trained-looking (non-zero) adapters, on whichever kernels this CPU samples
@@ -105,7 +109,7 @@ fn args() -> PpoArgs {
 }
 
 #[test]
-fn the_first_minibatch_ratio_is_one_on_the_samplers_weights() {
+fn the_first_minibatch_ratio_is_one_and_the_sampler_gap_is_measured() {
     let Some(mut brain) = load(LearnerWeights::Sampler) else { return };
     assert!(brain.learns_on_sampler_weights(), "a GGUF model on the CPU learns on its sampler's weights");
     perturb_adapters(&brain);
@@ -113,23 +117,25 @@ fn the_first_minibatch_ratio_is_one_on_the_samplers_weights() {
     let mut learner = Learner::new(brain, None, args(), Ablation::ActorOnly, 0).unwrap();
     let stats = learner.update(&mut batch).unwrap();
     let r = stats.first_abs_log_ratio.expect("the first minibatch had policy tokens");
+    let gap = stats.sampler_gap.expect("the samples recorded their log-probabilities");
     eprintln!(
-        "first minibatch mean |log ratio| {r:.2e}; approx_kl {:.2e}, clipfrac {:.3}, {} steps",
-        stats.approx_kl, stats.clipfrac, stats.steps
+        "first minibatch mean |log ratio| {r:.2e}; sampler gap {gap:.2e}; approx_kl {:.2e}, clipfrac {:.3}",
+        stats.approx_kl, stats.clipfrac
     );
-    assert_eq!(stats.old_logp_source, "rollout");
+    assert_eq!(stats.old_logp_source, "scoring-pass");
     assert!(r < 1e-3, "mean |log ratio| of the first minibatch is {r:.2e}, not below 1e-3");
+    assert!(gap < 0.1, "the sampler and the learner are {gap:.2e} apart per token");
     assert_eq!(stats.steps, 4, "two epochs of two minibatches");
 }
 
 #[test]
-fn a_dense_learner_does_not_take_the_samplers_logprobs_as_its_own() {
+fn a_dense_learner_recomputes_the_old_policy_too() {
     let Some(mut brain) = load(LearnerWeights::Dense) else { return };
     assert!(!brain.learns_on_sampler_weights());
     let mut batch = sampled_batch(&mut brain);
     let mut learner = Learner::new(brain, None, args(), Ablation::ActorOnly, 0).unwrap();
     let stats = learner.update(&mut batch).unwrap();
+    eprintln!("dense: sampler gap {:?}", stats.sampler_gap);
     assert_eq!(stats.old_logp_source, "scoring-pass");
-    // Its own scoring pass: the first minibatch's ratio is 1 on the dense weights too.
-    assert!(stats.first_abs_log_ratio.unwrap() < 1e-4);
+    assert!(stats.first_abs_log_ratio.unwrap() < 1e-3);
 }

@@ -46,6 +46,8 @@ pub struct StepReport {
     pub first_abs_log_ratio: Option<f64>,
     /// Where log π_old came from.
     pub old_logp_source: Option<String>,
+    /// Mean |log π_learner − log π_sampler| per token.
+    pub sampler_gap: Option<f64>,
     /// CleanRL's approximate KL and clip fraction of the update.
     pub approx_kl: Option<f64>,
     /// See `approx_kl`.
@@ -85,6 +87,7 @@ pub fn run(config: Option<PathBuf>, baseline: Option<PathBuf>, json: bool) -> an
     row("step (rollouts + update), s", Some(new.step_secs), Some(old.step_secs), 1)?;
     row("peak resident memory, MiB", new.peak_rss_mib, old.peak_rss_mib, 0)?;
     row("first minibatch mean |log ratio|", new.first_abs_log_ratio, old.first_abs_log_ratio, 6)?;
+    row("sampler gap, mean |Δ log π| per token", new.sampler_gap, old.sampler_gap, 4)?;
     row("approx KL", new.approx_kl, old.approx_kl, 5)?;
     row("clip fraction", new.clipfrac, old.clipfrac, 3)?;
     row("b_0 of the step", new.success_b0, old.success_b0, 2)?;
@@ -142,6 +145,7 @@ fn one_step(path: &str, config: &Path, out: &Path) -> anyhow::Result<StepReport>
         episodes_per_hour: if step_secs > 0.0 { episodes as f64 * 3600.0 / step_secs } else { 0.0 },
         peak_rss_mib: f("perf/peak_rss_mib"),
         first_abs_log_ratio: f("losses/first_abs_log_ratio"),
+        sampler_gap: f("losses/sampler_gap"),
         old_logp_source: row.get("losses/old_logp_source").and_then(|v| v.as_str()).map(str::to_string),
         approx_kl: f("losses/approx_kl"),
         clipfrac: f("losses/clipfrac"),
