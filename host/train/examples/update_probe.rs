@@ -1,0 +1,44 @@
+//! Times one learner update of the 0.5B model on recorded multi-role episodes, without the
+//! rollouts: a probe used while developing issue 33 (`onebrain bench training` is the
+//! benchmark). Rewards are overwritten so no sample is inert.
+//!
+//! ```sh
+//! cargo run --release -p onebrain-train --example update_probe -- TRACE.jsonl [new|dense] [JUDGE_TAIL]
+//! ```
+//! `PROBE_N` caps the episodes (16); `PROBE_FREE=1` drops the constraints (a trace recorded
+//! under an older grammar no longer replays).
+use std::path::Path;
+use std::time::Instant;
+
+use onebrain_model::{Brain, LearnerWeights, ModelConfig};
+use onebrain_train::{Ablation, Advantage, Batch, Learner, PpoArgs};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let trace = Path::new(&args[1]);
+    let dense = args.get(2).is_some_and(|a| a == "dense");
+    let tail: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(384);
+    let mut records = onebrain_eval::read_trace(trace).unwrap().records;
+    let n: usize = std::env::var("PROBE_N").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
+    records.truncate(n);
+    let cfg = if dense {
+        ModelConfig { learner_weights: LearnerWeights::Dense, ..Default::default() }
+    } else {
+        ModelConfig { lora_rank: Some(8), lora_targets: Some(vec!["q_proj".into(), "v_proj".into()]), ..Default::default() }
+    };
+    let brain = Brain::load(&cfg).unwrap();
+    eprintln!("sampler weights: {}, rss {:?}", brain.learns_on_sampler_weights(), onebrain_model::rss_mib());
+    let recs: Vec<(usize, onebrain_roles::EpisodeRecord)> = records.into_iter().enumerate().map(|(i, r)| (i / 4, r)).collect();
+    let mut batch = Batch::from_records(&recs, Ablation::Full, |p| brain.encode(p)).unwrap();
+    // Rewards vary within groups so no sample is inert.
+    for (k, s) in batch.policy.iter_mut().enumerate() {
+        s.reward = (k % 3) as f32 * 0.5;
+        if std::env::var("PROBE_FREE").is_ok() { s.constraint = None; }
+    }
+    eprintln!("policy samples {}, tokens {}, judge {}", batch.policy.len(), batch.policy_tokens(), batch.judge.len());
+    let args = PpoArgs { batch_size: 16, group_size: 4, advantage: Advantage::Group, detach_prompt: true, judge_tail: tail, learning_rate: 2e-4, ..Default::default() };
+    let mut learner = Learner::new(brain, None, args, Ablation::Full, 0).unwrap();
+    let t = Instant::now();
+    let st = learner.update(&mut batch).unwrap();
+    eprintln!("update {:.1} s (score {:.1}), tokens {}, steps {}, peak {:?} MiB", t.elapsed().as_secs_f64(), st.score_secs, st.tokens, st.steps, onebrain_model::peak_rss_mib());
+}
