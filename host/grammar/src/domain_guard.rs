@@ -282,11 +282,6 @@ impl DomainGuard {
             // grammar also reads `(not (and))` or `(and (and))` as atoms named `and`, which
             // the verifier refuses (issue 35, fuzzing).
             let parent = depth.checked_sub(1).and_then(|d| self.stack[d].head());
-            let keywords: &[&str] = match parent {
-                Some("and") => &["not"],
-                Some("not") => &[],
-                _ => &["and", "not"],
-            };
             // A head that takes arguments needs something to fill them: with no parameters
             // and no constants, `(=` or `(on` could only be finished by a name the guard
             // refuses (a fuzzing walk then wrote one anyway, as an override, issue 35).
@@ -298,9 +293,50 @@ impl DomainGuard {
                 .find(|f| f.head() == Some(":action"))
                 .and_then(|f| f.words.last())
                 .is_some_and(|w| w == ":effect");
-            return keywords.iter().any(|k| fits(k))
+            // Whether the conjunction at `at` (if it is one) already holds `text`.
+            let holds = |at: Option<usize>, text: String| {
+                at.map(|d| &self.stack[d]).is_some_and(|c| c.head() == Some("and") && c.children.contains(&text))
+            };
+            // A predicate of arity 0 whose literal the conjunction already holds could only
+            // close as a repeat, which is refused: a fuzzing walk then padded with blanks
+            // until the cap (issue 35). Under a `not`, the conjunction is one level further up.
+            let under_not = parent == Some("not");
+            let atom_here = |p: &str, arity: usize| {
+                if arity > 0 {
+                    return has_terms;
+                }
+                if under_not {
+                    !holds(depth.checked_sub(2), format!("( not ( {p} ) )"))
+                } else {
+                    !holds(depth.checked_sub(1), format!("( {p} )"))
+                }
+            };
+            // `not` opens only where some atom can still follow it (in this frame's
+            // conjunction, one level up), else its `(` would be a dead end the guard could
+            // only refuse.
+            let not_possible = || {
+                self.predicates.is_empty()
+                    || (has_terms && !in_effect)
+                    || self.predicates.iter().any(|(p, arity)| {
+                        if *arity > 0 {
+                            has_terms
+                        } else {
+                            !holds(depth.checked_sub(1), format!("( not ( {p} ) )"))
+                        }
+                    })
+            };
+            // `and` only as a whole precondition or effect, `not` only around an atom: the
+            // grammar also reads `(not (and))` or `(and (and))` as atoms named `and`, which
+            // the verifier refuses (issue 35, fuzzing).
+            let keyword_ok = |k: &str| match (k, parent) {
+                (_, Some("not")) => false,
+                ("and", Some("and")) => false,
+                ("not", _) => not_possible(),
+                _ => true,
+            };
+            return ["and", "not"].iter().any(|k| fits(k) && keyword_ok(k))
                 || (has_terms && !in_effect && fits("="))
-                || self.predicates.iter().any(|(p, arity)| (*arity == 0 || has_terms) && fits(p))
+                || self.predicates.iter().any(|(p, arity)| atom_here(p, *arity) && fits(p))
                 || self.predicates.is_empty();
         }
         let head = top.words[0].as_str();
@@ -424,8 +460,17 @@ impl DomainGuard {
         if !self.feed_with(bytes, past_share) {
             return false;
         }
-        if self.done || self.comment || self.word.is_empty() {
+        if self.done || self.comment {
             return true;
+        }
+        if self.word.is_empty() {
+            // A literal just opened must be able to take a head, or its `(` is a dead end.
+            return match self.stack.len().checked_sub(1) {
+                Some(d) if self.kind_at(d) == Kind::Literal && self.stack[d].words.is_empty() && self.stack[d].children.is_empty() => {
+                    self.literal_word(d, "", false)
+                }
+                _ => true,
+            };
         }
         // The open word began in this token unless the token only extended it.
         let fresh = self.word.len() <= bytes.len();
@@ -661,10 +706,26 @@ mod tests {
         assert!(!g.admits(b"(not (and", false));
         assert!(!g.admits(b"(not (not", false));
         assert!(!g.admits(b"(and", false), "a conjunction inside a conjunction");
+        // A literal of arity 0 already in the conjunction cannot open again (nor its negation).
+        let g = guard("(:predicates (free) (freed)) (:action a :parameters () :precondition (and (free) (not (freed)) ");
+        assert!(!g.admits(b"(free)", false));
+        assert!(!g.admits(b"(free ", false));
+        assert!(g.admits(b"(free", false), "`freed` is still open");
+        assert!(g.admits(b"(freed)", false));
+        assert!(!g.admits(b"(not (freed ", false));
+        assert!(g.admits(b"(not (free))", false));
         let effect = "(:predicates (on ?x ?y)) (:action a :parameters (?x ?y) :precondition (= ?x ?y) :effect (and ";
         assert!(!guard(effect).admits(b"(= ", false), "no equality in an effect");
         assert!(!guard(effect).admits(b"(not (= ", false));
         assert!(guard(effect).admits(b"(not (on ?x ?y))", false));
+        // Under `not`, once every atom is taken, neither `(` nor `not` may open.
+        let g = guard("(:predicates (free)) (:action a :parameters () :precondition (and (not (free)) ");
+        assert!(!g.admits(b"(not (", false));
+        assert!(!g.admits(b"(not", false));
+        assert!(g.admits(b"(free)", false));
+        let g = guard(&format!("{effect}(not (on ?x ?y)) (not( \n\t"));
+        assert!(!g.admits(b"=", false), "no equality in an effect, after blanks either");
+        assert!(!g.admits(b"= ", false));
         let g = guard(&format!("{pre}(not "));
         assert!(g.admits(b"(on ?x ?y))", false));
         assert!(!g.admits(b"(and)", false));
