@@ -64,8 +64,9 @@ pub const MAX_GRAMMAR_BYTES: usize = 512 << 10;
 
 /// llguidance's limits, set here rather than left to its defaults, so that the parser's work
 /// per token and its memory are bounded by figures this crate states and tests. The most
-/// real grammars use, driven over every reference problem (`tests/bounds.rs`), is a small
-/// fraction of each; the test holds each at most a tenth of its limit.
+/// real grammars use, driven over the reference problems and domains with the byte vocabulary
+/// (`tests/bounds.rs`) and with SmolLM2's and Qwen's (`tests/bounds/real_vocab.rs` at the top
+/// level), is at most a tenth of each limit.
 pub fn parser_limits() -> ParserLimits {
     ParserLimits {
         // Earley items in one row: the grammar's branching at one point. Default 2,000.
@@ -74,8 +75,11 @@ pub fn parser_limits() -> ParserLimits {
         initial_lexer_fuel: 1_000_000,
         // Lexer work for one token mask. Default 200,000.
         step_lexer_fuel: 200_000,
-        // Earley items created for one token mask. Default 50,000.
-        step_max_items: 50_000,
+        // Earley items created for one token mask (about 20 per microsecond). Qwen's
+        // 151,936-token vocabulary needs up to 20,427 over the reference problems and domains
+        // (SmolLM2's 707, the byte vocabulary's 94), so llguidance's default of 50,000 left
+        // 2.4 times that; 250,000 leaves 12 and bounds a mask near 12 ms.
+        step_max_items: 250_000,
         // Lexer states (about 1-2 KB each): 50,000 caps the lexer near 100 MB, where
         // llguidance's default of 250,000 allows about half a gigabyte.
         max_lexer_states: 50_000,
