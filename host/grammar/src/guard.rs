@@ -44,6 +44,9 @@ const INIT_RESERVE: usize = 28;
 const INIT_CLOSE: usize = 16;
 /// Tokens that must be left when a new goal fact opens: the fact and three closing parens.
 const GOAL_RESERVE: usize = 12;
+/// What negating a goal fact adds before the tokenizer counted it: ` (not` and `)`, a token
+/// a byte.
+const NEGATION_TOKENS: usize = 6;
 /// Below this many tokens left (or a goal fact's reserve, when facts are long), a token of
 /// blanks only is refused where anything else is allowed: spacing must not eat the budget
 /// the last fact and the closing parentheses need.
@@ -325,6 +328,8 @@ pub(crate) struct Guard {
     avoid: Vec<Candidate>,
     /// The longest fact's tokens, counted by the model's tokenizer.
     measured_fact_tokens: Option<usize>,
+    /// What negating a goal fact adds (` (not` and `)`), counted by the model's tokenizer.
+    negation_tokens: Option<usize>,
     /// While the objects are written: the most tokens a name so far takes, by the estimate
     /// ([`name_tokens`], kept by [`Guard::commit`]) or as the model's tokenizer counts it
     /// ([`Guard::measure_name`]), whichever is more.
@@ -363,6 +368,7 @@ impl Guard {
             max_tokens,
             avoid: Vec::new(),
             measured_fact_tokens: None,
+            negation_tokens: None,
             longest_name_tokens: 0,
             predicate_tokens: 0,
             type_tokens,
@@ -652,10 +658,10 @@ impl Guard {
     /// close the answer (from `:init`, with a one-fact goal).
     fn room_for_fact(&self, section: Section, new_facts: &[&Fact], tokens: usize) -> bool {
         let count = self.facts.iter().chain(new_facts.iter().copied()).filter(|f| f.section == section).count();
-        let fact = self.fact_tokens();
+        let (fact, goal_fact) = (self.fact_tokens(), self.goal_fact_tokens());
         let (max, reserve) = match section {
-            Section::Init => (self.limits.max_init, INIT_RESERVE.max(2 * fact + INIT_CLOSE)),
-            Section::Goal => (self.limits.max_goal, GOAL_RESERVE.max(fact + 3)),
+            Section::Init => (self.limits.max_init, INIT_RESERVE.max(fact + goal_fact + INIT_CLOSE)),
+            Section::Goal => (self.limits.max_goal, GOAL_RESERVE.max(goal_fact + 3)),
         };
         count < max && self.max_tokens.saturating_sub(tokens) >= reserve
     }
@@ -671,7 +677,7 @@ impl Guard {
             return false;
         }
         let goal_facts = self.facts.iter().chain(new_facts.iter().copied()).filter(|f| f.section == Section::Goal).count();
-        let fact = self.fact_tokens();
+        let fact = self.goal_fact_tokens();
         let left = self.max_tokens.saturating_sub(opened_at.unwrap_or(tokens));
         whole_goal
             || goal_facts + 1 >= self.limits.max_goal
@@ -713,6 +719,16 @@ impl Guard {
         out
     }
 
+    /// The tokens the longest goal fact takes: the longest fact, negated where the domain
+    /// allows negative goals.
+    fn goal_fact_tokens(&self) -> usize {
+        // A goal may negate its fact where the domain allows it: `(not ` and its `)` are six
+        // byte-sized tokens more, which a byte-level walk spent on its last fact and ran into
+        // the cap one `)` short (issue 35, fuzzing). Counted by the tokenizer once measured.
+        let negation = if self.vocab.negative_goals { self.negation_tokens.unwrap_or(NEGATION_TOKENS) } else { 0 };
+        self.fact_tokens() + negation
+    }
+
     /// The tokens the longest fact takes: as the model's tokenizer counts it once
     /// [`Guard::measure_facts`] ran, else over the longest name so far, the one being
     /// written included.
@@ -749,7 +765,7 @@ impl Guard {
     /// What the answer needs once the objects' last group closed: their `)`, an empty
     /// `:init` and a one-fact goal.
     fn close_reserve(&self) -> usize {
-        OBJECTS_RESERVE.max(OBJECTS_CLOSE + self.fact_tokens())
+        OBJECTS_RESERVE.max(OBJECTS_CLOSE + self.goal_fact_tokens())
     }
 
     /// In a typed domain, what closing a group of names takes: ` - ` and the longest type.
@@ -772,7 +788,7 @@ impl Guard {
     /// closing parentheses; before it, what closing the objects takes (a goal is still to be
     /// written).
     fn blanks_reserve(&self) -> usize {
-        let goal = BLANKS_RESERVE.max(GOAL_RESERVE.max(self.fact_tokens() + 3));
+        let goal = BLANKS_RESERVE.max(GOAL_RESERVE.max(self.goal_fact_tokens() + 3));
         match section_of(&self.scan.stack) {
             Some(Section::Goal) => goal,
             _ if self.objects.is_none() => goal.max(self.objects_reserve()),
@@ -812,6 +828,7 @@ impl Guard {
             })
             .max();
         self.measured_fact_tokens = most.map(|n| n + 1);
+        self.negation_tokens = Some(tokenize(b" (not").len() + 1);
     }
 
     /// Whether some fact `(pred args… partial…)` that is not yet stated can still be written.

@@ -239,6 +239,16 @@ fn fuzz_full_answers() {
     eprintln!("fuzz grammar/full-answers: {} of {} walks ran into their cap", CAPPED.load(Ordering::Relaxed), report.inputs);
 }
 
+/// Regression (issue 35): a walk over the corpus's `deep` domain, which allows negative goals,
+/// ended its goal with `(not (p …))` and ran into its 171-token cap one `)` short: the
+/// guard's goal reserve did not count the `(not ` and `)` around the last fact.
+#[test]
+fn r35_4_a_negated_last_goal_fact_fits_inside_the_cap() {
+    let seed = seeds().iter().position(|d| d.contains("(domain deep)")).expect("the corpus's deep domain");
+    let c = DomainCase { seed, edits: vec![], mode: 0, max_tokens: 171, walk_seed: 16221574099703993372, favourites: vec![b'-'] };
+    run_domain_case(c).unwrap();
+}
+
 /// The domain and the problem of a finished `full` answer (written after the primer
 /// `(define (domain `): the domain ends where its parentheses close, comments aside.
 fn split_full(text: &str) -> (String, String) {
