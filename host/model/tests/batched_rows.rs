@@ -311,16 +311,19 @@ fn the_batched_judge_scores_each_prompt_as_the_single_judge_does() {
         w.set(&seeded_normal(&mut rng, 0.3, w.dims())).unwrap();
     }
     let head = brain.chat_prompt("You judge PDDL.", "## Task\nStack a on b.\n## Candidate\n");
-    let prompts: Vec<String> = [
+    let short = [
         "(define (problem p) (:domain bw) (:objects a b) (:init (clear a)) (:goal (on a b)))",
         "(define (problem p))",
         "I do not know.",
         "(define (problem p))",
         "(:init (ontable a) (ontable b) (clear a) (clear b) (handempty)) (:goal (and (on a b)))",
-    ]
-    .iter()
-    .map(|c| format!("{head}{c}"))
-    .collect();
+    ];
+    // Long candidates too: more positions than one forward of the batch's tails holds
+    // (2,048), so the prefill runs them in chunks of columns.
+    let long: Vec<String> = (0..4).map(|i| format!("{}\n; candidate {i}\n{DOMAIN}", LONG_DOMAIN.repeat(i % 2 + 1))).collect();
+    let prompts: Vec<String> = short.iter().map(|c| c.to_string()).chain(long).map(|c| format!("{head}{c}")).collect();
+    let longest_tail = prompts.iter().map(|p| brain.encode(p).unwrap().len()).max().unwrap() - brain.encode(&head).unwrap().len();
+    assert!(prompts.len() * longest_tail > 2 * 2048, "{} padded tail positions", prompts.len() * longest_tail);
     let batch = brain.judge_batch(&prompts).unwrap();
     assert_eq!(batch.len(), prompts.len());
     for (p, b) in prompts.iter().zip(&batch) {

@@ -514,41 +514,28 @@ impl Brain {
             }
         }
         let lead = x.dim(1)? - t_max; // soft tokens placed in this step, if any
-        let step = if pads.iter().any(|&p| p > 0) {
-            // Positions skip the pads; pads are invisible to every query.
-            let q = lead + t_max;
-            let mut positions = Vec::with_capacity(b * q);
-            let mut mask = vec![0f32; b * q * (past + q)];
-            for (r, &np) in pads.iter().enumerate() {
-                for i in 0..q {
-                    let real = i >= lead + np || i < lead;
-                    let pos = if i < lead { i } else if real { past + lead + (i - lead - np) } else { 0 };
-                    positions.push(pos as u32);
-                    for j in 0..past + q {
-                        let key_in_step = j >= past;
-                        let k = j.wrapping_sub(past);
-                        let visible = if key_in_step {
-                            let key_is_pad = k >= lead && k < lead + np;
-                            k <= i && !key_is_pad
-                        } else {
-                            true
-                        };
-                        if !visible {
-                            mask[(r * q + i) * (past + q) + j] = MASKED;
-                        }
-                    }
-                }
-            }
-            Step {
-                positions: Some(positions),
-                mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, past + q), self.device())?),
-            }
-        } else {
-            Step { positions: None, mask: None }
-        };
         computed += b * t_max + lead;
-        let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Fast)?;
-        let last_hidden = hidden.narrow(1, lead + t_max - 1, 1)?.squeeze(1)?;
+        // In chunks of columns, so that a batch of long tails (a batch of repair prompts, or
+        // of Judge prompts) never holds more than PREFILL_POSITIONS positions' activations,
+        // attention scores and mask at once.
+        let q_all = lead + t_max;
+        let cols = (PREFILL_POSITIONS / b).max(1);
+        let mut last_hidden = None;
+        let mut g0 = 0;
+        while g0 < q_all {
+            let g1 = (g0 + cols).min(q_all);
+            let step = match pads.iter().any(|&p| p > 0) {
+                true => tail_step(&pads, past, lead, g0..g1, self.device())?,
+                false => Step { positions: None, mask: None },
+            };
+            let xc = x.narrow(1, g0, g1 - g0)?.contiguous()?;
+            let hidden = backbone.forward(&xc, &step, Some(&mut kv), &view, Mode::Fast)?;
+            if g1 == q_all {
+                last_hidden = Some(hidden.narrow(1, g1 - g0 - 1, 1)?.squeeze(1)?);
+            }
+            g0 = g1;
+        }
+        let last_hidden = last_hidden.expect("every prompt has a tail");
         if b == 1 {
             // The whole prompt, for the next call that extends it (the next repair).
             self.cache.insert(role, fp, &prompts[0], kv.clone());
@@ -578,6 +565,40 @@ impl Brain {
     }
 }
 
+
+/// Most positions (rows × columns) one forward of a batch's tails runs at once.
+const PREFILL_POSITIONS: usize = 2048;
+
+/// Positions and mask for columns `cols` of a batch's left-padded tails: the step holds
+/// `lead` soft tokens (when nothing was cached) and then each row's tail after `pads[r]`
+/// pads, after `past` cached positions every row sees. Positions skip the pads, and pads are
+/// invisible to every query.
+fn tail_step(pads: &[usize], past: usize, lead: usize, cols: std::ops::Range<usize>, dev: &Device) -> Result<Step> {
+    let (b, q) = (pads.len(), cols.len());
+    let keys = past + cols.end;
+    let mut positions = Vec::with_capacity(b * q);
+    let mut mask = vec![0f32; b * q * keys];
+    for (r, &np) in pads.iter().enumerate() {
+        let is_pad = |k: usize| k >= lead && k < lead + np;
+        for (i, g) in cols.clone().enumerate() {
+            let pos = if g < lead {
+                g
+            } else if is_pad(g) {
+                0
+            } else {
+                past + lead + (g - lead - np)
+            };
+            positions.push(pos as u32);
+            let row = &mut mask[(r * q + i) * keys..][..keys];
+            for (k, m) in row[past..].iter_mut().enumerate() {
+                if k > g || is_pad(k) {
+                    *m = MASKED;
+                }
+            }
+        }
+    }
+    Ok(Step { positions: Some(positions), mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, keys), dev)?) })
+}
 
 /// Mask and positions for one decode step of `n` rows feeding `q` tokens each (`q > 1` only
 /// for a row decoding alone): each row's left padding is hidden, and the new tokens see each
