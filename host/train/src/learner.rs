@@ -259,8 +259,9 @@ impl Learner {
         }
         // 1. The old policy's log-probabilities, on the learner's own numerics. The sampler's
         //    (recorded at rollout, at the same temperature, on the same quantized weights) are
-        //    about 4e-2 per token away from them on SmolLM2 (`tests/ratio.rs`; a dense learner
-        //    is as far, so it is mostly not the kernels; the cause is not found yet). Taken as
+        //    about 4e-2 per token away from them on SmolLM2 (`tests/ratio.rs`): the learner splits
+        //    the arithmetic differently (whole sequences, not token by token), and each layer's
+        //    8-bit activation quantization turns last-bit differences into whole steps. Taken as
         //    π_old they would make the ratio noise rather than 1, so they are kept as a measure
         //    (`sampler_gap`), and the update recomputes π_old, as TRL and verl do.
         for s in batch.policy.iter_mut() {
