@@ -232,8 +232,8 @@ impl Brain {
             return Ok(d);
         }
         if self.learns_on_sampler_weights() {
-            // The learner runs the generation path's own tiles (an input-only backward):
-            // nothing to copy, and the sampler's log-probabilities are the old policy's.
+            // The learner runs the generation path's own quantized weights (an input-only
+            // backward): nothing to copy, and no gradient for the frozen matrices.
             return Ok(self.dense.get_or_init(|| vec![self.base.clone()]));
         }
         let src = match hf {

@@ -122,8 +122,8 @@ pub struct ModelConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lora_targets: Option<Vec<String>>,
     /// Which weights the learner's forward and backward run on: `sampler` (the default)
-    /// uses the generation path's own quantized tiles, so the log-probabilities recorded
-    /// while sampling are the old policy's and frozen matrices cost no gradient; `dense`
+    /// uses the generation path's own quantized weights, so there is no f32 copy and frozen
+    /// matrices cost no gradient; `dense`
     /// builds a dequantized f32 copy (the path before issue 33, kept for comparison).
     /// `sampler` needs the backbone frozen and quantized on the CPU (our tiles where the CPU
     /// has AVX-512 VNNI, candle's quantized blocks elsewhere); a dense checkpoint or a GPU

@@ -18,24 +18,12 @@ use std::time::Instant;
 use rand::{rngs::StdRng, SeedableRng};
 
 mod common;
-use common::seeded_normal;
+use common::{seeded_normal, DOMAIN, PRIMER};
 
 use onebrain_model::{
     resolve_model, Brain, ConstraintSpec, Generation, GrammarLimits, ModelConfig, Role, SamplingConfig, StopReason,
     TEST_MODEL_FILE,
 };
-
-const DOMAIN: &str = "(define (domain blocksworld)
-  (:requirements :strips)
-  (:predicates (clear ?x) (ontable ?x) (handempty) (holding ?x) (on ?x ?y))
-  (:action pick-up :parameters (?x)
-    :precondition (and (clear ?x) (ontable ?x) (handempty))
-    :effect (and (holding ?x) (not (clear ?x)) (not (ontable ?x)) (not (handempty))))
-  (:action stack :parameters (?x ?y)
-    :precondition (and (holding ?x) (clear ?y))
-    :effect (and (not (holding ?x)) (not (clear ?y)) (clear ?x) (handempty) (on ?x ?y))))";
-
-const PRIMER: &str = "```pddl\n(define (problem task)\n  (:domain blocksworld)\n  (:objects ";
 
 /// BlocksWorld with long, distinct predicate names: once an answer has written the first
 /// piece of one, the grammar forces the rest (plain BlocksWorld forces nothing; Logistics'

@@ -4,19 +4,10 @@
 
 use std::path::Path;
 
+mod common;
+use common::{DOMAIN, PRIMER};
+
 use onebrain_model::{resolve_model, Brain, ConstraintSpec, GrammarLimits, ModelConfig, Role, SamplingConfig, StopReason, TEST_MODEL_FILE};
-
-const DOMAIN: &str = "(define (domain blocksworld)
-  (:requirements :strips)
-  (:predicates (clear ?x) (ontable ?x) (handempty) (holding ?x) (on ?x ?y))
-  (:action pick-up :parameters (?x)
-    :precondition (and (clear ?x) (ontable ?x) (handempty))
-    :effect (and (holding ?x) (not (clear ?x)) (not (ontable ?x)) (not (handempty))))
-  (:action stack :parameters (?x ?y)
-    :precondition (and (holding ?x) (clear ?y))
-    :effect (and (not (holding ?x)) (not (clear ?y)) (clear ?x) (handempty) (on ?x ?y))))";
-
-const PRIMER: &str = "```pddl\n(define (problem task)\n  (:domain blocksworld)\n  (:objects ";
 
 fn smol(cfg: ModelConfig) -> Option<Brain> {
     if let Err(e) = resolve_model(Path::new(TEST_MODEL_FILE)) {

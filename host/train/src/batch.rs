@@ -33,11 +33,10 @@ pub struct PolicySample {
     pub advantage: f32,
     /// The return the value head regresses to.
     pub ret: f32,
-    /// log π_old per output token: recorded while sampling (see `rollout_logp`), or scored
-    /// by the learner.
+    /// log π_old per output token, once the learner has scored it.
     pub old_logp: Option<Vec<f32>>,
     /// log π per output token as the sampler recorded it (empty for records made before it
-    /// was kept): the old policy's, when the learner runs the sampler's weights.
+    /// was kept): compared with π_old as `UpdateStats::sampler_gap`.
     pub rollout_logp: Vec<f32>,
     /// The temperature it was sampled at; the learner's log-probabilities are taken at it.
     pub temperature: f32,

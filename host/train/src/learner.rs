@@ -71,8 +71,7 @@ pub struct UpdateStats {
     /// Share of tokens whose ratio was clipped (last epoch).
     pub clipfrac: f32,
     /// Mean |log π − log π_old| per token over the first minibatch of the first epoch,
-    /// before its step: 0 up to rounding when the old log-probabilities are the policy's
-    /// own (the sampler's, recorded at rollout, on the weights the learner runs).
+    /// before its step: 0 up to rounding, since π_old is the learner's own forward.
     pub first_abs_log_ratio: Option<f32>,
     /// Where the old log-probabilities came from: `scoring-pass` (the learner's own pass
     /// before the first step) or `first-forward` (the first forward's detached values).
@@ -478,23 +477,15 @@ impl Learner {
                             .map(|&i| batch.policy[i].old_logp.as_deref().expect("scored")),
                         &lp.mask,
                     )?;
-                    for &i in chunk {
-                        let s = &batch.policy[i];
+                    // Each sample is in one minibatch of an epoch, so epoch 0 counts it once.
+                    for s in chunk.iter().map(|&i| &batch.policy[i]) {
                         if let (Some(o), false) = (&s.old_logp, s.rollout_logp.is_empty()) {
-                            if !out.gap_seen.contains(&i) {
-                                out.gap_seen.push(i);
-                                out.gap_sum += o.iter().zip(&s.rollout_logp).map(|(a, b)| (a - b).abs()).sum::<f32>();
-                                out.gap_tokens += o.len();
-                            }
+                            out.gap_sum += o.iter().zip(&s.rollout_logp).map(|(a, b)| (a - b).abs()).sum::<f32>();
+                            out.gap_tokens += o.len();
                         }
                     }
                     let adv: Vec<f32> = chunk.iter().map(|&i| batch.policy[i].advantage).collect();
                     let adv = Tensor::new(adv.as_slice(), lp.logprobs.device())?;
-                    out.abs_log_ratio_sum += (lp.logprobs.detach() - &old)?
-                        .abs()?
-                        .mul(&lp.mask)?
-                        .sum_all()?
-                        .to_scalar::<f32>()?;
                     let (pg_sum, st) =
                         clipped_surrogate_sum(&lp.logprobs, &old, &adv, &lp.mask, args.clip_coef)?;
                     let ent_sum = entropy_sum(&lp.entropy, &lp.mask)?;
@@ -526,6 +517,7 @@ impl Learner {
                     ent += ent_sum.to_scalar::<f32>()?;
                     out.clipped += st.clipped;
                     out.approx_kl_sum += st.approx_kl_sum;
+                    out.abs_log_ratio_sum += st.abs_log_ratio_sum;
                     out.policy_tokens += st.tokens;
                 }
             }
@@ -753,8 +745,7 @@ impl OldLogp {
 struct MinibatchOut {
     /// Σ |log π − log π_old| over the policy tokens, before the step.
     abs_log_ratio_sum: f32,
-    /// Samples whose sampler gap was counted, and the gap's sum over their tokens.
-    gap_seen: Vec<usize>,
+    /// Σ |log π_old − log π_sampler| over the tokens of samples that recorded it, and their count.
     gap_sum: f32,
     gap_tokens: usize,
     policy: HashMap<Role, f32>,

@@ -253,6 +253,8 @@ pub struct PolicyStats {
     pub approx_kl_sum: f32,
     /// Real (unmasked) tokens.
     pub tokens: f32,
+    /// Σ |log r| over the real tokens: how far the policy is from π_old.
+    pub abs_log_ratio_sum: f32,
 }
 
 /// PPO's clipped surrogate, summed over the real tokens of a micro-batch:
@@ -288,7 +290,9 @@ pub fn clipped_surrogate_sum(
         .mul(mask)?
         .sum_all()?
         .to_scalar::<f32>()?;
+    let abs_log_ratio_sum = logratio.detach().abs()?.sum_all()?.to_scalar::<f32>()?;
     let stats = PolicyStats {
+        abs_log_ratio_sum,
         loss_sum: loss_sum.to_scalar::<f32>()?,
         clipped,
         approx_kl_sum,

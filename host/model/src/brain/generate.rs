@@ -45,8 +45,9 @@ pub struct Generation {
     /// log π(token | prefix) of each generated token under the distribution it was sampled
     /// from: log softmax(masked logits / T)[token], T the row's sampling temperature (1 when
     /// greedy), the masked logits renormalised over the tokens the constraint allowed; 0 for
-    /// tokens the grammar forced. Computed in f64 from the sampler's own logits, so with
-    /// `top_p = 1` these are the old log-probabilities PPO needs. With `top_p < 1` the value
+    /// tokens the grammar forced. Computed in f64 from the sampler's own logits. The
+    /// learner does not take them as PPO's π_old: its own forward differs from them by about
+    /// 4e-2 per token (`losses/sampler_gap`). With `top_p < 1` the value
     /// ignores the nucleus cut (it is the whole tempered distribution's, not the truncated one
     /// that was drawn from).
     #[serde(default)]

@@ -1,4 +1,6 @@
-//! Helpers shared by the model's integration tests.
+//! Helpers shared by the model's integration tests. Each test file compiles its own copy and
+//! uses some of them.
+#![allow(dead_code)]
 
 use candle_core::{Device, Tensor};
 use rand::{rngs::StdRng, Rng};
@@ -18,3 +20,17 @@ pub fn seeded_normal(rng: &mut StdRng, std: f32, shape: &[usize]) -> Tensor {
         .collect();
     Tensor::from_vec(v, shape, &Device::Cpu).unwrap()
 }
+
+/// A small BlocksWorld domain for grammar-constrained generation.
+pub const DOMAIN: &str = "(define (domain blocksworld)
+  (:requirements :strips)
+  (:predicates (clear ?x) (ontable ?x) (handempty) (holding ?x) (on ?x ?y))
+  (:action pick-up :parameters (?x)
+    :precondition (and (clear ?x) (ontable ?x) (handempty))
+    :effect (and (holding ?x) (not (clear ?x)) (not (ontable ?x)) (not (handempty))))
+  (:action stack :parameters (?x ?y)
+    :precondition (and (holding ?x) (clear ?y))
+    :effect (and (not (holding ?x)) (not (clear ?y)) (clear ?x) (handempty) (on ?x ?y))))";
+
+/// What a constrained problem answer starts with (the prompt ends with it).
+pub const PRIMER: &str = "```pddl\n(define (problem task)\n  (:domain blocksworld)\n  (:objects ";
