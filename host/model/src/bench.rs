@@ -219,11 +219,15 @@ pub fn bench_training(
 pub struct MatmulBench {
     /// Weight matrix `(out, in)`, as in Qwen 0.5B's MLP.
     pub shape: (usize, usize),
+    /// The block type, `Q8_0` or `Q5_0` (most of Qwen 0.5B's file).
+    pub dtype: String,
+    /// The tiled kernel this CPU ran (`Avx512Vnni` or `Avx2`); `None` where it runs none.
+    pub kernel: Option<String>,
     /// Activation rows multiplied at once (1 = decode, 4 / 8 = batched decode, 64 = prefill).
     pub rows: usize,
-    /// Our Q8_0 tiles (`None` without AVX-512 VNNI), µs per product.
+    /// Our tiles (`None` where this CPU runs no tiled kernel), µs per product.
     pub ours_us: Option<f64>,
-    /// candle's `QMatMul` on the same Q8_0 matrix, µs per product.
+    /// candle's `QMatMul` on the same matrix, µs per product.
     pub candle_us: f64,
     /// candle's tiled x86 kernel, given a copy padded to a multiple of 256 columns (the
     /// layout this project used before its own kernel), µs per product.
@@ -236,21 +240,23 @@ pub struct MatmulBench {
 /// 4.6 MB ≫ the 32 MB L3): decode streams every weight from memory once per token.
 const MATMUL_SETS: usize = 40;
 
-/// Times Q8_0 products of 1, 2, 4, 8 and 64 activation rows against Qwen 0.5B's MLP shapes,
-/// ours and candle's in the same run.
+/// Times Q8_0 and Q5_0 products of 1, 2, 4, 8 and 64 activation rows against Qwen 0.5B's
+/// MLP shapes, ours and candle's in the same run.
 pub fn bench_matmul() -> Result<Vec<MatmulBench>> {
     let dev = DeviceChoice::Cpu.open()?;
     let mut out = Vec::new();
-    for (n, k) in [(4864usize, 896usize), (896, 4864)] {
+    let kernel = crate::cpu_matmul::Kernel::best().map(|k| format!("{k:?}"));
+    let shapes = [(4864usize, 896usize), (896, 4864)];
+    for ((n, k), dtype) in shapes.into_iter().flat_map(|s| [(s, GgmlDType::Q8_0), (s, GgmlDType::Q5_0)]) {
         let padded_k = k.div_ceil(256) * 256;
         let (mut ours, mut candle, mut padded) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..MATMUL_SETS {
             let w = Tensor::randn(0f32, 1.0, (n, k), &dev)?;
-            let q = QTensor::quantize(&w, GgmlDType::Q8_0)?;
+            let q = QTensor::quantize(&w, dtype)?;
             ours.push(TiledMatrix::from_qtensor(&q)?);
             candle.push(QMatMul::from_qtensor(q)?);
             let wp = w.pad_with_zeros(1, 0, padded_k - k)?;
-            padded.push(QMatMul::from_qtensor(QTensor::quantize(&wp, GgmlDType::Q8_0)?)?);
+            padded.push(QMatMul::from_qtensor(QTensor::quantize(&wp, dtype)?)?);
         }
         for rows in [1, 2, 4, 8, 64] {
             let x = Tensor::randn(0f32, 1.0, (rows, k), &dev)?;
@@ -263,6 +269,8 @@ pub fn bench_matmul() -> Result<Vec<MatmulBench>> {
             };
             out.push(MatmulBench {
                 shape: (n, k),
+                dtype: format!("{dtype:?}"),
+                kernel: kernel.clone(),
                 rows,
                 ours_us,
                 candle_us,

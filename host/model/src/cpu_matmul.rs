@@ -1,5 +1,6 @@
-//! Q8_0 and Q5_0 matrix products on x86 CPUs with AVX-512 VNNI, for any number of
-//! activation rows.
+//! Q8_0 and Q5_0 matrix products on x86 CPUs with AVX-512 VNNI or AVX2, for any number of
+//! activation rows. The kernel is chosen at run time ([`Kernel`]); both compute the same
+//! integers and round them the same way, so they agree bit for bit.
 //!
 //! **Why not candle's kernels.** Measured on one core of the 2-core EPYC (Zen 4) this
 //! project runs on, a 4864 × 896 Q8_0 matrix streamed from memory (40 of them in turn, so
@@ -38,6 +39,10 @@
 //! (6 runs of 128 tokens, 2 threads) it went from 68–70 to 77–80 tok/s in the slower of the
 //! machine's two modes and from 86–95 to 94–97 in the faster, and bit for bit it is the
 //! file's own weights, where re-quantizing to Q8_0 rounded them.
+//!
+//! **AVX2** (Zen 2 and 3, older Intel): the same tiles, read as halves of 8 rows; see
+//! [`avx2`] for how its byte products avoid `vpmaddubsw`'s saturation. Measured on a 2-core
+//! Zen 3 EPYC with `onebrain bench matmul` (README).
 //!
 //! The memory per matrix is stored once: prefill, batched and single-row decode, and the
 //! embedding lookup of a tied matrix all read these tiles.
@@ -93,8 +98,71 @@ enum Tiles {
     Q5(Vec<Tile5>),
 }
 
-/// A Q8_0 or Q5_0 matrix `(rows, cols)` in tiles for the AVX-512 VNNI kernel.
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+/// The instruction set a tiled product runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// AVX-512 F, BW and VNNI: one `vpdpbusd` per 4 columns × 16 rows.
+    Avx512Vnni,
+    /// AVX2, FMA and F16C: `vpmaddubsw` and `vpmaddwd` per 4 columns × 8 rows.
+    Avx2,
+}
+
+impl Kernel {
+    /// Every kernel this CPU runs, best first.
+    pub(crate) fn supported() -> Vec<Kernel> {
+        let mut all = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vnni") {
+                all.push(Kernel::Avx512Vnni);
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+                all.push(Kernel::Avx2);
+            }
+        }
+        all
+    }
+
+    /// The fastest kernel this CPU runs, detected once.
+    pub(crate) fn best() -> Option<Kernel> {
+        static BEST: OnceLock<Option<Kernel>> = OnceLock::new();
+        *BEST.get_or_init(|| Kernel::supported().first().copied())
+    }
+
+    /// # Safety
+    /// The CPU runs `self`; `out` holds `m × w.rows` f32.
+    #[allow(unused_variables)]
+    unsafe fn strip(self, w: &TiledMatrix, a: &Activations, chunk: Chunk, strip: usize, out: *mut f32) {
+        #[cfg(target_arch = "x86_64")]
+        match self {
+            Kernel::Avx512Vnni => avx512::strip(w, a, chunk, strip, out),
+            Kernel::Avx2 => avx2::strip(w, a, chunk, strip, out),
+        }
+    }
+
+    /// # Safety
+    /// The CPU runs `self`.
+    #[allow(unused_variables)]
+    unsafe fn quantize_block(self, x: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
+        #[cfg(target_arch = "x86_64")]
+        return match self {
+            Kernel::Avx512Vnni => avx512::quantize_block(x, q),
+            Kernel::Avx2 => avx2::quantize_block(x, q),
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("no tiled kernel exists off x86_64, so no TiledMatrix does")
+    }
+}
+
+/// A Q8_0 or Q5_0 matrix `(rows, cols)` in tiles for the [`Kernel`]s.
 pub(crate) struct TiledMatrix {
+    /// What multiplies by the tiles.
+    kernel: Kernel,
     /// Strip `s` (rows `16 s ..`) holds tiles `s · blocks ..`, one per 32 columns.
     tiles: Tiles,
     rows: usize,
@@ -112,26 +180,25 @@ impl std::fmt::Debug for TiledMatrix {
 }
 
 impl TiledMatrix {
-    /// Whether this CPU runs the kernel (AVX-512 F, BW and VNNI).
+    /// Whether this CPU runs a tiled kernel (AVX-512 VNNI, or AVX2 with FMA and F16C).
     pub(crate) fn available() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            is_x86_feature_detected!("avx512f")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx512vnni")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
+        Kernel::best().is_some()
     }
 
     /// The tiles of a CPU Q8_0 or Q5_0 matrix, or `None` where the kernel cannot take it: no
-    /// AVX-512 VNNI, another block type, rows not a multiple of 16 or columns of 32.
+    /// kernel for this CPU, another block type, rows not a multiple of 16 or columns of 32.
     pub(crate) fn from_qtensor(q: &QTensor) -> Result<Option<Self>> {
+        match Kernel::best() {
+            Some(kernel) => Self::from_qtensor_on(q, kernel),
+            None => Ok(None),
+        }
+    }
+
+    /// [`TiledMatrix::from_qtensor`] for a chosen kernel (one of [`Kernel::supported`]).
+    pub(crate) fn from_qtensor_on(q: &QTensor, kernel: Kernel) -> Result<Option<Self>> {
+        assert!(Kernel::supported().contains(&kernel), "{kernel:?} does not run on this CPU");
         let (rows, cols) = q.shape().dims2()?;
-        if !Self::available()
-            || !q.device().is_cpu()
+        if !q.device().is_cpu()
             || !matches!(q.dtype(), GgmlDType::Q8_0 | GgmlDType::Q5_0)
             || rows % TILE_ROWS != 0
             || cols % QK != 0
@@ -150,7 +217,7 @@ impl TiledMatrix {
         } else {
             Tiles::Q5(q5_tiles(&raw, rows, blocks))
         };
-        Ok(Some(TiledMatrix { tiles, rows, cols, device: q.device(), transposed: OnceLock::new() }))
+        Ok(Some(TiledMatrix { kernel, tiles, rows, cols, device: q.device(), transposed: OnceLock::new() }))
     }
 
     pub(crate) fn rows(&self) -> usize {
@@ -230,7 +297,7 @@ impl TiledMatrix {
         let wt = self.dequantize()?.t()?.contiguous()?;
         let q = QTensor::quantize(&wt, GgmlDType::Q8_0)?;
         drop(wt);
-        let t = TiledMatrix::from_qtensor(&q)?
+        let t = TiledMatrix::from_qtensor_on(&q, self.kernel)?
             .ok_or_else(|| Error::meta("transposed matrix", "the tiled kernel refused its own transpose".to_string()))?;
         Ok(self.transposed.get_or_init(|| Arc::new(t)).clone())
     }
@@ -242,13 +309,13 @@ impl TiledMatrix {
         assert_eq!(x.len(), self.cols);
         assert_eq!(out.len(), self.rows);
         assert!(strips.iter().all(|&s| s < self.rows / TILE_ROWS), "strip past the matrix");
-        let acts = Activations::quantize(x, 1, self.cols);
+        let acts = Activations::quantize(x, 1, self.cols, self.kernel);
         let chunk = acts.chunks().next().expect("one row");
         let out_ptr = out.as_mut_ptr() as usize;
         let run = |range: std::ops::Range<usize>| {
             for &strip in &strips[range] {
                 // SAFETY: as in `matmul_into`; strips are distinct, so writes never overlap.
-                unsafe { kernel::strip(self, &acts, chunk, strip, out_ptr as *mut f32) };
+                unsafe { self.kernel.strip(self, &acts, chunk, strip, out_ptr as *mut f32) };
             }
         };
         // A few strips are not worth waking the pool for.
@@ -269,15 +336,15 @@ impl TiledMatrix {
         if m == 0 {
             return;
         }
-        let acts = Activations::quantize(x, m, self.cols);
+        let acts = Activations::quantize(x, m, self.cols, self.kernel);
         let out_ptr = out.as_mut_ptr() as usize;
         let strips = self.rows / TILE_ROWS;
         candle_core::utils::barrier_pool().execute_chunked(strips, |range| {
             for strip in range {
                 for chunk in acts.chunks() {
-                    // SAFETY: `TiledMatrix` exists only where `available()` held; each strip
+                    // SAFETY: a `TiledMatrix`'s kernel runs on this CPU; each strip
                     // writes its own 16 columns of `out`, which outlives the pool call.
-                    unsafe { kernel::strip(self, &acts, chunk, strip, out_ptr as *mut f32) };
+                    unsafe { self.kernel.strip(self, &acts, chunk, strip, out_ptr as *mut f32) };
                 }
             }
         });
@@ -385,7 +452,7 @@ struct Chunk {
 }
 
 impl Activations {
-    fn quantize(x: &[f32], rows: usize, cols: usize) -> Self {
+    fn quantize(x: &[f32], rows: usize, cols: usize, kernel: Kernel) -> Self {
         let blocks = cols / QK;
         let mut a = Activations {
             q: vec![0; rows * cols],
@@ -399,9 +466,9 @@ impl Activations {
                 let at = a.index(row, b);
                 let xs: &[f32; QK] = x[row * cols + b * QK..][..QK].try_into().expect("a block is 32 values");
                 let q: &mut [i8; QK] = (&mut a.q[at * QK..][..QK]).try_into().expect("a block is 32 values");
-                // SAFETY: activations are quantized only for `TiledMatrix`, which exist only
-                // where `available()` held.
-                let (d, sum) = unsafe { kernel::quantize_block(xs, q) };
+                // SAFETY: activations are quantized only for a `TiledMatrix`, whose kernel
+                // runs on this CPU.
+                let (d, sum) = unsafe { kernel.quantize_block(xs, q) };
                 a.d[at] = d;
                 a.sum[at] = sum;
             }
@@ -418,161 +485,6 @@ impl Activations {
 
     fn chunks(&self) -> impl Iterator<Item = Chunk> + '_ {
         (0..self.rows).step_by(MAX_ROWS).map(|first| Chunk { first, len: (self.rows - first).min(MAX_ROWS) })
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod kernel {
-    use super::*;
-    use std::arch::x86_64::*;
-
-    /// A tile format the kernel reads: its 512 unsigned weights as 8 vectors of 4 columns ×
-    /// 16 rows, the 16 row scales, and the offset stored in the weights.
-    pub(super) trait TileFormat {
-        /// What was added to each signed weight to make it unsigned.
-        const BIAS: i32;
-        /// # Safety
-        /// The CPU has AVX-512 F/BW.
-        unsafe fn weights(&self) -> [__m512i; 8];
-        /// The 16 rows' block scales, as stored.
-        fn scales(&self) -> &[f16; TILE_ROWS];
-    }
-
-    impl TileFormat for Tile {
-        const BIAS: i32 = 128;
-        #[inline(always)]
-        unsafe fn weights(&self) -> [__m512i; 8] {
-            let qs = self.qs.as_ptr() as *const __m512i;
-            std::array::from_fn(|g| _mm512_load_si512(qs.add(g)))
-        }
-        #[inline(always)]
-        fn scales(&self) -> &[f16; TILE_ROWS] {
-            &self.d
-        }
-    }
-
-    impl TileFormat for Tile5 {
-        const BIAS: i32 = 16;
-        /// Each 64-byte line of nibbles gives two column groups; a group's fifth bits,
-        /// one per byte, are a mask that adds 16 where set.
-        #[inline(always)]
-        unsafe fn weights(&self) -> [__m512i; 8] {
-            let lo = self.lo.as_ptr() as *const __m512i;
-            let nibble = _mm512_set1_epi8(0x0f);
-            let sixteen = _mm512_set1_epi8(16);
-            let lines: [__m512i; 4] = std::array::from_fn(|p| _mm512_loadu_si512(lo.add(p)));
-            std::array::from_fn(|g| {
-                let line = lines[g % 4];
-                let low = if g < 4 { line } else { _mm512_srli_epi16::<4>(line) };
-                let low = _mm512_and_si512(low, nibble);
-                _mm512_mask_add_epi8(low, self.hi[g], low, sixteen)
-            })
-        }
-        #[inline(always)]
-        fn scales(&self) -> &[f16; TILE_ROWS] {
-            &self.d
-        }
-    }
-
-    /// Rows `16 strip ..` of `out (m, rows)` for the activation rows of `chunk`.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F/BW/VNNI; `out` holds `m × w.rows` f32.
-    pub(super) unsafe fn strip(w: &TiledMatrix, a: &Activations, chunk: Chunk, strip: usize, out: *mut f32) {
-        match &w.tiles {
-            Tiles::Q8(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
-            Tiles::Q5(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn strip_of<T: TileFormat>(tiles: &[T], n: usize, a: &Activations, chunk: Chunk, strip: usize, out: *mut f32) {
-        let tiles = &tiles[strip * a.blocks..][..a.blocks];
-        match chunk.len {
-            8 => rows::<T, 8>(tiles, n, a, chunk, strip, out),
-            7 => rows::<T, 7>(tiles, n, a, chunk, strip, out),
-            6 => rows::<T, 6>(tiles, n, a, chunk, strip, out),
-            5 => rows::<T, 5>(tiles, n, a, chunk, strip, out),
-            4 => rows::<T, 4>(tiles, n, a, chunk, strip, out),
-            3 => rows::<T, 3>(tiles, n, a, chunk, strip, out),
-            2 => rows::<T, 2>(tiles, n, a, chunk, strip, out),
-            _ => rows::<T, 1>(tiles, n, a, chunk, strip, out),
-        }
-    }
-
-    /// One block of activations in Q8_0: `q = round(x / d)` (ties to even), `d = max |x| / 127`.
-    /// Returns `d` and `Σ q`.
-    ///
-    /// # Safety
-    /// The CPU has AVX-512 F.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
-        let lo = _mm512_loadu_ps(x.as_ptr());
-        let hi = _mm512_loadu_ps(x.as_ptr().add(16));
-        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
-        let d = amax / 127.0;
-        let inv = _mm512_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
-        // The default MXCSR rounding is to nearest, ties to even.
-        let qlo = _mm512_cvtps_epi32(_mm512_mul_ps(lo, inv));
-        let qhi = _mm512_cvtps_epi32(_mm512_mul_ps(hi, inv));
-        _mm_storeu_si128(q.as_mut_ptr() as *mut __m128i, _mm512_cvtepi32_epi8(qlo));
-        _mm_storeu_si128(q.as_mut_ptr().add(16) as *mut __m128i, _mm512_cvtepi32_epi8(qhi));
-        (d, _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi)))
-    }
-
-    /// The kernel: for each block, the tile's 8 vectors of 4 columns × 16 rows, then per
-    /// activation row 8 `vpdpbusd` into two independent sums (to halve the dependency chain
-    /// at one row), converted and scaled into one f32 accumulator per row. `tiles` is one
-    /// strip's, `n` the matrix's row count (the stride of `out`).
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    unsafe fn rows<T: TileFormat, const R: usize>(
-        tiles: &[T],
-        n: usize,
-        a: &Activations,
-        chunk: Chunk,
-        strip: usize,
-        out: *mut f32,
-    ) {
-        let base = chunk.first * a.blocks;
-        let mut acc = [_mm512_setzero_ps(); R];
-        for (b, tile) in tiles.iter().enumerate() {
-            let wv = tile.weights();
-            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(tile.scales().as_ptr() as *const __m256i));
-            let at = base + b * R;
-            for (i, acc) in acc.iter_mut().enumerate() {
-                let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
-                let bcast = |g: usize| _mm512_set1_epi32(x.add(g).read_unaligned());
-                let mut s0 = _mm512_set1_epi32(-T::BIAS * *a.sum.get_unchecked(at + i));
-                let mut s1 = _mm512_setzero_si512();
-                s0 = _mm512_dpbusd_epi32(s0, wv[0], bcast(0));
-                s1 = _mm512_dpbusd_epi32(s1, wv[1], bcast(1));
-                s0 = _mm512_dpbusd_epi32(s0, wv[2], bcast(2));
-                s1 = _mm512_dpbusd_epi32(s1, wv[3], bcast(3));
-                s0 = _mm512_dpbusd_epi32(s0, wv[4], bcast(4));
-                s1 = _mm512_dpbusd_epi32(s1, wv[5], bcast(5));
-                s0 = _mm512_dpbusd_epi32(s0, wv[6], bcast(6));
-                s1 = _mm512_dpbusd_epi32(s1, wv[7], bcast(7));
-                let s = _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1));
-                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*a.d.get_unchecked(at + i)));
-                *acc = _mm512_fmadd_ps(s, scale, *acc);
-            }
-        }
-        for (i, acc) in acc.iter().enumerate() {
-            _mm512_storeu_ps(out.add((chunk.first + i) * n + strip * TILE_ROWS), *acc);
-        }
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-mod kernel {
-    use super::*;
-
-    pub(super) unsafe fn strip(_: &TiledMatrix, _: &Activations, _: Chunk, _: usize, _: *mut f32) {
-        unreachable!("a TiledMatrix is built only where TiledMatrix::available() holds (x86_64)");
-    }
-
-    pub(super) unsafe fn quantize_block(_: &[f32; QK], _: &mut [i8; QK]) -> (f32, i32) {
-        unreachable!("a TiledMatrix is built only where TiledMatrix::available() holds (x86_64)");
     }
 }
 
@@ -607,19 +519,31 @@ mod tests {
 
     #[test]
     fn products_of_any_row_count_match_the_dequantized_weights() {
-        if !TiledMatrix::available() {
-            eprintln!("skipped: this CPU has no AVX-512 VNNI");
+        let kernels = Kernel::supported();
+        if kernels.is_empty() {
+            eprintln!("skipped: this CPU runs no tiled kernel (neither AVX-512 VNNI nor AVX2)");
             return;
         }
         let (rows, cols) = (48, 96);
         for dtype in [GgmlDType::Q8_0, GgmlDType::Q5_0] {
+            // Each Q8_0 block holds a ±127 weight and each activation block a ±127 value:
+            // the AVX2 kernel's byte products would saturate there if they could.
             let q = QTensor::quantize(&matrix(rows, cols), dtype).unwrap();
-            let tiles = TiledMatrix::from_qtensor(&q).unwrap().expect("a 48 × 96 matrix tiles");
-            check_products(&q, &tiles, cols);
+            let mut outputs = Vec::new();
+            for &kernel in &kernels {
+                let tiles = TiledMatrix::from_qtensor_on(&q, kernel).unwrap().expect("a 48 × 96 matrix tiles");
+                outputs.push((kernel, check_products(&q, &tiles, cols)));
+            }
+            // Where a CPU runs both kernels, they agree bit for bit.
+            for (kernel, out) in &outputs[1..] {
+                assert_eq!(out, &outputs[0].1, "{dtype:?}: {kernel:?} against {:?}", outputs[0].0);
+            }
         }
     }
 
-    fn check_products(q: &QTensor, tiles: &TiledMatrix, cols: usize) {
+    /// Checks every kernel width against [`reference`] and returns the products.
+    fn check_products(q: &QTensor, tiles: &TiledMatrix, cols: usize) -> Vec<Vec<f32>> {
+        let mut all = Vec::new();
         // Every kernel width, and more rows than one chunk holds (9, 19).
         for m in [1, 2, 3, 4, 5, 6, 7, 8, 9, 19] {
             let x: Vec<f32> = (0..m * cols).map(|i| (i as f32 * 0.11).cos() * 2.0).collect();
@@ -629,7 +553,33 @@ mod tests {
             let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
             for (g, w) in got.iter().zip(&want) {
                 // The same integers: only f32 rounding (and a tie rounded the other way).
-                assert!((g - w).abs() <= 1e-3 * scale, "{:?}, m = {m}: {g} vs {w} (scale {scale})", q.dtype());
+                assert!((g - w).abs() <= 1e-3 * scale, "{:?} on {:?}, m = {m}: {g} vs {w} (scale {scale})", q.dtype(), tiles.kernel);
+            }
+            all.push(got);
+        }
+        all
+    }
+
+    #[test]
+    fn activations_quantize_alike_on_every_kernel() {
+        // Ties, zeros, the largest magnitude at each position, negative and positive.
+        let mut blocks: Vec<[f32; QK]> = vec![[0.0; QK], std::array::from_fn(|i| i as f32 - 15.5)];
+        for at in [0, 7, 8, 31] {
+            let mut b: [f32; QK] = std::array::from_fn(|i| ((i * 37 % 11) as f32 - 5.0) * 0.25);
+            b[at] = -3.0;
+            blocks.push(b);
+        }
+        for x in &blocks {
+            let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
+            let d = amax / 127.0;
+            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+            let want: Vec<i8> = x.iter().map(|v| (v * inv).round_ties_even() as i8).collect();
+            for kernel in Kernel::supported() {
+                let mut q = [0i8; QK];
+                // SAFETY: `kernel` is one this CPU supports.
+                let (got_d, sum) = unsafe { kernel.quantize_block(x, &mut q) };
+                assert_eq!((got_d, q.to_vec()), (d, want.clone()), "{kernel:?} on {x:?}");
+                assert_eq!(sum, want.iter().map(|&v| v as i32).sum::<i32>(), "{kernel:?}");
             }
         }
     }

@@ -97,14 +97,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             if args.json {
                 return print_json(&r);
             }
-            outln!("## CPU Q8_0 products, matrices streamed from memory (onebrain bench matmul)\n")?;
-            let mut t = Table::new(["matrix", "rows", "ours", "candle", "candle, padded to 256s", "speed-up"]);
+            let kernel = r.first().and_then(|p| p.kernel.clone()).unwrap_or_else(|| "none on this CPU".into());
+            outln!("## CPU Q8_0 / Q5_0 products, matrices streamed from memory (onebrain bench matmul; tiled kernel: {kernel})\n")?;
+            let mut t = Table::new(["matrix", "blocks", "rows", "ours", "candle", "candle, padded to 256s", "speed-up"]);
             for p in &r {
                 let us = |v: f64| format!("{v:.0} µs");
                 t.row([
                     format!("{} × {}", p.shape.0, p.shape.1),
+                    p.dtype.clone(),
                     p.rows.to_string(),
-                    p.ours_us.map_or("no AVX-512 VNNI".into(), us),
+                    p.ours_us.map_or("no kernel".into(), us),
                     us(p.candle_us),
                     us(p.candle_padded_us),
                     p.speedup.map_or("-".into(), |s| format!("{s:.2}×")),

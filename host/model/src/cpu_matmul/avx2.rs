@@ -1,0 +1,218 @@
+//! The tiles' kernel for x86 CPUs with AVX2 but no AVX-512 VNNI (Zen 2 and 3, Intel client
+//! parts before Ice Lake): the same tiles and activations as [`super::avx512`], each 64-byte
+//! column group read as two halves of 8 rows.
+//!
+//! AVX2's only byte product is `vpmaddubsw` (unsigned × signed bytes, pairs added into a
+//! saturating i16), so the products are arranged never to saturate:
+//! - Q8_0 weights are made signed again (the stored +128 flipped back) and the sign moved
+//!   onto the activation: `|w| · (a · sign w)`, at most 2 · 128 · 127 = 32,512 per pair;
+//! - Q5_0 weights are already small and unsigned (0..=31): `q · a` directly, at most 7,874
+//!   per pair, with the +16 taken back out through the block's `Σ a` as the AVX-512 kernel does.
+//!
+//! `vpmaddwd` against ones then adds the pairs into i32. Every block's sum is therefore the
+//! same integer the AVX-512 kernel computes, converted and scaled by the same f32 operations
+//! in the same order: the two kernels agree bit for bit, so a run's numbers do not depend on
+//! which of the two machines it ran on.
+
+use std::arch::x86_64::*;
+
+use half::f16;
+
+use super::{Activations, Chunk, Tile, Tile5, TiledMatrix, Tiles, QK, TILE_ROWS};
+
+/// A tile format this kernel reads, one half (8 rows) of one column group at a time.
+trait TileFormat {
+    /// What is taken back out per block, times the activations' sum (0: nothing).
+    const BIAS: i32;
+    /// Whether `weights` gives |w| and the activations must take w's sign.
+    const SIGNED: bool;
+    /// Column group `g`, rows `8 h .. 8 h + 8`: the unsigned operand of `vpmaddubsw`, and
+    /// where [`TileFormat::SIGNED`] the signed weights whose signs the activations take.
+    ///
+    /// # Safety
+    /// The CPU has AVX2.
+    unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i);
+    /// The 16 rows' block scales, as stored.
+    fn scales(&self) -> &[f16; TILE_ROWS];
+}
+
+impl TileFormat for Tile {
+    const BIAS: i32 = 0;
+    const SIGNED: bool = true;
+    #[inline(always)]
+    unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i) {
+        let stored = _mm256_load_si256(self.qs.as_ptr().add(64 * g + 32 * h) as *const __m256i);
+        let signed = _mm256_xor_si256(stored, _mm256_set1_epi8(-128));
+        (_mm256_abs_epi8(signed), signed)
+    }
+    #[inline(always)]
+    fn scales(&self) -> &[f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+impl TileFormat for Tile5 {
+    const BIAS: i32 = 16;
+    const SIGNED: bool = false;
+    /// The low nibbles of group `g` sit in line `g % 4` (high nibbles for `g ≥ 4`); the fifth
+    /// bits of its 32 bytes, one bit per byte, are spread into bytes and add 16 where set.
+    #[inline(always)]
+    unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i) {
+        let line =
+            _mm256_loadu_si256(self.lo.as_ptr().add(64 * (g % 4) + 32 * h) as *const __m256i);
+        let line = if g < 4 {
+            line
+        } else {
+            _mm256_srli_epi16::<4>(line)
+        };
+        let low = _mm256_and_si256(line, _mm256_set1_epi8(0x0f));
+        let bits = (self.hi[g] >> (32 * h)) as u32;
+        // Byte j of the vector looks at byte j / 8 of `bits` (the shuffle stays within each
+        // 128-bit lane, and the broadcast puts the 4 bytes in every lane) and tests bit j % 8.
+        let spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(bits as i32),
+            _mm256_setr_epi8(
+                0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3,
+                3, 3, 3, 3,
+            ),
+        );
+        let select = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+        let set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+        let q = _mm256_add_epi8(low, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+        (q, q)
+    }
+    #[inline(always)]
+    fn scales(&self) -> &[f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+/// Rows `16 strip ..` of `out (m, rows)` for the activation rows of `chunk`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C; `out` holds `m × w.rows` f32.
+pub(super) unsafe fn strip(
+    w: &TiledMatrix,
+    a: &Activations,
+    chunk: Chunk,
+    strip: usize,
+    out: *mut f32,
+) {
+    match &w.tiles {
+        Tiles::Q8(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
+        Tiles::Q5(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
+    }
+}
+
+#[inline(always)]
+unsafe fn strip_of<T: TileFormat>(
+    tiles: &[T],
+    n: usize,
+    a: &Activations,
+    chunk: Chunk,
+    strip: usize,
+    out: *mut f32,
+) {
+    let tiles = &tiles[strip * a.blocks..][..a.blocks];
+    match chunk.len {
+        8 => rows::<T, 8>(tiles, n, a, chunk, strip, out),
+        7 => rows::<T, 7>(tiles, n, a, chunk, strip, out),
+        6 => rows::<T, 6>(tiles, n, a, chunk, strip, out),
+        5 => rows::<T, 5>(tiles, n, a, chunk, strip, out),
+        4 => rows::<T, 4>(tiles, n, a, chunk, strip, out),
+        3 => rows::<T, 3>(tiles, n, a, chunk, strip, out),
+        2 => rows::<T, 2>(tiles, n, a, chunk, strip, out),
+        _ => rows::<T, 1>(tiles, n, a, chunk, strip, out),
+    }
+}
+
+/// One block of activations in Q8_0, exactly as [`super::avx512::quantize_block`] rounds it.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
+    let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(x.as_ptr().add(8 * i)));
+    let sign = _mm256_set1_ps(-0.0);
+    let abs = |v: __m256| _mm256_andnot_ps(sign, v);
+    let m = _mm256_max_ps(
+        _mm256_max_ps(abs(v[0]), abs(v[1])),
+        _mm256_max_ps(abs(v[2]), abs(v[3])),
+    );
+    let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+    let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+    let d = amax / 127.0;
+    let inv = _mm256_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+    // The default MXCSR rounding is to nearest, ties to even; |q| ≤ 127, so the packs'
+    // saturation never applies.
+    let qi: [__m256i; 4] = std::array::from_fn(|i| _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inv)));
+    let packed = _mm256_packs_epi16(
+        _mm256_packs_epi32(qi[0], qi[1]),
+        _mm256_packs_epi32(qi[2], qi[3]),
+    );
+    // The packs interleave 128-bit lanes: put the 4-value groups back in order.
+    let ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(q.as_mut_ptr() as *mut __m256i, ordered);
+    let s = _mm256_add_epi32(
+        _mm256_add_epi32(qi[0], qi[1]),
+        _mm256_add_epi32(qi[2], qi[3]),
+    );
+    let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+    (d, _mm_cvtsi128_si32(s))
+}
+
+/// The kernel: per block and half tile, each column group's weights once, then per
+/// activation row one `vpmaddubsw` and one `vpmaddwd` into that row's i32 sum; the sums are
+/// converted and scaled into one f32 accumulator per row and half, as the AVX-512 kernel does
+/// for the whole tile.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows<T: TileFormat, const R: usize>(
+    tiles: &[T],
+    n: usize,
+    a: &Activations,
+    chunk: Chunk,
+    strip: usize,
+    out: *mut f32,
+) {
+    let base = chunk.first * a.blocks;
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [[_mm256_setzero_ps(); 2]; R];
+    for (b, tile) in tiles.iter().enumerate() {
+        let at = base + b * R;
+        let scales = tile.scales().as_ptr() as *const __m128i;
+        for h in 0..2 {
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.add(h)));
+            let mut sums = [_mm256_setzero_si256(); R];
+            for g in 0..8 {
+                let (u, w) = tile.weights(g, h);
+                for (i, sum) in sums.iter_mut().enumerate() {
+                    let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
+                    let x = _mm256_set1_epi32(x.add(g).read_unaligned());
+                    let x = if T::SIGNED { _mm256_sign_epi8(x, w) } else { x };
+                    *sum =
+                        _mm256_add_epi32(*sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones));
+                }
+            }
+            for (i, (sum, acc)) in sums.iter().zip(acc.iter_mut()).enumerate() {
+                let s = if T::BIAS == 0 {
+                    *sum
+                } else {
+                    _mm256_sub_epi32(
+                        *sum,
+                        _mm256_set1_epi32(T::BIAS * *a.sum.get_unchecked(at + i)),
+                    )
+                };
+                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*a.d.get_unchecked(at + i)));
+                acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[h]);
+            }
+        }
+    }
+    for (i, acc) in acc.iter().enumerate() {
+        let row = out.add((chunk.first + i) * n + strip * TILE_ROWS);
+        _mm256_storeu_ps(row, acc[0]);
+        _mm256_storeu_ps(row.add(8), acc[1]);
+    }
+}
