@@ -9,7 +9,7 @@ mod common;
 use common::seeded_normal;
 
 use onebrain_model::{
-    resolve_model, Brain, Error, Generation, ModelConfig, Role, SamplingConfig, StopReason, Tensor,
+    resolve_model, Brain, Error, Generation, LearnerWeights, ModelConfig, Role, SamplingConfig, StopReason, Tensor,
     TEST_MODEL_FILE,
 };
 
@@ -299,9 +299,13 @@ fn checkpoint_and_peft_export_round_trip() {
 
 /// Truncated backpropagation through the prompt: the same log-probabilities and Judge logit
 /// as the full differentiable path, gradients in every adapter and in the role tokens.
-#[test]
-fn prompt_head_and_tail_match_the_full_path() {
-    let Some(brain) = smol(ModelConfig::default()) else { return };
+///
+/// `agree(a, b, what)` is the bar for log-probabilities, `entropy_tol` for entropies: exact to
+/// float rounding on dense weights. On the sampler's quantized weights every product rounds
+/// its input to 8 bits, so a different split of the attention's sums (one pass against head
+/// then tail) can move a value across a rounding step, and the step grows through 30 layers:
+/// there the bar is the distribution, not the last bits.
+fn check_prompt_head_and_tail(brain: &Brain, agree: &dyn Fn(&[f32], &[f32], &str), entropy_tol: f32) {
     perturb_adapters(&brain, 0.01);
     let prompt = brain.encode(&brain.chat_prompt(SYSTEM, QUESTION)).unwrap();
     let cont = brain.encode("Paris is the capital.").unwrap();
@@ -314,12 +318,12 @@ fn prompt_head_and_tail_match_the_full_path() {
     let via = brain.tail_logprobs(&grown, &prompt[prompt.len() - 1..], &cont).unwrap();
     let tail = brain.tail_logprobs(&head, &prompt[prompt.len() - 1..], &cont).unwrap();
     let (a, b) = (full.logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap(), tail.logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap());
-    assert!(max_diff(&a, &b) < 1e-3, "{a:?} vs {b:?}");
+    agree(&a, &b, "full vs head + tail");
     let c = via.logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    assert!(max_diff(&b, &c) < 1e-4, "{b:?} vs {c:?}");
+    agree(&b, &c, "head vs grown head");
     // The entropy (PPO's bonus) agrees too, and lies in (0, ln vocab].
     let (ea, eb) = (full.entropy.flatten_all().unwrap().to_vec1::<f32>().unwrap(), tail.entropy.flatten_all().unwrap().to_vec1::<f32>().unwrap());
-    assert!(max_diff(&ea, &eb) < 1e-2, "{ea:?} vs {eb:?}");
+    assert!(max_diff(&ea, &eb) < entropy_tol, "{ea:?} vs {eb:?}");
     let ln_v = (brain.arch().vocab_size as f32).ln();
     assert!(eb.iter().all(|&e| e > 0.0 && e <= ln_v + 1e-3), "{eb:?}");
     let grads = tail.logprobs.sum_all().unwrap().backward().unwrap();
@@ -333,6 +337,27 @@ fn prompt_head_and_tail_match_the_full_path() {
     let jhead = brain.prompt_head(Role::Judge, &prompt[..prompt.len() - 4]).unwrap();
     let tail_logit = brain.judge_tail_logit(&jhead, &prompt[prompt.len() - 4..]).unwrap().to_scalar::<f32>().unwrap();
     let full_logit = brain.judge_logits(&[prompt.clone()]).unwrap().to_vec1::<f32>().unwrap()[0];
-    assert!((tail_logit - full_logit).abs() < 1e-3, "{tail_logit} vs {full_logit}");
+    let judge_p = |l: f32| 1.0 / (1.0 + (-l).exp());
+    agree(&[judge_p(tail_logit).ln()], &[judge_p(full_logit).ln()], "Judge");
     assert!(brain.judge_tail_logit(&head, &prompt[..1]).is_err(), "an Actor head cannot feed the Judge");
+}
+
+#[test]
+fn prompt_head_and_tail_match_the_full_path_on_dense_weights() {
+    let Some(brain) = smol(ModelConfig { learner_weights: LearnerWeights::Dense, ..Default::default() }) else { return };
+    assert!(!brain.learns_on_sampler_weights());
+    check_prompt_head_and_tail(&brain, &|a, b, what| assert!(max_diff(a, b) < 1e-3, "{what}: {a:?} vs {b:?}"), 1e-2);
+}
+
+#[test]
+fn prompt_head_and_tail_match_the_full_path_on_the_samplers_weights() {
+    let Some(brain) = smol(ModelConfig::default()) else { return };
+    // Probabilities within 0.05 of each other: a wrong position, mask or role token moves
+    // them by far more (the continuation's tokens go from likely to unlikely).
+    let agree = |a: &[f32], b: &[f32], what: &str| {
+        let gap = a.iter().zip(b).map(|(x, y)| (x.exp() - y.exp()).abs()).fold(0f32, f32::max);
+        eprintln!("{what}: largest probability gap {gap}");
+        assert!(gap < 0.05, "{what}: {a:?} vs {b:?}");
+    };
+    check_prompt_head_and_tail(&brain, &agree, 0.1);
 }
