@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     attention::DecodeAttention,
     cpu_matmul::{FrozenProduct, TiledMatrix},
+    error::Error,
     frozen::FrozenQuant,
     Result,
 };
@@ -354,6 +355,30 @@ impl KvCache {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(KvCache { layers, len: self.len })
+    }
+
+    /// One batch from batch-1 caches of different lengths: part `(cache, n)` gives `n` rows,
+    /// each its cache's positions followed by zeros up to `len` (slots a mask must hide).
+    /// Every part holds at least one position, on every layer.
+    pub(crate) fn stack_padded(parts: &[(&KvCache, usize)], len: usize) -> Result<Self> {
+        let n_layers = parts.first().map_or(0, |(c, _)| c.layers.len());
+        let mut layers = Vec::with_capacity(n_layers);
+        for layer in 0..n_layers {
+            let (mut ks, mut vs) = (Vec::with_capacity(parts.len()), Vec::with_capacity(parts.len()));
+            for (cache, rows) in parts {
+                let l = cache.layers[layer].as_ref().ok_or_else(|| Error::meta("KV cache", "a part has no positions".to_string()))?;
+                let (k, v) = l.live(cache.len)?;
+                let grow = |t: &Tensor| -> Result<Tensor> {
+                    let (_, h, n, d) = t.dims4()?;
+                    let t = t.narrow(0, 0, 1)?.pad_with_zeros(2, 0, len - n)?;
+                    Ok(t.broadcast_as((*rows, h, len, d))?.contiguous()?)
+                };
+                ks.push(grow(&k)?);
+                vs.push(grow(&v)?);
+            }
+            layers.push(Some(LayerKv::exact(Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?)?));
+        }
+        Ok(KvCache { layers, len })
     }
 
     /// Keeps only the batch rows in `rows`.

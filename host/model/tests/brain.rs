@@ -114,6 +114,47 @@ fn batched_generation_on_dense_weights_is_exact() {
     }
 }
 
+/// Two "domains" (long system texts) with two questions each: the batch prefills each
+/// domain's head once and runs the four tails after heads of different lengths, which must
+/// change nothing on dense weights.
+#[test]
+fn prompts_of_two_domains_prefill_their_heads_once_and_decode_as_alone() {
+    let cfg = ModelConfig { train_backbone: true, prefix_cache_entries: 0, ..Default::default() };
+    let Some(mut brain) = smol(cfg) else { return };
+    let (geo, maths) = (
+        "You are a geography tutor. You answer questions about countries, capitals, rivers and mountains in one short, precise sentence, and you never add a second sentence.",
+        "You are a patient arithmetic teacher for children. Answer with the number first.",
+    );
+    let prompts = vec![
+        brain.chat_prompt(geo, QUESTION),
+        brain.chat_prompt(maths, "What is 2 + 2?"),
+        brain.chat_prompt(geo, "Which river flows through Cairo?"),
+        brain.chat_prompt(maths, "What is 3 + 5?"),
+    ];
+    let rows: Vec<Vec<u32>> = prompts.iter().map(|p| brain.encode(p).unwrap()).collect();
+    let batch = brain.next_token_logits(Role::Actor, &rows).unwrap();
+    for (row, b) in rows.iter().zip(&batch) {
+        let single = brain.next_token_logits(Role::Actor, &[row.clone()]).unwrap().remove(0);
+        assert!(max_diff(&single, b) < 1e-3, "batched logits differ by {}", max_diff(&single, b));
+    }
+    let s = SamplingConfig::greedy(10);
+    let batch = brain.generate_batch(Role::Actor, &prompts, &s).unwrap();
+    for (p, b) in prompts.iter().zip(&batch) {
+        let single = brain.generate(Role::Actor, p, &s).unwrap();
+        assert_eq!(b.tokens, single.tokens, "{:?} vs {:?}", b.text, single.text);
+    }
+    // Each domain's head once: fewer positions than the prompts' tokens (one group would
+    // compute at least that: its shared head is the chat template's first tokens, and every
+    // row's tail is padded to the longest).
+    let total: usize = rows.iter().map(Vec::len).sum();
+    assert!(batch[0].prefill_tokens < total, "{} positions prefilled for {total} prompt tokens", batch[0].prefill_tokens);
+    let scores = brain.judge_tokens(&rows).unwrap();
+    for (row, got) in rows.iter().zip(scores) {
+        let alone = brain.judge_tokens(&[row.clone()]).unwrap()[0];
+        assert!((got - alone).abs() < 1e-4, "{got} vs {alone}");
+    }
+}
+
 #[test]
 fn batched_generation_matches_one_at_a_time() {
     let Some(mut brain) = smol(ModelConfig { prefix_cache_entries: 0, ..Default::default() }) else { return };

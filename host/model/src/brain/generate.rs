@@ -84,10 +84,12 @@ struct Prefilled {
     last_hidden: Tensor,
     /// Per row, the RoPE position of the next token.
     next_pos: Vec<u32>,
-    /// Per row, the cache slots `[pad_start, pad_start + pads)` that hold left padding.
+    /// Per row, the cache slots `[pad_start, pad_start + pads)` that hold padding (after a
+    /// head shorter than the batch's longest, and before a tail shorter than the longest).
     pads: Vec<usize>,
-    pad_start: usize,
-    cached: usize,
+    pad_start: Vec<usize>,
+    /// Per row, the prompt tokens whose keys and values came from the prefix cache.
+    cached: Vec<usize>,
     computed: usize,
 }
 
@@ -100,9 +102,73 @@ impl Prefilled {
             last_hidden: self.last_hidden.contiguous()?.index_select(&idx, 0)?,
             next_pos: of_row.iter().map(|&r| self.next_pos[r as usize]).collect(),
             pads: of_row.iter().map(|&r| self.pads[r as usize]).collect(),
+            pad_start: of_row.iter().map(|&r| self.pad_start[r as usize]).collect(),
+            cached: of_row.iter().map(|&r| self.cached[r as usize]).collect(),
             ..self
         })
     }
+}
+
+/// Rows of a batch that share a head: `rows` (indices into the prompts) and the number of
+/// leading tokens all of them share, each row keeping at least one token of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PrefixGroup {
+    rows: Vec<usize>,
+    shared: usize,
+}
+
+/// The prompts in groups whose shared heads are prefilled once each: the prompts sorted (so
+/// that prompts sharing a domain, then a task, sit together) and cut wherever neighbours
+/// share fewer than θ tokens, θ chosen to compute the fewest positions: every group's head
+/// once plus every row's tail padded to the longest tail. One group (the batch's common
+/// prefix, as before grouping) wins ties. Batches of one domain stay one group; the Judge's
+/// and the Editor's prompts of several domains and tasks share their domain and task text.
+fn prefix_groups(prompts: &[Vec<u32>]) -> Vec<PrefixGroup> {
+    let mut order: Vec<usize> = (0..prompts.len()).collect();
+    order.sort_by(|&a, &b| prompts[a].cmp(&prompts[b]));
+    let lcp: Vec<usize> = order.windows(2).map(|w| common_prefix(&prompts[w[0]], &prompts[w[1]])).collect();
+    let cut = |theta: usize| -> Vec<PrefixGroup> {
+        let mut groups = Vec::new();
+        let mut rows = vec![order[0]];
+        let mut shared = usize::MAX;
+        let close = |rows: Vec<usize>, shared: usize| {
+            let min_len = rows.iter().map(|&r| prompts[r].len()).min().unwrap_or(1);
+            PrefixGroup { shared: shared.min(min_len.saturating_sub(1)), rows }
+        };
+        for (i, &l) in lcp.iter().enumerate() {
+            if l >= theta {
+                rows.push(order[i + 1]);
+                shared = shared.min(l);
+            } else {
+                groups.push(close(std::mem::take(&mut rows), shared));
+                rows.push(order[i + 1]);
+                shared = usize::MAX;
+            }
+        }
+        groups.push(close(rows, shared));
+        groups
+    };
+    let cost = |groups: &[PrefixGroup]| -> usize {
+        let longest_tail = groups.iter().flat_map(|g| g.rows.iter().map(|&r| prompts[r].len() - g.shared)).max().unwrap_or(0);
+        groups.iter().map(|g| g.shared).sum::<usize>() + prompts.len() * longest_tail
+    };
+    let mut best = vec![PrefixGroup { rows: (0..prompts.len()).collect(), shared: cut(0)[0].shared }];
+    let mut best_cost = cost(&best);
+    let mut thetas = lcp.clone();
+    thetas.sort_unstable();
+    thetas.dedup();
+    for theta in thetas.into_iter().filter(|&t| t > 0).chain([usize::MAX]) {
+        let groups = cut(theta);
+        // Every head must hold a position: a group with nothing shared cannot be padded to.
+        if groups.len() > 1 && groups.iter().any(|g| g.shared == 0) {
+            continue;
+        }
+        let c = cost(&groups);
+        if c < best_cost {
+            (best, best_cost) = (groups, c);
+        }
+    }
+    best
 }
 
 /// The distinct prompts, in order of first appearance, and for each prompt the index of its
@@ -247,7 +313,8 @@ impl Brain {
         let mut kv = pre.kv;
         let mut next_pos = pre.next_pos;
         let mut pads = pre.pads;
-        let pad_start = pre.pad_start;
+        let mut pad_start = pre.pad_start;
+        let cached = pre.cached;
         let eos = self.tokenizer.eos_ids().to_vec();
         let decode_start = Instant::now();
         let max_positions = backbone.max_positions();
@@ -257,7 +324,7 @@ impl Brain {
             logprobs,
             constraint,
             prompt_tokens: prompts[row].len(),
-            cached_prompt_tokens: pre.cached,
+            cached_prompt_tokens: cached[row],
             prefill_tokens: pre.computed,
             prefill_secs,
             decode_secs: decode_start.elapsed().as_secs_f64(),
@@ -378,6 +445,7 @@ impl Brain {
                 active = keep.iter().map(|&k| active[k as usize]).collect();
                 next_pos = keep.iter().map(|&k| next_pos[k as usize]).collect();
                 pads = keep.iter().map(|&k| pads[k as usize]).collect();
+                pad_start = keep.iter().map(|&k| pad_start[k as usize]).collect();
             }
             // 3. One forward: a token per row, or, for a row decoding alone, every forced
             // token it has yet to feed in the same pass.
@@ -389,7 +457,7 @@ impl Brain {
             let flat: Vec<u32> = next.concat();
             let ids = Tensor::from_vec(flat, (n, fed), self.device())?;
             let x = backbone.embed(&ids)?;
-            let step = decode_step(&next_pos, &pads, pad_start, kv.len, fed, self.device())?;
+            let step = decode_step(&next_pos, &pads, &pad_start, kv.len, fed, self.device())?;
             let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Fast)?;
             logits = backbone
                 .logits(&hidden.narrow(1, fed - 1, 1)?.squeeze(1)?)?
@@ -448,6 +516,12 @@ impl Brain {
     }
 
     /// Runs the prompts through the backbone, reusing cached prefixes.
+    ///
+    /// The rows go in [`prefix_groups`]: each group's shared head is computed once at batch 1
+    /// (and cached, so that the next call with the same system text, domain or task starts
+    /// from it), then every row's own tail runs as one left-padded batch after its group's
+    /// head. Groups with heads of different lengths sit in one cache padded to the longest,
+    /// the padding hidden by the mask.
     fn prefill(&mut self, role: Role, prompts: &[Vec<u32>]) -> Result<Prefilled> {
         let n_soft = self.cfg.role_tokens;
         for p in prompts {
@@ -459,50 +533,65 @@ impl Brain {
         let view = params.view(self.scale, true)?;
         let soft = params.soft_tokens(true)?;
         let b = prompts.len();
-
-        // The part common to every row, leaving each row at least one own token so that
-        // every row gets its own last hidden state.
-        let min_len = prompts.iter().map(Vec::len).min().unwrap_or(0);
-        let mut shared = prompts.iter().skip(1).fold(prompts[0].len(), |m, p| m.min(common_prefix(&prompts[0], p)));
-        shared = shared.min(min_len - 1);
-        let head = &prompts[0][..shared];
-
-        let (cached, mut kv) = match self.cache.lookup(role, fp, head, n_soft)? {
-            Some((m, kv)) => (m, kv),
-            None => (0, KvCache::new(backbone.blocks.len())),
-        };
+        let groups = prefix_groups(prompts);
         let mut computed = 0;
-        // 1. The shared head (and the soft tokens, if not cached), once, at batch 1.
-        if kv.len == 0 || cached < shared {
-            let ids = Tensor::new(&head[cached..], self.device())?.unsqueeze(0)?;
-            let mut x = if shared > cached { Some(backbone.embed(&ids)?) } else { None };
-            if kv.len == 0 {
-                if let Some(s) = &soft {
-                    x = Some(match x {
-                        Some(x) => Tensor::cat(&[s, &x], 1)?,
-                        None => s.clone(),
-                    });
+
+        // 1. Each group's head (and the soft tokens, if not cached), once, at batch 1.
+        let mut heads = Vec::with_capacity(groups.len());
+        for g in &groups {
+            let head = &prompts[g.rows[0]][..g.shared];
+            let (cached, mut kv) = match self.cache.lookup(role, fp, head, n_soft)? {
+                Some((m, kv)) => (m, kv),
+                None => (0, KvCache::new(backbone.blocks.len())),
+            };
+            if kv.len == 0 || cached < g.shared {
+                let ids = Tensor::new(&head[cached..], self.device())?.unsqueeze(0)?;
+                let mut x = if g.shared > cached { Some(backbone.embed(&ids)?) } else { None };
+                if kv.len == 0 {
+                    if let Some(s) = &soft {
+                        x = Some(match x {
+                            Some(x) => Tensor::cat(&[s, &x], 1)?,
+                            None => s.clone(),
+                        });
+                    }
+                }
+                if let Some(x) = x {
+                    computed += x.dim(1)?;
+                    let step = Step { positions: None, mask: None };
+                    backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Fast)?;
+                    self.cache.insert(role, fp, head, kv.clone());
                 }
             }
-            if let Some(x) = x {
-                computed += x.dim(1)?;
-                let step = Step { positions: None, mask: None };
-                backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Fast)?;
-                self.cache.insert(role, fp, head, kv.clone());
+            heads.push((cached, kv));
+        }
+        // The rows in group order, and each row's place in it.
+        let order: Vec<usize> = groups.iter().flat_map(|g| g.rows.iter().copied()).collect();
+        let shared_of: Vec<usize> = groups.iter().flat_map(|g| g.rows.iter().map(|_| g.shared)).collect();
+        let past = heads.iter().map(|(_, kv)| kv.len).max().unwrap_or(0);
+        let mut kv = if groups.len() == 1 {
+            let kv = heads[0].1.clone();
+            if b > 1 && kv.len > 0 {
+                kv.expand(b)?
+            } else {
+                kv
             }
-        }
+        } else {
+            let parts: Vec<(&KvCache, usize)> = heads.iter().zip(&groups).map(|((_, kv), g)| (kv, g.rows.len())).collect();
+            KvCache::stack_padded(&parts, past)?
+        };
+        // Per row (group order): where its head ends, so where its padding starts.
+        let head_len: Vec<usize> =
+            heads.iter().zip(&groups).flat_map(|((_, kv), g)| g.rows.iter().map(move |_| kv.len)).collect();
+        let cached: Vec<usize> =
+            heads.iter().zip(&groups).flat_map(|((c, _), g)| g.rows.iter().map(move |_| *c)).collect();
+
         // 2. Each row's own tail, left-padded to a common length, as one batch.
-        let past = kv.len;
-        let tails: Vec<&[u32]> = prompts.iter().map(|p| &p[shared..]).collect();
+        let tails: Vec<&[u32]> = order.iter().zip(&shared_of).map(|(&r, &s)| &prompts[r][s..]).collect();
         let t_max = tails.iter().map(|t| t.len()).max().unwrap_or(1);
-        let pads: Vec<usize> = tails.iter().map(|t| t_max - t.len()).collect();
-        if b > 1 {
-            kv = if kv.len > 0 { kv.expand(b)? } else { kv };
-        }
         let pad_id = self.tokenizer.eos_ids()[0];
         let mut ids = Vec::with_capacity(b * t_max);
-        for (t, &np) in tails.iter().zip(&pads) {
-            ids.extend(std::iter::repeat_n(pad_id, np));
+        for t in &tails {
+            ids.extend(std::iter::repeat_n(pad_id, t_max - t.len()));
             ids.extend_from_slice(t);
         }
         let ids = Tensor::from_vec(ids, (b, t_max), self.device())?;
@@ -516,6 +605,10 @@ impl Brain {
         }
         let lead = x.dim(1)? - t_max; // soft tokens placed in this step, if any
         computed += b * t_max + lead;
+        // Each row's hidden slots, one run: its head's padding up to `past`, then its tail's
+        // left padding (after the soft tokens of this step).
+        let pad_start: Vec<usize> = head_len.iter().map(|&h| if past == 0 { lead } else { h }).collect();
+        let pads: Vec<usize> = tails.iter().zip(&head_len).map(|(t, &h)| past - h + t_max - t.len()).collect();
         // In chunks of columns, so that a batch of long tails (a batch of repair prompts, or
         // of Judge prompts) never holds more than PREFILL_POSITIONS positions' activations,
         // attention scores and mask at once.
@@ -526,7 +619,7 @@ impl Brain {
         while g0 < q_all {
             let g1 = (g0 + cols).min(q_all);
             let step = match pads.iter().any(|&p| p > 0) {
-                true => tail_step(&pads, past, lead, g0..g1, self.device())?,
+                true => tail_step(&pad_start, &pads, past, g0..g1, self.device())?,
                 false => Step { positions: None, mask: None },
             };
             let xc = x.narrow(1, g0, g1 - g0)?.contiguous()?;
@@ -541,21 +634,19 @@ impl Brain {
             // The whole prompt, for the next call that extends it (the next repair).
             self.cache.insert(role, fp, &prompts[0], kv.clone());
         }
-        let next_pos = tails
-            .iter()
-            .map(|t| (past + lead + t.len()) as u32)
-            .collect();
-        Ok(Prefilled {
-            kv,
-            last_hidden,
-            next_pos,
-            pads,
-            pad_start: past + lead,
-            cached,
-            computed,
-        })
+        let end = past + q_all;
+        let next_pos = pads.iter().map(|&np| (end - np) as u32).collect();
+        let pre = Prefilled { kv, last_hidden, next_pos, pads, pad_start, cached, computed };
+        if order.iter().enumerate().all(|(i, &r)| i == r) {
+            return Ok(pre);
+        }
+        // Back to the callers' order.
+        let mut place = vec![0u32; b];
+        for (i, &r) in order.iter().enumerate() {
+            place[r] = i as u32;
+        }
+        pre.rows(&place)
     }
-
 
     /// Logits of the next token after each row of `prompts`, from the generation path
     /// (quantized weights, fused kernels, prefix cache, batching), e.g. to score choices.
@@ -570,32 +661,29 @@ impl Brain {
 /// Most positions (rows × columns) one forward of a batch's tails runs at once.
 const PREFILL_POSITIONS: usize = 2048;
 
-/// Positions and mask for columns `cols` of a batch's left-padded tails: the step holds
-/// `lead` soft tokens (when nothing was cached) and then each row's tail after `pads[r]`
-/// pads, after `past` cached positions every row sees. Positions skip the pads, and pads are
-/// invisible to every query.
-fn tail_step(pads: &[usize], past: usize, lead: usize, cols: std::ops::Range<usize>, dev: &Device) -> Result<Step> {
+/// Positions and mask for columns `cols` of a batch's tails, after `past` cached slots: row
+/// `r` hides slots `[pad_start[r], pad_start[r] + pads[r])` (its head's padding, its tail's
+/// left padding) from every query, and its positions skip them.
+fn tail_step(pad_start: &[usize], pads: &[usize], past: usize, cols: std::ops::Range<usize>, dev: &Device) -> Result<Step> {
     let (b, q) = (pads.len(), cols.len());
     let keys = past + cols.end;
     let mut positions = Vec::with_capacity(b * q);
     let mut mask = vec![0f32; b * q * keys];
-    for (r, &np) in pads.iter().enumerate() {
-        let is_pad = |k: usize| k >= lead && k < lead + np;
+    for (r, (&start, &np)) in pad_start.iter().zip(pads).enumerate() {
+        let hidden = start..start + np;
         for (i, g) in cols.clone().enumerate() {
-            let pos = if g < lead {
-                g
-            } else if is_pad(g) {
+            let slot = past + g;
+            let pos = if slot < start {
+                slot
+            } else if hidden.contains(&slot) {
                 0
             } else {
-                past + lead + (g - lead - np)
+                slot - np
             };
             positions.push(pos as u32);
             let row = &mut mask[(r * q + i) * keys..][..keys];
-            for (k, m) in row[past..].iter_mut().enumerate() {
-                if k > g || is_pad(k) {
-                    *m = MASKED;
-                }
-            }
+            row[hidden.start.min(keys)..hidden.end.min(keys)].fill(MASKED);
+            row[slot + 1..].fill(MASKED);
         }
     }
     Ok(Step { positions: Some(positions), mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, keys), dev)?) })
@@ -604,7 +692,7 @@ fn tail_step(pads: &[usize], past: usize, lead: usize, cols: std::ops::Range<usi
 /// Mask and positions for one decode step of `n` rows feeding `q` tokens each (`q > 1` only
 /// for a row decoding alone): each row's left padding is hidden, and the new tokens see each
 /// other causally.
-fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: usize, past: usize, q: usize, dev: &Device) -> Result<Step> {
+fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], past: usize, q: usize, dev: &Device) -> Result<Step> {
     if pads.iter().all(|&p| p == 0) {
         // Every row is at the same position with nothing to hide: plain causal.
         return Ok(Step { positions: None, mask: None });
@@ -617,7 +705,7 @@ fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: usize, past: usize, 
         for i in 0..q {
             positions.push(next_pos[r] + i as u32);
             let row = &mut mask[(r * q + i) * kv..][..kv];
-            row[pad_start..pad_start + np].fill(MASKED);
+            row[pad_start[r]..pad_start[r] + np].fill(MASKED);
             row[past + i + 1..].fill(MASKED);
         }
     }
@@ -657,4 +745,58 @@ fn first_stop(text: &str, stops: &[String]) -> Option<(usize, String)> {
         .iter()
         .filter_map(|s| text.find(s.as_str()).map(|at| (at, s.clone())))
         .min_by_key(|(at, _)| *at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A prompt: `system` tokens, then `domain`, then `own` (each a run of one id).
+    fn prompt(parts: &[(u32, usize)]) -> Vec<u32> {
+        parts.iter().flat_map(|&(id, n)| std::iter::repeat_n(id, n)).collect()
+    }
+
+    #[test]
+    fn prompts_of_several_domains_group_by_domain() {
+        // Two domains of 300 tokens after a 50-token system text, two tasks each.
+        let prompts = vec![
+            prompt(&[(1, 50), (2, 300), (5, 40)]),
+            prompt(&[(1, 50), (3, 300), (6, 60)]),
+            prompt(&[(1, 50), (2, 300), (7, 30)]),
+            prompt(&[(1, 50), (3, 300), (8, 50)]),
+        ];
+        let groups = prefix_groups(&prompts);
+        assert_eq!(groups, vec![PrefixGroup { rows: vec![0, 2], shared: 350 }, PrefixGroup { rows: vec![1, 3], shared: 350 }]);
+    }
+
+    #[test]
+    fn one_domain_stays_one_group_and_a_single_prompt_keeps_a_token() {
+        let prompts = vec![prompt(&[(1, 50), (2, 300), (5, 40)]), prompt(&[(1, 50), (2, 300), (6, 40)])];
+        assert_eq!(prefix_groups(&prompts), vec![PrefixGroup { rows: vec![0, 1], shared: 350 }]);
+        assert_eq!(prefix_groups(&prompts[..1]), vec![PrefixGroup { rows: vec![0], shared: 389 }]);
+        // Nothing shared between two one-token prompts: one group with an empty head.
+        assert_eq!(prefix_groups(&[vec![4], vec![9]]), vec![PrefixGroup { rows: vec![0, 1], shared: 0 }]);
+    }
+
+    #[test]
+    fn short_tails_do_not_split_a_batch_for_nothing() {
+        // Splitting at the domain saves 300 positions, but the longest tail stays; the
+        // split wins only where it computes fewer positions in all.
+        let prompts = vec![prompt(&[(1, 50), (2, 10), (5, 400)]), prompt(&[(1, 50), (3, 10), (6, 400)])];
+        assert_eq!(prefix_groups(&prompts), vec![PrefixGroup { rows: vec![0, 1], shared: 50 }]);
+    }
+
+    #[test]
+    fn tail_masks_hide_each_rows_padding_and_positions_skip_it() {
+        // Row 0: a 3-slot head, then 1 slot of head padding and no tail padding; row 1: a
+        // 4-slot head and a tail one token shorter (1 slot of left padding).
+        let step = tail_step(&[3, 4], &[1, 1], 4, 0..2, &Device::Cpu).unwrap();
+        assert_eq!(step.positions.unwrap(), vec![3, 4, 0, 4]);
+        let mask: Vec<f32> = step.mask.unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let open = |m: &[f32]| m.iter().map(|&v| v == 0.0).collect::<Vec<_>>();
+        // Row 0, query at slot 4: sees 0..3 and itself, not its head padding (slot 3).
+        assert_eq!(open(&mask[0..6]), [true, true, true, false, true, false]);
+        // Row 1, query at slot 5 (its first tail token): its own 4 head slots and itself.
+        assert_eq!(open(&mask[18..24]), [true, true, true, true, false, true]);
+    }
 }
