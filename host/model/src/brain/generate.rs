@@ -556,9 +556,17 @@ impl Brain {
                     }
                 }
                 if let Some(x) = x {
-                    computed += x.dim(1)?;
-                    let step = Step { positions: None, mask: None };
-                    backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Fast)?;
+                    let n = x.dim(1)?;
+                    computed += n;
+                    // In chunks of columns, as the tails below: a long prompt is mostly head.
+                    let cols = prefill_columns(1, kv.len + n, backbone.cfg.num_attention_heads);
+                    let mut c0 = 0;
+                    while c0 < n {
+                        let c1 = (c0 + cols).min(n);
+                        let step = Step { positions: None, mask: None };
+                        backbone.forward(&x.narrow(1, c0, c1 - c0)?.contiguous()?, &step, Some(&mut kv), &view, Mode::Fast)?;
+                        c0 = c1;
+                    }
                     self.cache.insert(role, fp, head, kv.clone());
                 }
             }
@@ -611,9 +619,9 @@ impl Brain {
         let pads: Vec<usize> = tails.iter().zip(&head_len).map(|(t, &h)| past - h + t_max - t.len()).collect();
         // In chunks of columns, so that a batch of long tails (a batch of repair prompts, or
         // of Judge prompts) never holds more than PREFILL_POSITIONS positions' activations,
-        // attention scores and mask at once.
+        // nor more than PREFILL_SCORES attention scores and mask entries, at once.
         let q_all = lead + t_max;
-        let cols = (PREFILL_POSITIONS / b).max(1);
+        let cols = prefill_columns(b, past + q_all, backbone.cfg.num_attention_heads);
         let mut last_hidden = None;
         let mut g0 = 0;
         while g0 < q_all {
@@ -660,6 +668,17 @@ impl Brain {
 
 /// Most positions (rows × columns) one forward of a batch's tails runs at once.
 const PREFILL_POSITIONS: usize = 2048;
+
+/// Most attention scores (rows × heads × columns × keys, f32) one prefill forward holds at
+/// once: 128 MiB, and as much again for their softmax. With it, a prompt's prefill memory
+/// grows with its length (the KV cache), not with its square: a 17k-token prompt computed
+/// at once held 17k² scores per head and took the host past 24 GB.
+const PREFILL_SCORES: usize = 32 << 20;
+
+/// Columns per prefill forward for `b` rows attending to up to `keys` positions.
+fn prefill_columns(b: usize, keys: usize, heads: usize) -> usize {
+    (PREFILL_POSITIONS / b).min(PREFILL_SCORES / (b * heads * keys).max(1)).max(1)
+}
 
 /// Positions and mask for columns `cols` of a batch's tails, after `past` cached slots: row
 /// `r` hides slots `[pad_start[r], pad_start[r] + pads[r])` (its head's padding, its tail's
