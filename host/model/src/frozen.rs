@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use candle_core::quantized::{GgmlDType, QTensor};
-use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 
 /// `x · Wᵀ` for a frozen quantized `W`, with an input-only backward.
 #[derive(Clone, Debug)]
@@ -44,7 +44,7 @@ fn transposed(w: &Arc<QTensor>) -> candle_core::Result<Arc<QTensor>> {
             return Ok(t.clone());
         }
     }
-    let wt = w.dequantize(&Device::Cpu)?.t()?.contiguous()?;
+    let wt = w.dequantize(&w.device())?.t()?.contiguous()?;
     let t = Arc::new(QTensor::quantize(&wt, GgmlDType::Q8_0)?);
     let mut map = cache.lock().expect("transpose cache");
     // Matrices of models since dropped give their copies back.
@@ -59,7 +59,7 @@ mod tests {
 
     #[test]
     fn the_frozen_product_is_candles_and_passes_the_input_gradient_only() {
-        let dev = Device::Cpu;
+        let dev = candle_core::Device::Cpu;
         let w = Tensor::randn(0f32, 1.0, (64, 96), &dev).unwrap();
         let q = Arc::new(QTensor::quantize(&w, GgmlDType::Q8_0).unwrap());
         let x = candle_core::Var::randn(0f32, 1.0, (3, 96), &dev).unwrap();
