@@ -100,6 +100,12 @@ fn batched_generation_on_dense_weights_is_exact() {
     let cfg = ModelConfig { train_backbone: true, prefix_cache_entries: 0, ..Default::default() };
     let Some(mut brain) = smol(cfg) else { return };
     let prompts = batch_prompts(&brain);
+    assert_batch_is_exact(&mut brain, &prompts);
+}
+
+/// On dense weights a batch's next-token logits equal each prompt's alone (to 1e-3) and its
+/// greedy tokens are the same; returns the batch's generations.
+fn assert_batch_is_exact(brain: &mut Brain, prompts: &[String]) -> Vec<Generation> {
     let rows: Vec<Vec<u32>> = prompts.iter().map(|p| brain.encode(p).unwrap()).collect();
     let batch = brain.next_token_logits(Role::Actor, &rows).unwrap();
     for (row, b) in rows.iter().zip(&batch) {
@@ -107,11 +113,12 @@ fn batched_generation_on_dense_weights_is_exact() {
         assert!(max_diff(&single, b) < 1e-3, "batched logits differ by {}", max_diff(&single, b));
     }
     let s = SamplingConfig::greedy(10);
-    let batch = brain.generate_batch(Role::Actor, &prompts, &s).unwrap();
+    let batch = brain.generate_batch(Role::Actor, prompts, &s).unwrap();
     for (p, b) in prompts.iter().zip(&batch) {
         let single = brain.generate(Role::Actor, p, &s).unwrap();
         assert_eq!(b.tokens, single.tokens, "{:?} vs {:?}", b.text, single.text);
     }
+    batch
 }
 
 /// Two "domains" (long system texts) with two questions each: the batch prefills each
@@ -131,18 +138,8 @@ fn prompts_of_two_domains_prefill_their_heads_once_and_decode_as_alone() {
         brain.chat_prompt(geo, "Which river flows through Cairo?"),
         brain.chat_prompt(maths, "What is 3 + 5?"),
     ];
+    let batch = assert_batch_is_exact(&mut brain, &prompts);
     let rows: Vec<Vec<u32>> = prompts.iter().map(|p| brain.encode(p).unwrap()).collect();
-    let batch = brain.next_token_logits(Role::Actor, &rows).unwrap();
-    for (row, b) in rows.iter().zip(&batch) {
-        let single = brain.next_token_logits(Role::Actor, &[row.clone()]).unwrap().remove(0);
-        assert!(max_diff(&single, b) < 1e-3, "batched logits differ by {}", max_diff(&single, b));
-    }
-    let s = SamplingConfig::greedy(10);
-    let batch = brain.generate_batch(Role::Actor, &prompts, &s).unwrap();
-    for (p, b) in prompts.iter().zip(&batch) {
-        let single = brain.generate(Role::Actor, p, &s).unwrap();
-        assert_eq!(b.tokens, single.tokens, "{:?} vs {:?}", b.text, single.text);
-    }
     // Each domain's head once: fewer positions than the prompts' tokens (one group would
     // compute at least that: its shared head is the chat template's first tokens, and every
     // row's tail is padded to the longest).

@@ -20,17 +20,11 @@ use onebrain_model::{
 };
 use onebrain_train::{Ablation, Advantage, Batch, Learner, PolicySample, PpoArgs};
 
-const DOMAIN: &str = "(define (domain blocksworld)
-  (:requirements :strips)
-  (:predicates (clear ?x) (ontable ?x) (handempty) (holding ?x) (on ?x ?y))
-  (:action pick-up :parameters (?x)
-    :precondition (and (clear ?x) (ontable ?x) (handempty))
-    :effect (and (holding ?x) (not (clear ?x)) (not (ontable ?x)) (not (handempty))))
-  (:action stack :parameters (?x ?y)
-    :precondition (and (holding ?x) (clear ?y))
-    :effect (and (not (holding ?x)) (not (clear ?y)) (clear ?x) (handempty) (on ?x ?y))))";
-
-const PRIMER: &str = "```pddl\n(define (problem task)\n  (:domain blocksworld)\n  (:objects ";
+// The model tests' BlocksWorld fixture and seeded normals, not a copy of them.
+#[path = "../../model/tests/common/mod.rs"]
+mod common;
+use common::{seeded_normal, DOMAIN, PRIMER};
+use rand::{rngs::StdRng, SeedableRng};
 
 const TEMPERATURE: f32 = 0.7;
 
@@ -51,11 +45,16 @@ fn load(learner_weights: LearnerWeights) -> Option<Brain> {
 /// Gives every adapter's B small random values, as a trained role has: with B = 0 the
 /// adapters would add exact zeros and test nothing.
 fn perturb_adapters(brain: &Brain) {
+    // Seeded: candle's CPU randn cannot be, and an unlucky draw can make a greedy or
+    // constrained sample end at once (see `seeded_normal`).
+    let mut rng = StdRng::seed_from_u64(7);
     let data = brain.trainable().data().lock().unwrap();
-    for (name, var) in data.iter() {
+    let mut names: Vec<&String> = data.keys().collect();
+    names.sort();
+    for name in names {
         if name.ends_with(".b") && name.contains(".lora.") {
-            let t = candle_core::Tensor::randn(0f32, 0.02, var.shape(), var.device()).unwrap();
-            var.set(&t).unwrap();
+            let var = &data[name];
+            var.set(&seeded_normal(&mut rng, 0.02, var.dims())).unwrap();
         }
     }
 }

@@ -87,44 +87,7 @@ impl TileFormat for Tile5 {
     }
 }
 
-/// Rows `16 strip ..` of `out (m, rows)` for the activation rows of `chunk`.
-///
-/// # Safety
-/// The CPU has AVX2, FMA and F16C; `out` holds `m × w.rows` f32.
-pub(super) unsafe fn strip(
-    w: &TiledMatrix,
-    a: &Activations,
-    chunk: Chunk,
-    strip: usize,
-    out: *mut f32,
-) {
-    match &w.tiles {
-        Tiles::Q8(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
-        Tiles::Q5(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
-    }
-}
-
-#[inline(always)]
-unsafe fn strip_of<T: TileFormat>(
-    tiles: &[T],
-    n: usize,
-    a: &Activations,
-    chunk: Chunk,
-    strip: usize,
-    out: *mut f32,
-) {
-    let tiles = &tiles[strip * a.blocks..][..a.blocks];
-    match chunk.len {
-        8 => rows::<T, 8>(tiles, n, a, chunk, strip, out),
-        7 => rows::<T, 7>(tiles, n, a, chunk, strip, out),
-        6 => rows::<T, 6>(tiles, n, a, chunk, strip, out),
-        5 => rows::<T, 5>(tiles, n, a, chunk, strip, out),
-        4 => rows::<T, 4>(tiles, n, a, chunk, strip, out),
-        3 => rows::<T, 3>(tiles, n, a, chunk, strip, out),
-        2 => rows::<T, 2>(tiles, n, a, chunk, strip, out),
-        _ => rows::<T, 1>(tiles, n, a, chunk, strip, out),
-    }
-}
+strip_entry!();
 
 /// One block of activations in Q8_0, exactly as [`super::avx512::quantize_block`] rounds it.
 ///
