@@ -37,6 +37,7 @@ mod cpu_matmul;
 mod device;
 mod error;
 mod frozen;
+mod heap;
 mod logprob;
 mod paths;
 mod roles;
