@@ -1,4 +1,5 @@
-//! Attention of one new position over the KV cache, on the CPU.
+//! Attention kernels on the CPU: one new position over the KV cache ([`DecodeAttention`]),
+//! and the learner's causal softmax with its backward ([`CausalSoftmax`]).
 //!
 //! Decode asks for `softmax(q·Kᵀ/√d)·V` with a single query per head. Through candle's
 //! general matmul that is two tiny-`M` GEMMs per layer whose operand packing copies the
@@ -6,7 +7,7 @@
 //! pages every step: at a 1,500-token context that made SmolLM2 decode at 0.57× llama.cpp.
 //! This op reads the cache in place, one key and value row at a time.
 
-use candle_core::{CpuStorage, CustomOp3, Layout, Shape};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 
 /// `(b, heads, 1, d)` queries against `(b, kv_heads, len, d)` keys and values (any
 /// strides with a unit last one), grouped-query: query head `h` reads kv head
@@ -233,5 +234,110 @@ mod tests {
         let want = candle_nn::ops::softmax(&scores, D::Minus1).unwrap().matmul(&vr).unwrap();
         let diff = (got - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
         assert!(diff < 1e-5, "len {len}, width {d}: max diff {diff}");
+    }
+}
+
+/// Softmax over the last axis of `(.., q, kv)` scores with the causal mask built in:
+/// query `i` sees keys `0 ..= kv - q + i`, the rest get probability 0. Has a backward.
+///
+/// One pass per row for each direction, rows spread over candle's pool. The learner's
+/// scores are `heads × tail × (head + tail)` per layer; through candle's ops (a mask add, a
+/// softmax, and a backward of a product, a sum and a broadcast product) they took 14 % of a
+/// 0.5B update on one core with libm's `expf`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CausalSoftmax;
+
+/// Rows per work item of the causal softmax: enough to amortize a task, few enough that
+/// both cores get an even share of a layer's rows.
+const SOFTMAX_ROWS: usize = 64;
+
+/// `(q, kv)` of a contiguous `(.., q, kv)` layout, and its element range.
+fn causal_rows(layout: &Layout) -> candle_core::Result<(usize, usize, usize, usize)> {
+    let dims = layout.shape().dims();
+    if dims.len() < 2 {
+        candle_core::bail!("causal-softmax needs (.., q, kv), got {dims:?}");
+    }
+    let (q, kv) = (dims[dims.len() - 2], dims[dims.len() - 1]);
+    if q > kv {
+        candle_core::bail!("causal-softmax: {q} queries but only {kv} keys");
+    }
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("causal-softmax needs a contiguous input");
+    };
+    Ok((q, kv, start, end))
+}
+
+/// Runs `f(row_index, out_row)` over the `kv`-wide rows of `out`, in parallel.
+fn for_each_row(out: &mut [f32], kv: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+    let rows = out.len() / kv.max(1);
+    let addr = out.as_mut_ptr() as usize;
+    candle_core::utils::barrier_pool().execute_chunked(rows.div_ceil(SOFTMAX_ROWS), |items| {
+        for item in items {
+            for r in item * SOFTMAX_ROWS..((item + 1) * SOFTMAX_ROWS).min(rows) {
+                // SAFETY: each row index is visited once, by one task; `out` outlives the pool's run.
+                let row = unsafe { std::slice::from_raw_parts_mut((addr as *mut f32).add(r * kv), kv) };
+                f(r, row);
+            }
+        }
+    });
+}
+
+impl CustomOp1 for CausalSoftmax {
+    fn name(&self) -> &'static str {
+        "causal-softmax"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (q, kv, start, end) = causal_rows(layout)?;
+        let src = &storage.as_slice::<f32>()?[start..end];
+        let mut dst = vec![0f32; src.len()];
+        let offset = kv - q;
+        for_each_row(&mut dst, kv, |r, out| {
+            let visible = offset + r % q + 1;
+            let row = &src[r * kv..][..visible];
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let out = &mut out[..visible];
+            for (o, &x) in out.iter_mut().zip(row) {
+                *o = exp_nonpositive(x - max);
+            }
+            let inv = 1.0 / out.iter().sum::<f32>();
+            out.iter_mut().for_each(|o| *o *= inv);
+        });
+        Ok((CpuStorage::F32(dst), layout.shape().clone()))
+    }
+
+    fn bwd(&self, _arg: &Tensor, res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        Ok(Some(res.contiguous()?.apply_op2_no_bwd(&grad_res.contiguous()?, &CausalSoftmaxGrad)?))
+    }
+}
+
+/// The causal softmax's backward from its output `y` and the output's gradient `g`:
+/// `dx = y ⊙ (g − Σ g ⊙ y)` per row; masked entries have `y = 0` and get none.
+#[derive(Debug, Clone, Copy)]
+struct CausalSoftmaxGrad;
+
+impl CustomOp2 for CausalSoftmaxGrad {
+    fn name(&self) -> &'static str {
+        "causal-softmax-grad"
+    }
+
+    fn cpu_fwd(&self, ys: &CpuStorage, yl: &Layout, gs: &CpuStorage, gl: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (q, kv, ystart, yend) = causal_rows(yl)?;
+        let (_, _, gstart, gend) = causal_rows(gl)?;
+        if yl.shape() != gl.shape() {
+            candle_core::bail!("causal-softmax-grad: y {:?} but g {:?}", yl.shape().dims(), gl.shape().dims());
+        }
+        let (y, g) = (&ys.as_slice::<f32>()?[ystart..yend], &gs.as_slice::<f32>()?[gstart..gend]);
+        let mut dx = vec![0f32; y.len()];
+        let offset = kv - q;
+        for_each_row(&mut dx, kv, |r, out| {
+            let visible = offset + r % q + 1;
+            let (yr, gr) = (&y[r * kv..][..visible], &g[r * kv..][..visible]);
+            let s = dot(yr, gr);
+            for ((o, &yi), &gi) in out[..visible].iter_mut().zip(yr).zip(gr) {
+                *o = yi * (gi - s);
+            }
+        });
+        Ok((CpuStorage::F32(dx), yl.shape().clone()))
     }
 }

@@ -18,7 +18,7 @@ use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    attention::DecodeAttention,
+    attention::{CausalSoftmax, DecodeAttention},
     cpu_matmul::{FrozenProduct, TiledMatrix},
     error::Error,
     frozen::FrozenQuant,
@@ -679,57 +679,6 @@ impl Backbone {
         let up = blk.up.forward(&h, role.get(layer, 5))?;
         let mlp = blk.down.forward(&(gate.silu()? * up)?, role.get(layer, 6))?;
         Ok((x + mlp)?)
-    }
-}
-
-/// Softmax over the last axis of `(.., q, kv)` scores with the causal mask built in:
-/// query `i` sees keys `0 ..= kv - q + i`, the rest get probability 0. Has a backward.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct CausalSoftmax;
-
-impl candle_core::CustomOp1 for CausalSoftmax {
-    fn name(&self) -> &'static str {
-        "causal-softmax"
-    }
-
-    fn cpu_fwd(
-        &self,
-        storage: &candle_core::CpuStorage,
-        layout: &candle_core::Layout,
-    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
-        let dims = layout.shape().dims();
-        if dims.len() < 2 {
-            candle_core::bail!("causal-softmax needs (.., q, kv), got {dims:?}");
-        }
-        let (q, kv) = (dims[dims.len() - 2], dims[dims.len() - 1]);
-        if q > kv {
-            candle_core::bail!("causal-softmax: {q} queries but only {kv} keys");
-        }
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("causal-softmax needs a contiguous input");
-        };
-        let src = &storage.as_slice::<f32>()?[start..end];
-        let mut dst = vec![0f32; src.len()];
-        let offset = kv - q;
-        for (r, (row, out)) in src.chunks_exact(kv).zip(dst.chunks_exact_mut(kv)).enumerate() {
-            let visible = offset + r % q + 1;
-            let max = row[..visible].iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let mut sum = 0f32;
-            for (o, &x) in out[..visible].iter_mut().zip(&row[..visible]) {
-                *o = (x - max).exp();
-                sum += *o;
-            }
-            let inv = 1.0 / sum;
-            out[..visible].iter_mut().for_each(|o| *o *= inv);
-        }
-        Ok((candle_core::CpuStorage::F32(dst), layout.shape().clone()))
-    }
-
-    fn bwd(&self, _arg: &Tensor, res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        // dx = y ⊙ (g − Σ g⊙y); masked entries have y = 0 and get no gradient.
-        let gy = (grad_res * res)?;
-        let s = gy.sum_keepdim(D::Minus1)?;
-        Ok(Some((gy - res.broadcast_mul(&s)?)?))
     }
 }
 
