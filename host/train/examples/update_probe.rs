@@ -1,10 +1,13 @@
 //! Times one learner update of the 0.5B model on recorded multi-role episodes, without the
 //! rollouts: a probe used while developing issue 33 (`onebrain bench training` is the
-//! benchmark). Rewards are overwritten so no sample is inert.
+//! benchmark), with `configs/train-cpu-full.toml`'s PPO settings. Rewards are overwritten so
+//! no sample is inert.
 //!
 //! ```sh
 //! cargo run --release -p onebrain-train --example update_probe -- TRACE.jsonl [new|dense] [JUDGE_TAIL]
 //! ```
+//! TRACE is an eval trace (groups of four in order) or a training run's `episodes.jsonl`
+//! (its own groups).
 //! `PROBE_N` caps the episodes (16); `PROBE_FREE=1` drops the constraints (a trace recorded
 //! under an older grammar no longer replays).
 use std::path::Path;
@@ -18,9 +21,9 @@ fn main() {
     let trace = Path::new(&args[1]);
     let dense = args.get(2).is_some_and(|a| a == "dense");
     let tail: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(384);
-    let mut records = onebrain_eval::read_trace(trace).unwrap().records;
     let n: usize = std::env::var("PROBE_N").ok().and_then(|v| v.parse().ok()).unwrap_or(16);
-    records.truncate(n);
+    let mut recs = read_groups(trace);
+    recs.truncate(n);
     let cfg = if dense {
         ModelConfig { learner_weights: LearnerWeights::Dense, ..Default::default() }
     } else {
@@ -28,7 +31,6 @@ fn main() {
     };
     let brain = Brain::load(&cfg).unwrap();
     eprintln!("sampler weights: {}, rss {:?}", brain.learns_on_sampler_weights(), onebrain_model::rss_mib());
-    let recs: Vec<(usize, onebrain_roles::EpisodeRecord)> = records.into_iter().enumerate().map(|(i, r)| (i / 4, r)).collect();
     let mut batch = Batch::from_records(&recs, Ablation::Full, |p| brain.encode(p)).unwrap();
     // Rewards vary within groups so no sample is inert.
     for (k, s) in batch.policy.iter_mut().enumerate() {
@@ -36,9 +38,27 @@ fn main() {
         if std::env::var("PROBE_FREE").is_ok() { s.constraint = None; }
     }
     eprintln!("policy samples {}, tokens {}, judge {}", batch.policy.len(), batch.policy_tokens(), batch.judge.len());
-    let args = PpoArgs { batch_size: 16, group_size: 4, advantage: Advantage::Group, detach_prompt: true, judge_tail: tail, learning_rate: 2e-4, ..Default::default() };
+    let args = PpoArgs { batch_size: 16, group_size: 4, advantage: Advantage::Group, detach_prompt: true, judge_tail: tail, learning_rate: 2e-4, update_epochs: 1, num_minibatches: 1, ..Default::default() };
     let mut learner = Learner::new(brain, None, args, Ablation::Full, 0).unwrap();
     let t = Instant::now();
     let st = learner.update(&mut batch).unwrap();
     eprintln!("update {:.1} s (score {:.1}), tokens {}, steps {}, peak {:?} MiB", t.elapsed().as_secs_f64(), st.score_secs, st.tokens, st.steps, onebrain_model::peak_rss_mib());
+}
+
+/// One line of a training run's `episodes.jsonl` (the fields the probe reads).
+#[derive(serde::Deserialize)]
+struct EpisodeLine {
+    group: usize,
+    record: onebrain_roles::EpisodeRecord,
+}
+
+/// `(group, episode)` pairs from a training run's episode log or, failing that, an eval trace.
+fn read_groups(path: &Path) -> Vec<(usize, onebrain_roles::EpisodeRecord)> {
+    if let Ok(lines) = onebrain_eval::read_jsonl::<EpisodeLine>(path) {
+        if !lines.records.is_empty() {
+            return lines.records.into_iter().map(|l| (l.group, l.record)).collect();
+        }
+    }
+    let records = onebrain_eval::read_trace(path).unwrap().records;
+    records.into_iter().enumerate().map(|(i, r)| (i / 4, r)).collect()
 }
