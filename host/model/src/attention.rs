@@ -12,10 +12,14 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Te
 /// `(b, heads, 1, d)` queries against `(b, kv_heads, len, d)` keys and values (any
 /// strides with a unit last one), grouped-query: query head `h` reads kv head
 /// `h / (heads / kv_heads)`. The output is `(b, heads, 1, d)`.
-#[derive(Debug, Clone, Copy)]
+/// With `hidden`, row `r` skips keys `hidden[r].0 .. hidden[r].0 + hidden[r].1` (a batch's
+/// padding), as an additive mask of −∞ there would, but with no exponential taken.
+#[derive(Debug, Clone)]
 pub(crate) struct DecodeAttention {
     /// Multiplies the scores (1/√d).
     pub(crate) scale: f32,
+    /// Per row, the run of keys `(start, len)` it must not see.
+    pub(crate) hidden: Option<std::sync::Arc<[(usize, usize)]>>,
 }
 
 /// The element offset and the `(b, h, pos)` strides of a rank-4 tensor whose last
@@ -117,6 +121,12 @@ impl CustomOp3 for DecodeAttention {
         if one != 1 || kb != b || kd != d || vdims != [kb, kv_heads, len, kd] || kv_heads == 0 || heads % kv_heads != 0 || len == 0 {
             candle_core::bail!("decode-attention: q {:?}, k {:?}, v {vdims:?}", ql.shape().dims(), kl.shape().dims());
         }
+        let hidden = |bi: usize| self.hidden.as_ref().map_or(0..0, |h| h[bi].0..h[bi].0 + h[bi].1);
+        if let Some(h) = &self.hidden {
+            if h.len() != b || (0..b).any(|bi| hidden(bi).end > len || hidden(bi).len() >= len) {
+                candle_core::bail!("decode-attention: hidden keys {h:?} for {b} rows of {len} keys");
+            }
+        }
         let rep = heads / kv_heads;
         let blocks = len.div_ceil(POSITION_BLOCK);
         // Per (row, kv head, position block): for each of its `rep` query heads, a partial
@@ -141,14 +151,25 @@ impl CustomOp3 for DecodeAttention {
                         std::slice::from_raw_parts_mut((outs_addr as *mut f32).add(item * rep * d), rep * d),
                     )
                 };
+                // This block's hidden keys, relative to its first.
+                let skip = hidden(bi);
+                let skip = skip.start.clamp(first, first + n) - first..skip.end.clamp(first, first + n) - first;
                 for r in 0..rep {
                     let qrow = &q[qo + bi * qst[0] + (kh * rep + r) * qst[1]..][..d];
                     let pr = &mut p[r * n..][..n];
                     for (j, pj) in pr.iter_mut().enumerate() {
-                        *pj = self.scale * dot(qrow, &k[kbase + j * kst[2]..][..d]);
+                        *pj = if skip.contains(&j) { f32::NEG_INFINITY } else { self.scale * dot(qrow, &k[kbase + j * kst[2]..][..d]) };
                     }
                     let max = pr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    if max == f32::NEG_INFINITY {
+                        // Every key of the block is hidden: it adds nothing.
+                        pr.fill(0.0);
+                        part[r] = Partial { max, sum: 0.0 };
+                        out[r * d..][..d].fill(0.0);
+                        continue;
+                    }
                     pr.iter_mut().for_each(|pj| *pj = exp_nonpositive(*pj - max));
+                    pr[skip.clone()].fill(0.0);
                     part[r] = Partial { max, sum: pr.iter().sum() };
                     let orow = &mut out[r * d..][..d];
                     match d {
@@ -213,17 +234,31 @@ mod tests {
         // Two rows, 6 query heads over 2 kv heads, 13 positions in a 20-position buffer;
         // then 600 positions in 3 blocks, at the widths with a register path and without.
         for (len, cap, d) in [(13, 20, 16), (600, 640, 64), (300, 300, 128), (257, 300, 24)] {
-            check(2, 6, 2, len, cap, d);
+            check(2, 6, 2, len, cap, d, None);
         }
     }
 
-    fn check(b: usize, heads: usize, kv: usize, len: usize, cap: usize, d: usize) {
+    #[test]
+    fn hidden_keys_are_skipped_as_a_mask_would_hide_them() {
+        // Runs inside one block, across a block boundary, covering whole blocks, at the
+        // start, and none: each row its own.
+        let runs: [(usize, usize); 5] = [(3, 4), (250, 20), (0, 512), (0, 1), (0, 0)];
+        for (len, d) in [(600, 64), (13 + 512, 24)] {
+            let hidden: Vec<(usize, usize)> = runs.iter().map(|&(s, n)| (s, n.min(len - 1 - s))).collect();
+            check(runs.len(), 6, 2, len, len + 7, d, Some(&hidden));
+        }
+    }
+
+    /// Our op against repeat-kv, matmul, softmax (with an additive mask where `hidden` is
+    /// given), matmul.
+    fn check(b: usize, heads: usize, kv: usize, len: usize, cap: usize, d: usize, hidden: Option<&[(usize, usize)]>) {
         let q = wavy((b, heads, 1, d), 0.0);
         let kbuf = wavy((b, kv, cap, d), 1.0);
         let vbuf = wavy((b, kv, cap, d), 2.0);
         let (k, v) = (kbuf.narrow(2, 0, len).unwrap(), vbuf.narrow(2, 0, len).unwrap());
         let scale = 1.0 / (d as f32).sqrt();
-        let got = q.apply_op3(&k, &v, DecodeAttention { scale }).unwrap();
+        let op = DecodeAttention { scale, hidden: hidden.map(Into::into) };
+        let got = q.apply_op3(&k, &v, op).unwrap();
         // The reference: repeat kv heads, then matmul, softmax, matmul.
         let rep = |t: &Tensor| {
             let t = t.contiguous().unwrap().unsqueeze(2).unwrap();
@@ -231,6 +266,16 @@ mod tests {
         };
         let (kr, vr) = (rep(&k), rep(&v));
         let scores = (q.matmul(&kr.t().unwrap()).unwrap() * scale as f64).unwrap();
+        let scores = match hidden {
+            Some(h) => {
+                let mut m = vec![0f32; b * len];
+                for (r, &(s, n)) in h.iter().enumerate() {
+                    m[r * len + s..r * len + s + n].fill(-1e9);
+                }
+                scores.broadcast_add(&Tensor::from_vec(m, (b, 1, 1, len), &Device::Cpu).unwrap()).unwrap()
+            }
+            None => scores,
+        };
         let want = candle_nn::ops::softmax(&scores, D::Minus1).unwrap().matmul(&vr).unwrap();
         let diff = (got - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
         assert!(diff < 1e-5, "len {len}, width {d}: max diff {diff}");

@@ -412,6 +412,23 @@ pub(crate) struct Step {
     pub(crate) positions: Option<Vec<u32>>,
     /// Additive mask broadcastable to `(b, 1, 1, q, past + q)`; `None` means plain causal.
     pub(crate) mask: Option<Tensor>,
+    /// With `q = 1` and a `mask`: the one run of keys `(start, len)` each row's mask hides
+    /// (its padding), so that decode attention can skip it instead of adding the mask.
+    pub(crate) hidden: Option<Arc<[(usize, usize)]>>,
+}
+
+/// What one layer's attention may see: a step's mask, and the run of keys it hides per row.
+#[derive(Clone, Copy)]
+pub(crate) struct Attend<'a> {
+    mask: Option<&'a Tensor>,
+    hidden: Option<&'a Arc<[(usize, usize)]>>,
+}
+
+impl Step {
+    /// Plain causal attention at the cache's own positions.
+    pub(crate) fn causal() -> Step {
+        Step { positions: None, mask: None, hidden: None }
+    }
 }
 
 /// The backbone: embedding, decoder layers, final norm and output matrix.
@@ -532,7 +549,8 @@ impl Backbone {
         let mut x = x.clone();
         for (i, block) in self.blocks.iter().enumerate() {
             let layer_cache = cache.as_mut().map(|c| &mut c.layers[i]);
-            x = self.block_forward(i, block, &x, &cos, &sin, mask.as_ref(), layer_cache, past, role, mode)?;
+            let attend = Attend { mask: mask.as_ref(), hidden: step.hidden.as_ref() };
+            x = self.block_forward(i, block, &x, &cos, &sin, attend, layer_cache, past, role, mode)?;
         }
         if let Some(c) = cache {
             c.len += q;
@@ -590,13 +608,14 @@ impl Backbone {
         x: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: Option<&Tensor>,
+        attend: Attend<'_>,
         cache: Option<&mut Option<LayerKv>>,
         past: usize,
         role: &RoleView,
         mode: Mode,
     ) -> Result<Tensor> {
         let cfg = &self.cfg;
+        let mask = attend.mask;
         let (b, q_len, _) = x.dims3()?;
         let (n_h, n_kv, hd) = (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim);
         let n_rep = n_h / n_kv;
@@ -636,11 +655,14 @@ impl Backbone {
         };
         let kv_len = k.dim(2)?;
 
-        // One query per head, no mask, on the CPU (single-sequence decode): read the cache in
-        // place instead of packing it for two tiny matmuls.
-        if mode == Mode::Fast && q_len == 1 && mask.is_none() && q.device().is_cpu() && q.dtype() == DType::F32 {
+        // One query per head on the CPU, with no mask or one that hides a run of keys per row
+        // (decode, alone or batched): read the cache in place instead of packing it for two
+        // tiny matmuls, and skip the hidden keys instead of adding a mask and taking e^-1e9.
+        let plain = mask.is_none() || attend.hidden.is_some();
+        if mode == Mode::Fast && q_len == 1 && plain && q.device().is_cpu() && q.dtype() == DType::F32 {
             let scale = 1.0 / (hd as f32).sqrt();
-            let attn = q.apply_op3_no_bwd(&k, &v, &DecodeAttention { scale })?;
+            let op = DecodeAttention { scale, hidden: attend.hidden.filter(|_| mask.is_some()).cloned() };
+            let attn = q.apply_op3_no_bwd(&k, &v, &op)?;
             let attn = attn.reshape((b, q_len, n_h * hd))?;
             let x = (x + blk.o.forward(&attn, role.get(layer, 3))?)?;
             return self.mlp(layer, blk, &x, role, mode);

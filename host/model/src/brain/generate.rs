@@ -563,7 +563,7 @@ impl Brain {
                     let mut c0 = 0;
                     while c0 < n {
                         let c1 = (c0 + cols).min(n);
-                        let step = Step { positions: None, mask: None };
+                        let step = Step::causal();
                         backbone.forward(&x.narrow(1, c0, c1 - c0)?.contiguous()?, &step, Some(&mut kv), &view, Mode::Fast)?;
                         c0 = c1;
                     }
@@ -628,7 +628,7 @@ impl Brain {
             let g1 = (g0 + cols).min(q_all);
             let step = match pads.iter().any(|&p| p > 0) {
                 true => tail_step(&pad_start, &pads, past, g0..g1, self.device())?,
-                false => Step { positions: None, mask: None },
+                false => Step::causal(),
             };
             let xc = x.narrow(1, g0, g1 - g0)?.contiguous()?;
             let hidden = backbone.forward(&xc, &step, Some(&mut kv), &view, Mode::Fast)?;
@@ -705,7 +705,7 @@ fn tail_step(pad_start: &[usize], pads: &[usize], past: usize, cols: std::ops::R
             row[slot + 1..].fill(MASKED);
         }
     }
-    Ok(Step { positions: Some(positions), mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, keys), dev)?) })
+    Ok(Step { positions: Some(positions), mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, keys), dev)?), hidden: None })
 }
 
 /// Mask and positions for one decode step of `n` rows feeding `q` tokens each (`q > 1` only
@@ -714,7 +714,7 @@ fn tail_step(pad_start: &[usize], pads: &[usize], past: usize, cols: std::ops::R
 fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], past: usize, q: usize, dev: &Device) -> Result<Step> {
     if pads.iter().all(|&p| p == 0) {
         // Every row is at the same position with nothing to hide: plain causal.
-        return Ok(Step { positions: None, mask: None });
+        return Ok(Step::causal());
     }
     let n = next_pos.len();
     let kv = past + q;
@@ -728,9 +728,12 @@ fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], past: usiz
             row[past + i + 1..].fill(MASKED);
         }
     }
+    // One new token per row: the mask hides each row's padding and nothing else.
+    let hidden = (q == 1).then(|| pad_start.iter().zip(pads).map(|(&s, &n)| (s, n)).collect());
     Ok(Step {
         positions: Some(positions),
         mask: Some(Tensor::from_vec(mask, (n, 1, 1, q, kv), dev)?),
+        hidden,
     })
 }
 

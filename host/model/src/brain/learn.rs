@@ -110,7 +110,7 @@ impl Brain {
             let (_, n, h) = s.dims3()?;
             x = Tensor::cat(&[&s.broadcast_as((b, n, h))?, &x], 1)?;
         }
-        let step = Step { positions: None, mask: None };
+        let step = Step::causal();
         let hidden = backbone.forward(&x, &step, None, &view, Mode::Diff)?;
         Ok(hidden.narrow(1, n_soft, t_max)?)
     }
@@ -158,7 +158,7 @@ impl Brain {
             if total >= backbone.max_positions() {
                 return Err(Error::ContextOverflow { tokens: total, max_new: 1, context: backbone.max_positions() });
             }
-            let step = Step { positions: None, mask: None };
+            let step = Step::causal();
             backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?;
         }
         Ok(PromptHead { role, ids: head.to_vec(), kv })
@@ -235,7 +235,7 @@ impl Brain {
         let backbone = self.dense_for(head.role)?;
         let params = self.role_params(head.role);
         let view: RoleView = params.view(self.scale, false)?;
-        let step = Step { positions: None, mask: None };
+        let step = Step::causal();
         // The role tokens back in the graph: they come first and see nothing before them, so
         // their keys and values, recomputed here with a graph (a few positions), equal the
         // head's; the tail's attention to them then carries a gradient to the role tokens.
