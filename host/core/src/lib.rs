@@ -407,6 +407,52 @@ pub trait Checker: Send + Sync {
     ) -> Result<FaithfulnessReport, BoxError>;
 }
 
+/// How many items a candidate and a reference state, and how many they share.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overlap {
+    /// Items the candidate states.
+    pub candidate: u32,
+    /// Items the reference states.
+    pub reference: u32,
+    /// Items both state.
+    pub shared: u32,
+}
+
+impl Overlap {
+    /// The share of the candidate's items the reference states (1 when it states none).
+    pub fn precision(&self) -> f64 {
+        if self.candidate == 0 { 1.0 } else { f64::from(self.shared) / f64::from(self.candidate) }
+    }
+
+    /// The share of the reference's items the candidate states (1 when there are none).
+    pub fn recall(&self) -> f64 {
+        if self.reference == 0 { 1.0 } else { f64::from(self.shared) / f64::from(self.reference) }
+    }
+
+    /// Adds another count (micro-averaging over tasks).
+    pub fn add(&mut self, other: Overlap) {
+        self.candidate += other.candidate;
+        self.reference += other.reference;
+        self.shared += other.shared;
+    }
+}
+
+/// What a candidate problem shares with the reference problem: objects (counted per type),
+/// initial facts and goal literals, under the renaming of objects that shares the most
+/// facts. Unlike the faithfulness check it needs no exact mapping, so it grades even an
+/// answer no mapping fits: how much of a task a sampled answer gets right.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactAgreement {
+    /// Declared objects.
+    pub objects: Overlap,
+    /// Initial facts.
+    pub init: Overlap,
+    /// Goal literals, with their polarity.
+    pub goal: Overlap,
+    /// The candidate's goal already holds in its own initial state (the planner's plan is empty).
+    pub goal_holds_initially: bool,
+}
+
 /// One planning task: the text x, and the reference spec when one is known.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Task {

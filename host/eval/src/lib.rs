@@ -64,7 +64,7 @@ pub use transfer::{
 };
 
 pub use metrics::{
-    disagreement_bound, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts,
+    disagreement_bound, AgreementTotals, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts,
     FaithfulnessMetrics, MetricsError, wilson_interval,
 };
 pub use planbench::{load_planbench, LoadError, PlanBenchSet, PlanBenchTask};

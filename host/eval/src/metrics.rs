@@ -1,11 +1,58 @@
-//! Faithfulness metrics over a set of results, the solver–correctness disagreement bound, and
-//! the Judge's ROC AUC.
+//! Faithfulness metrics over a set of results, what the answers share with the reference
+//! problems up to renaming, the solver–correctness disagreement bound, and the Judge's ROC AUC.
 //!
 //! Every rate is a mean over the reports given. An empty set gives zeros (and `drift: None`),
 //! not NaN, so a report over an empty split still serialises.
 
-use onebrain_core::{Decision, Drift, FaithfulnessReport};
+use onebrain_core::{Decision, Drift, FaithfulnessReport, Overlap};
+use onebrain_roles::EpisodeRecord;
 use serde::{Deserialize, Serialize};
+
+/// What a set of answers shares with their reference problems, up to renaming: objects, initial
+/// facts and goal literals, summed over the answers (micro-averaged precision and recall),
+/// and how many answers state a goal that already holds in their own initial state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgreementTotals {
+    /// Answers compared: a reference exists and the returned problem parses.
+    pub answers: usize,
+    /// Of those, answers whose goal holds in their initial state.
+    pub goal_holds_initially: usize,
+    /// Declared objects.
+    pub objects: Overlap,
+    /// Initial facts.
+    pub init: Overlap,
+    /// Goal literals.
+    pub goal: Overlap,
+}
+
+impl AgreementTotals {
+    /// The totals of the records that carry a [`onebrain_core::FactAgreement`]; `None` when
+    /// none does.
+    pub fn from_records<'a>(records: impl IntoIterator<Item = &'a EpisodeRecord>) -> Option<AgreementTotals> {
+        let mut t = AgreementTotals::default();
+        for a in records.into_iter().filter_map(|r| r.fact_agreement) {
+            t.answers += 1;
+            t.goal_holds_initially += usize::from(a.goal_holds_initially);
+            t.objects.add(a.objects);
+            t.init.add(a.init);
+            t.goal.add(a.goal);
+        }
+        (t.answers > 0).then_some(t)
+    }
+
+    /// `init P 0.80 R 0.67, goal P 0.50 R 0.50, objects P 1.00 R 1.00, goal holds initially 3/8`.
+    pub fn line(&self) -> String {
+        let pr = |o: &Overlap| format!("P {:.2} R {:.2}", o.precision(), o.recall());
+        format!(
+            "init {}, goal {}, objects {}, goal holds initially {}/{}",
+            pr(&self.init),
+            pr(&self.goal),
+            pr(&self.objects),
+            self.goal_holds_initially,
+            self.answers
+        )
+    }
+}
 
 /// Why a metric could not be computed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -11,7 +11,7 @@ use onebrain_core::{Category, FaithfulnessReport};
 use onebrain_roles::{EpisodeRecord, Strategy};
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::{disagreement_bound, roc_auc, DisagreementBound, FaithfulnessMetrics};
+use crate::metrics::{disagreement_bound, roc_auc, AgreementTotals, DisagreementBound, FaithfulnessMetrics};
 use crate::svg;
 
 /// Steps shown in CSR(h) and the heatmap: h = 0..=H_max.
@@ -136,6 +136,9 @@ pub struct StrategyReport {
     /// The Judge's scores, when it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeReport>,
+    /// What the answers share with the reference problems (up to renaming), where references exist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<AgreementTotals>,
     /// ε̂ with its Hoeffding bound, where a checker ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disagreement: Option<DisagreementBound>,
@@ -344,6 +347,7 @@ impl StrategyReport {
             average_success,
             faithful,
             faithfulness,
+            agreement: AgreementTotals::from_records(records.iter().copied()),
             csr,
             delta: delta_h,
             dominant,
@@ -467,6 +471,14 @@ impl Report {
                         c.schema_drift,
                         c.constraint_omission
                     );
+                }
+            }
+            if self.strategies.iter().any(|x| x.agreement.is_some()) {
+                let _ = writeln!(s, "\nWhat the answers share with the reference problems under the renaming of objects that shares the most facts (precision P, recall R, summed over answers; objects counted per type):\n");
+                for x in &self.strategies {
+                    if let Some(a) = &x.agreement {
+                        let _ = writeln!(s, "- {}: {}", x.strategy, a.line());
+                    }
                 }
             }
             if let Some(d) = self.strategies.iter().find_map(|x| x.disagreement) {

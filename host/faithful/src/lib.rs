@@ -67,6 +67,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod agreement;
 mod check;
 mod goal;
 mod invariant;
@@ -75,8 +76,9 @@ mod model;
 mod schema;
 mod search;
 
+pub use agreement::fact_agreement;
 pub use model::ModelError;
-pub use onebrain_core::{Decision, Drift, FaithfulnessReport, Spec};
+pub use onebrain_core::{Decision, Drift, FactAgreement, FaithfulnessReport, Overlap, Spec};
 
 use onebrain_core::{BoxError, Checker};
 

@@ -49,6 +49,10 @@ pub enum ConstraintSpec {
         /// close on the same objects, `:init` and goal, compared as sets.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         avoid: Vec<String>,
+        /// The goal may not close while it holds in the answer's own `:init` (its plan would
+        /// be empty).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        forbid_goal_at_init: bool,
     },
     /// A domain and then a problem, continuing a primer that opened `(define (domain `. The
     /// problem is held to the predicates, types and constants the answer's domain declared.
@@ -60,6 +64,9 @@ pub enum ConstraintSpec {
         /// up to case, spacing and comments), its goal may not close on the same problem.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         avoid: Vec<String>,
+        /// As for [`ConstraintSpec::Problem`]: the problem's goal may not already hold.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        forbid_goal_at_init: bool,
     },
     /// Bounded reasoning, then a ```plan block of the domain's actions over `objects`.
     Plan {
@@ -318,9 +325,12 @@ impl Staged {
     fn new(spec: ConstraintSpec, env: Arc<TokenEnv>, max_tokens: usize) -> Result<Staged, GrammarError> {
         let started = Instant::now();
         let (lark, stage, vocab, guard) = match &spec {
-            ConstraintSpec::Problem { domain, prefix, limits, avoid } => {
+            ConstraintSpec::Problem { domain, prefix, limits, avoid, forbid_goal_at_init } => {
                 let vocab = Arc::new(parse_domain(domain, limits)?);
                 let mut guard = Guard::new(vocab.clone(), *limits, max_tokens, prefix.as_bytes());
+                if *forbid_goal_at_init {
+                    guard.forbid_goal_at_init();
+                }
                 guard.measure_vocabulary(|b| env.tokenize(b));
                 guard.avoid(avoid.iter().filter_map(|a| Candidate::read(prefix.as_bytes(), a.as_bytes())).collect());
                 (lark::problem_continuation(&vocab, &Objects::Unknown, limits), Stage::Objects, Some(vocab), Some(guard))
@@ -402,6 +412,9 @@ impl Staged {
                     let vocab = Arc::new(vocab);
                     let limits = self.limits();
                     let mut guard = Guard::new(vocab.clone(), limits, self.max_tokens, b"");
+                    if let ConstraintSpec::Full { forbid_goal_at_init: true, .. } = &self.spec {
+                        guard.forbid_goal_at_init();
+                    }
                     let env = self.env.clone();
                     guard.measure_vocabulary(|b| env.tokenize(b));
                     guard.commit(&self.text[end..]);

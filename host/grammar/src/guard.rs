@@ -15,6 +15,10 @@
 //!   last the budget, `max_goal` or the objects have room for, or a bare goal's only one)
 //!   may not be the one that completes such a candidate, or the goal could neither close
 //!   nor go on.
+//! - With [`Guard::forbid_goal_at_init`], the goal may not close while it holds in the stated
+//!   initial state (every positive goal fact stated in `:init`, no negative one), the answer
+//!   whose plan is empty. The last goal fact there is room for may not be one that holds
+//!   there, when every fact before it does.
 //!
 //! The guard reads the answer as bytes with a small S-expression scanner: the grammar already
 //! guarantees the shape, so the scanner only has to find sections, facts and names.
@@ -326,6 +330,8 @@ pub(crate) struct Guard {
     max_tokens: usize,
     /// Problems the answer may not end up equal to.
     avoid: Vec<Candidate>,
+    /// The goal may not close while it holds in the stated initial state.
+    forbid_goal_at_init: bool,
     /// The longest fact's tokens, counted by the model's tokenizer.
     measured_fact_tokens: Option<usize>,
     /// What negating a goal fact adds (` (not` and `)`), counted by the model's tokenizer.
@@ -367,6 +373,7 @@ impl Guard {
             limits,
             max_tokens,
             avoid: Vec::new(),
+            forbid_goal_at_init: false,
             measured_fact_tokens: None,
             negation_tokens: None,
             longest_name_tokens: 0,
@@ -383,6 +390,30 @@ impl Guard {
     /// Problems the answer's goal may not close on.
     pub(crate) fn avoid(&mut self, candidates: Vec<Candidate>) {
         self.avoid = candidates;
+    }
+
+    /// The goal may not close while it already holds in the answer's own `:init`.
+    pub(crate) fn forbid_goal_at_init(&mut self) {
+        self.forbid_goal_at_init = true;
+    }
+
+    /// Whether `f`, a goal fact, holds in the stated initial state (`init` facts stated and
+    /// among `new_facts`).
+    fn holds_initially(&self, f: &Fact, new_facts: &[&Fact]) -> bool {
+        let stated = self.facts.iter().chain(new_facts.iter().copied()).any(|i| i.section == Section::Init && i.words == f.words);
+        stated == f.positive
+    }
+
+    /// Whether the goal must still state a fact that does not hold initially: the rule is on
+    /// and every goal fact so far (stated and `new_facts`) holds.
+    fn goal_must_break(&self, new_facts: &[&Fact]) -> bool {
+        self.forbid_goal_at_init
+            && self
+                .facts
+                .iter()
+                .chain(new_facts.iter().copied())
+                .filter(|f| f.section == Section::Goal)
+                .all(|f| self.holds_initially(f, new_facts))
     }
 
     /// The declared objects as written, once their section closed.
@@ -561,16 +592,21 @@ impl Guard {
                     if *opened_at == Some(tokens) && !self.room_for_fact(f.section, &new_facts, tokens) {
                         return false;
                     }
-                    if f.section == Section::Goal
-                        && self.last_goal_fact(*opened_at, tokens, *whole_goal, &new_facts)
-                        && self.repeat_completions(&new_facts).contains(f)
-                    {
-                        return false;
+                    if f.section == Section::Goal && self.last_goal_fact(*opened_at, tokens, *whole_goal, &new_facts) {
+                        if self.repeat_completions(&new_facts).contains(f) {
+                            return false;
+                        }
+                        if self.goal_must_break(&new_facts) && self.holds_initially(f, &new_facts) {
+                            return false;
+                        }
                     }
                     new_facts.push(f);
                 }
                 Event::GoalClosed => {
                     if self.would_repeat(objects_now.or(self.objects.as_ref()), &new_facts) {
+                        return false;
+                    }
+                    if self.goal_must_break(&new_facts) {
                         return false;
                     }
                 }
@@ -618,11 +654,10 @@ impl Guard {
         }
         // The last goal fact there is room for may not be one that makes the answer a repeat:
         // the goal could not close after it, and no other fact would fit.
-        let avoided = if section == Section::Goal && self.last_goal_fact(fact_list.opened_at, tokens, whole_goal, new_facts) {
-            self.repeat_completions(new_facts)
-        } else {
-            Vec::new()
-        };
+        let last = section == Section::Goal && self.last_goal_fact(fact_list.opened_at, tokens, whole_goal, new_facts);
+        let avoided = if last { self.repeat_completions(new_facts) } else { Vec::new() };
+        // The goal's last fact must be one that does not hold initially.
+        let must_break = last && self.goal_must_break(new_facts);
         // Counted as stated. Only built when there are any: this runs for every token a mask
         // lets through.
         let taken: Vec<&Fact>;
@@ -634,7 +669,13 @@ impl Guard {
         };
         if top.words.is_empty() {
             if section == Section::Goal && self.vocab.negative_goals && positive && "not".starts_with(partial) {
-                return true;
+                // A `(not` that only facts holding initially could follow would be a dead end.
+                let negation_breaks = || {
+                    self.vocab.predicates.iter().any(|(p, _)| self.open_completions(section, false, p, &[], "", new_facts, true))
+                };
+                if !must_break || negation_breaks() {
+                    return true;
+                }
             }
             if parent == Some(":goal") && "and".starts_with(partial) {
                 return true;
@@ -644,13 +685,13 @@ impl Guard {
                 .predicates
                 .iter()
                 .filter(|(p, _)| p.starts_with(partial))
-                .any(|(p, _)| self.open_completions(section, positive, p, &[], "", new_facts));
+                .any(|(p, _)| self.open_completions(section, positive, p, &[], "", new_facts, must_break));
         }
         let pred = top.words[0].as_str();
         if matches!(pred, "and" | "not") {
             return true;
         }
-        self.open_completions(section, positive, pred, &top.words[1..], partial, new_facts)
+        self.open_completions(section, positive, pred, &top.words[1..], partial, new_facts, must_break)
     }
 
     /// Whether a new fact may open in `section` at the `tokens`-th token, after those stated
@@ -673,7 +714,7 @@ impl Guard {
     /// for blanks).
     fn last_goal_fact(&self, opened_at: Option<usize>, tokens: usize, whole_goal: bool, new_facts: &[&Fact]) -> bool {
         const SLACK: usize = 4;
-        if self.avoid.is_empty() {
+        if self.avoid.is_empty() && !self.forbid_goal_at_init {
             return false;
         }
         let goal_facts = self.facts.iter().chain(new_facts.iter().copied()).filter(|f| f.section == Section::Goal).count();
@@ -831,8 +872,19 @@ impl Guard {
         self.negation_tokens = Some(tokenize(b" (not").len() + 1);
     }
 
-    /// Whether some fact `(pred args… partial…)` that is not yet stated can still be written.
-    fn open_completions(&self, section: Section, positive: bool, pred: &str, args: &[String], partial: &str, new_facts: &[&Fact]) -> bool {
+    /// Whether some fact `(pred args… partial…)` that is not yet stated can still be written;
+    /// with `must_break`, one that does not hold in the stated initial state.
+    #[allow(clippy::too_many_arguments)]
+    fn open_completions(
+        &self,
+        section: Section,
+        positive: bool,
+        pred: &str,
+        args: &[String],
+        partial: &str,
+        new_facts: &[&Fact],
+        must_break: bool,
+    ) -> bool {
         let Some(sets) = self.arg_sets.get(pred) else { return true };
         let k = args.len();
         if k > sets.len() || (k == sets.len() && !partial.is_empty()) {
@@ -841,6 +893,9 @@ impl Guard {
         let same_prefix = |f: &&Fact| {
             f.section == section && f.positive == positive && f.words[0] == pred && f.words.len() == sets.len() + 1 && f.words[1..=k] == *args
         };
+        if must_break {
+            return self.breaking_completion(positive, pred, args, partial, sets, new_facts);
+        }
         if k == sets.len() {
             return !self.facts.iter().chain(new_facts.iter().copied()).any(|f| same_prefix(&f));
         }
@@ -855,6 +910,33 @@ impl Guard {
             .chain(new_facts.iter().copied())
             .filter(|f| same_prefix(f) && here.contains(&&f.words[k + 1]))
             .count() as u128;
+        used < total
+    }
+
+    /// Whether some goal fact `(pred args… partial…)` with this polarity, not yet stated, does
+    /// not hold in the stated initial state: a positive one outside `:init`, a negative one
+    /// over an `:init` fact.
+    fn breaking_completion(&self, positive: bool, pred: &str, args: &[String], partial: &str, sets: &[Vec<String>], new_facts: &[&Fact]) -> bool {
+        let k = args.len();
+        let all = || self.facts.iter().chain(new_facts.iter().copied());
+        let matches = |f: &Fact| {
+            f.words[0] == pred && f.words.len() == sets.len() + 1 && f.words[1..=k] == *args && (k == sets.len() || f.words[k + 1].starts_with(partial))
+        };
+        let goal_stated = |words: &[String]| all().any(|f| f.section == Section::Goal && f.positive == positive && f.words == words);
+        let init: BTreeSet<&[String]> = all().filter(|f| f.section == Section::Init && matches(f)).map(|f| f.words.as_slice()).collect();
+        if !positive {
+            // Only the negation of an initial fact breaks the goal.
+            return init.iter().any(|w| !goal_stated(w));
+        }
+        // Completions in all, less those stated or initially true (counted once each).
+        let here: Vec<&String> = if k == sets.len() { Vec::new() } else { sets[k].iter().filter(|n| n.starts_with(partial)).collect() };
+        let mut total: u128 = if k == sets.len() { 1 } else { here.len() as u128 };
+        for s in sets.iter().skip(k + 1) {
+            total = total.saturating_mul(s.len() as u128);
+        }
+        let stated: BTreeSet<&[String]> =
+            all().filter(|f| f.section == Section::Goal && f.positive && matches(f)).map(|f| f.words.as_slice()).collect();
+        let used = stated.union(&init).count() as u128;
         used < total
     }
 }
@@ -969,6 +1051,39 @@ mod tests {
     /// close (a repeat) nor take another fact (no room), so the guard gave way and the repair
     /// repeated the candidate. The last goal fact there is room for may not be the one that
     /// completes a candidate to avoid.
+    #[test]
+    fn a_goal_that_already_holds_may_not_close_when_forbidden() {
+        let text = "a b) (:init (on a b) (clear a) (handempty)) (:goal (and (on a b)";
+        let mut g = guard(text);
+        assert!(g.admits(b"))", 60), "allowed by default: some real tasks start at their goal");
+        g.forbid_goal_at_init();
+        assert!(!g.admits(b"))", 60) && !g.admits(b")", 60), "(on a b) holds in :init");
+        // A fact that does not hold opens the way to close.
+        assert!(g.admits(b" (on b a)", 60));
+        g.commit_token(b" (on b a)", 60);
+        assert!(g.admits(b"))", 61));
+    }
+
+    #[test]
+    fn the_last_goal_fact_may_not_hold_initially_when_every_other_does() {
+        let mut g = guard("a b) (:init (on a b) (clear a) (handempty)) (:goal (and (on a b)");
+        g.forbid_goal_at_init();
+        let fact = g.fact_tokens();
+        let last = 400 - (fact + GOAL_RESERVE.max(fact + 3) + 1);
+        // With room after it, a fact that holds may come: another can still break the goal.
+        assert!(g.admits(b" (clear a)", last - 10));
+        // As the last fact, it may not, nor a head whose every completion holds.
+        assert!(!g.admits(b" (clear a)", last) && !g.admits(b" (handempty", last));
+        assert!(g.admits(b" (clear b)", last) && g.admits(b" (clear", last));
+        assert!(!g.admits(b" (on a b", last), "stated, and it holds");
+        assert!(g.admits(b" (on b", last));
+        // A bare goal is its own last fact.
+        let mut bare = guard("a b) (:init (on a b) (handempty)) (:goal ");
+        bare.forbid_goal_at_init();
+        assert!(!bare.admits(b"(handempty)", 40) && !bare.admits(b"(on a b", 40));
+        assert!(bare.admits(b"(on b a)", 40) && bare.admits(b"(clear a)", 40));
+    }
+
     #[test]
     fn the_last_goal_fact_there_is_room_for_may_not_complete_a_candidate_to_avoid() {
         let prefix = b"(define (problem t) (:domain bw) (:objects ";

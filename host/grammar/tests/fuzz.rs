@@ -193,7 +193,7 @@ fn run_domain_case(c: DomainCase) -> Result<(), TestCaseError> {
     let keep_cap = c.max_tokens >= 256 && c.max_tokens >= 2 * longest_item(&domain) + 64;
     let limits = Limits { max_objects: 8, max_init: 12, max_goal: 6, ..Limits::default() };
     let spec = match c.mode {
-        0 => ConstraintSpec::Problem { domain, prefix: "(define (problem p) (:domain d) (:objects ".into(), limits, avoid: vec![] },
+        0 => ConstraintSpec::Problem { domain, prefix: "(define (problem p) (:domain d) (:objects ".into(), limits, avoid: vec![], forbid_goal_at_init: false },
         1 => ConstraintSpec::Plan { domain, objects: objects(), limits: Limits { max_plan_steps: 6, max_reasoning_chars: 40, ..limits } },
         _ => ConstraintSpec::NextAction { domain, objects: objects() },
     };
@@ -236,7 +236,7 @@ fn fuzz_full_answers() {
     let case = (1000usize..1600, any::<u64>(), prop::collection::vec(prop::sample::select(&b"( )\n-?:abxd019;"[..]), 0..6));
     let report = campaign::run("grammar/full-answers", 8, case, |(max_tokens, seed, favourites)| {
         let limits = Limits { max_objects: 6, max_init: 8, max_goal: 4, ..Limits::default() };
-        let spec = ConstraintSpec::Full { limits, avoid: vec![] };
+        let spec = ConstraintSpec::Full { limits, avoid: vec![], forbid_goal_at_init: false };
         let Some((text, finished)) = walk_within(&spec, max_tokens, seed, &favourites, false).map_err(TestCaseError::fail)? else {
             return Err(TestCaseError::fail("the full constraint does not build"));
         };
@@ -260,6 +260,7 @@ fn r35_4_a_negated_last_goal_fact_fits_inside_the_cap() {
         prefix: "(define (problem p) (:domain d) (:objects ".into(),
         limits: Limits { max_objects: 8, max_init: 12, max_goal: 6, ..Limits::default() },
         avoid: vec![],
+        forbid_goal_at_init: false,
     };
     walk(&spec, 171, 16221574099703993372, b"-").unwrap();
 }
@@ -303,7 +304,7 @@ fn full_answer_parses(text: &str) -> Result<(), String> {
 #[test]
 fn r35_4_a_full_answer_with_not_as_a_predicate_no_longer_runs_into_the_cap() {
     let limits = Limits { max_objects: 6, max_init: 8, max_goal: 4, ..Limits::default() };
-    let text = walk(&ConstraintSpec::Full { limits, avoid: vec![] }, 1096, 1798867267741943339, b"(1").unwrap().unwrap();
+    let text = walk(&ConstraintSpec::Full { limits, avoid: vec![], forbid_goal_at_init: false }, 1096, 1798867267741943339, b"(1").unwrap().unwrap();
     full_answer_parses(&text).unwrap();
 }
 
@@ -315,7 +316,7 @@ fn r35_4_parentheses_in_a_domain_comment_do_not_keep_the_domain_open() {
     let domain = "bw)\n  ; (on ?x ?y) means ?x is on ?y (((\n  (:predicates (on ?x ?y) (clear ?x)) ; )))\n  (:action stack :parameters (?x ?y) :precondition (clear ?y) :effect (on ?x ?y)))";
     let answer = format!("{domain}\n```\n\n```pddl\n(define (problem p) (:domain bw) (:objects a b) (:init (clear b)) (:goal (on a b)))");
     let env = env();
-    let mut c = ConstraintSpec::Full { limits: Limits::default(), avoid: vec![] }.build(&env, 1 << 16).unwrap();
+    let mut c = ConstraintSpec::Full { limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false }.build(&env, 1 << 16).unwrap();
     for (i, b) in answer.bytes().enumerate() {
         let m = c.allowed().unwrap();
         assert!(m.is_allowed(u32::from(b)), "byte {i} ({:?}) refused after\n{}", b as char, &answer[..i]);

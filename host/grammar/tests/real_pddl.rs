@@ -91,7 +91,7 @@ fn split_at_objects(problem: &str) -> (String, String) {
 fn through_constraint(env: &Arc<TokenEnv>, domain: &str, name: &str, problem: &str) {
     let (prefix, body) = split_at_objects(problem);
     let prefix = if prefix.ends_with(char::is_whitespace) { prefix } else { format!("{prefix} ") };
-    let spec = ConstraintSpec::Problem { domain: domain.to_string(), prefix, limits: Limits::default(), avoid: vec![] };
+    let spec = ConstraintSpec::Problem { domain: domain.to_string(), prefix, limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false };
     let tokens: Vec<u32> = body.bytes().map(u32::from).collect();
     let masks = spec
         .replay(env, 1 << 20, &tokens)
@@ -143,7 +143,7 @@ fn domain_through_full_constraint(env: &Arc<TokenEnv>, name: &str, domain: &str)
     let lower = domain.to_ascii_lowercase();
     let at = lower.find("(domain").expect("a domain names itself") + "(domain".len();
     let body = domain[at..].trim_start();
-    let mut c = ConstraintSpec::Full { limits: Limits::default(), avoid: vec![] }.build(env, 1 << 20).unwrap();
+    let mut c = ConstraintSpec::Full { limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false }.build(env, 1 << 20).unwrap();
     for (i, b) in body.bytes().enumerate() {
         let m = c.allowed().unwrap();
         assert!(m.is_allowed(u32::from(b)), "{name}: byte {i} ({:?}) refused after\n{}", b as char, &body[..i]);
@@ -219,7 +219,7 @@ fn a_full_answer_is_one_sentence_and_its_problem_is_held_to_its_domain() {
     let bad = answer.replace("(on c b)", "(above c b)");
     assert!(env.accepts(&full_continuation(Some(&v), &Objects::Unknown, &limits), &bad).is_err());
     // The live constraint takes the same path and switches twice: domain, then objects.
-    let spec = ConstraintSpec::Full { limits, avoid: vec![] };
+    let spec = ConstraintSpec::Full { limits, avoid: vec![], forbid_goal_at_init: false };
     let mut c = spec.build(&env, 1 << 20).unwrap();
     for b in answer.bytes() {
         let m = c.allowed().unwrap();

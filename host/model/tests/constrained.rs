@@ -26,7 +26,7 @@ fn prompt(brain: &Brain) -> String {
 }
 
 fn spec(limits: GrammarLimits) -> ConstraintSpec {
-    ConstraintSpec::Problem { domain: DOMAIN.into(), prefix: PRIMER.into(), limits, avoid: vec![] }
+    ConstraintSpec::Problem { domain: DOMAIN.into(), prefix: PRIMER.into(), limits, avoid: vec![], forbid_goal_at_init: false }
 }
 
 #[test]
@@ -123,6 +123,7 @@ fn a_full_answer_is_a_domain_then_a_problem_over_its_predicates() {
         constraint: Some(ConstraintSpec::Full {
             limits: GrammarLimits { max_objects: 8, max_init: 16, max_goal: 8, ..GrammarLimits::default() },
             avoid: vec![],
+            forbid_goal_at_init: false,
         }),
         ..Default::default()
     };

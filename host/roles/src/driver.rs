@@ -52,6 +52,10 @@ impl Finalizer {
                 Err(e) => errors.push(format!("reward plugin: {e}")),
             }
         }
+        if let (Some(reference), Some(spec), false) = (reference, &rec.final_spec, rec.strategy.writes_plan()) {
+            // An answer that does not parse has nothing to compare; the record says so elsewhere.
+            rec.fact_agreement = onebrain_faithful::fact_agreement(&reference.problem, &spec.problem).ok();
+        }
         if let (Some(checker), Some(reference), false) =
             (&self.checker, reference, rec.strategy.writes_plan())
         {

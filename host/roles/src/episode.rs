@@ -160,6 +160,7 @@ impl Episode {
             judge_score: None,
             rewards: None,
             faithfulness: None,
+            fact_agreement: None,
             timings: EpisodeTimings::default(),
             repeated_repairs: 0,
             discarded_repeats: 0,
@@ -327,12 +328,17 @@ impl Episode {
                 })
             }
             _ => match self.cfg.mode {
-                Mode::Full => Some(ConstraintSpec::Full { limits, avoid: self.candidates_to_avoid(index) }),
+                Mode::Full => Some(ConstraintSpec::Full {
+                    limits,
+                    avoid: self.candidates_to_avoid(index),
+                    forbid_goal_at_init: self.cfg.forbid_goal_at_init,
+                }),
                 Mode::Problem => Some(ConstraintSpec::Problem {
                     domain: domain?,
                     prefix: self.ctx.primer(),
                     limits,
                     avoid: self.candidates_to_avoid(index),
+                    forbid_goal_at_init: self.cfg.forbid_goal_at_init,
                 }),
             },
         }

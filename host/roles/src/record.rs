@@ -6,7 +6,7 @@
 //! prompt (and its hash and token count), the generated token ids and the sampling config with
 //! its seed. The prompt's token ids are `model.encode(prompt)`, deterministic from the text.
 
-use onebrain_core::{Category, FaithfulnessReport, Rewards, Spec, Verdict};
+use onebrain_core::{Category, FactAgreement, FaithfulnessReport, Rewards, Spec, Verdict};
 use onebrain_model::{Role, SamplingConfig};
 use serde::{Deserialize, Serialize};
 
@@ -145,6 +145,10 @@ pub struct EpisodeRecord {
     /// The faithfulness checker's report on the returned spec, when a checker and a reference exist.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faithfulness: Option<FaithfulnessReport>,
+    /// What the returned problem shares with the reference's (up to renaming), when a reference
+    /// exists and the returned problem parses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fact_agreement: Option<FactAgreement>,
     /// Where the time went.
     pub timings: EpisodeTimings,
     /// Repairs that repeated an earlier candidate of the episode and were kept (and so spent

@@ -202,6 +202,10 @@ pub struct EpisodeConfig {
     pub grammar: onebrain_model::GrammarLimits,
     /// What a repair that repeats an earlier candidate does.
     pub editor_repeats: RepeatPolicy,
+    /// Under the grammar, a spec's goal may not close while it holds in the spec's own
+    /// initial state (the planner's empty plan). Off by default: a few real tasks start at
+    /// their goal.
+    pub forbid_goal_at_init: bool,
     /// Tree-of-Thought sizes.
     pub tot: TotConfig,
 }
@@ -227,6 +231,7 @@ impl Default for EpisodeConfig {
             constrain: Constrain::Grammar,
             grammar: onebrain_model::GrammarLimits::default(),
             editor_repeats: RepeatPolicy::Forbid,
+            forbid_goal_at_init: false,
             tot: TotConfig::default(),
         }
     }

@@ -372,6 +372,7 @@ mod tests {
             judge_score: Some(0.8),
             rewards: Some(rewards),
             faithfulness: None,
+            fact_agreement: None,
             timings: EpisodeTimings::default(),
             repeated_repairs: 0,
             discarded_repeats: 0,

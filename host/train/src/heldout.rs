@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use onebrain_eval::{roc_auc, wilson_interval, EvalConfig, FaithfulnessMetrics, TraceWriter};
+use onebrain_eval::{roc_auc, wilson_interval, AgreementTotals, EvalConfig, FaithfulnessMetrics, TraceWriter};
 use onebrain_roles::{config_base, EpisodeRecord, Services};
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +69,10 @@ pub struct HeldOutRow {
     pub solved_goal_at_init: usize,
     /// Solved, but with other objects than the task names (the checker's object test).
     pub solved_objects_changed: usize,
+    /// What the returned problems share with the references (up to renaming), and how many state a
+    /// goal that already holds (solved or not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<AgreementTotals>,
     /// The Judge's ROC AUC on the held-out first attempts (needs both outcomes).
     pub judge_auc: Option<f64>,
     /// The Judge's expected calibration error there.
@@ -101,6 +105,7 @@ impl HeldOutRow {
             solved_objects_changed: solved()
                 .filter(|r| r.faithfulness.as_ref().is_some_and(|f| !f.objects_preserved))
                 .count(),
+            agreement: AgreementTotals::from_records(records),
             judge_auc: roc_auc(&scores, &labels).ok(),
             judge_ece: calibration_error(&judged),
             secs,
@@ -118,8 +123,9 @@ impl HeldOutRow {
             let (lo, hi) = wilson_interval(k, self.tasks).unwrap_or((0.0, 0.0));
             format!("{k}/{} [{:.0}, {:.0}]", self.tasks, lo * 100.0, hi * 100.0)
         };
+        let agreement = self.agreement.map_or(String::new(), |a| format!(" | {}", a.line()));
         format!(
-            "held-out after {} updates: b0 {} bT {} Faithful {} drift {} | solved with the goal at init {}, objects changed {} | {:.0} s",
+            "held-out after {} updates: b0 {} bT {} Faithful {} drift {} | solved with the goal at init {}, objects changed {}{agreement} | {:.0} s",
             self.update,
             r(self.solved_b0),
             r(self.solved),

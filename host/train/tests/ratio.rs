@@ -71,6 +71,7 @@ fn sampled_batch(brain: &mut Brain) -> Batch {
         prefix: PRIMER.into(),
         limits: GrammarLimits::default(),
         avoid: vec![],
+        forbid_goal_at_init: false,
     };
     let tokens = brain.encode(&prompt).unwrap();
     let mut policy = Vec::new();

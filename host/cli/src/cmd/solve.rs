@@ -89,6 +89,7 @@ fn check_domain_file(path: &Path, config: &SolveConfig) -> anyhow::Result<()> {
         prefix: String::new(),
         limits: config.episode.grammar,
         avoid: Vec::new(),
+        forbid_goal_at_init: false,
     };
     match spec.check_bounds() {
         Err(e @ onebrain_grammar::GrammarError::TooLarge { .. }) => anyhow::bail!("--domain-file {}: {e}", path.display()),
