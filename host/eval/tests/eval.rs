@@ -94,6 +94,7 @@ fn record(
         judge_score: judge,
         rewards: None,
         faithfulness: faith,
+        fact_agreement: None,
         timings: EpisodeTimings {
             wall_ms: 1000.0,
             generation_ms: 800.0,
