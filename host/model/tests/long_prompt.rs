@@ -30,9 +30,12 @@ fn a_prompt_of_7000_tokens_prefills_in_bounded_memory() {
         return;
     };
     // At once, SmolLM2's 9 heads × 7,000² f32 scores are 1.7 GiB per layer, with as much
-    // again for their softmax. In chunks: at most 128 MiB of scores (and their softmax),
-    // and the KV cache (30 layers × 2 × 192 × 7,000 f32 = 320 MiB, with room to grow).
+    // again for their softmax: 3.4 GiB or more. In chunks: at most 128 MiB of scores (and
+    // their softmax), the KV cache (30 layers × 2 × 192 × 7,000 f32 = 320 MiB, twice while a
+    // layer's grows) and the heap's slack, which varies by machine: +827 and +843 MiB on one
+    // Zen 5, +1048 MiB on the CI machine (a bound of 1,000 failed there). 1,536 MiB still
+    // sits far below the quadratic 3.4 GiB.
     let grew = peak - before;
     eprintln!("{tokens} prompt tokens: resident {before:.0} MiB before, peak {peak:.0} MiB (+{grew:.0})");
-    assert!(grew < 1000.0, "prefill of {tokens} tokens grew resident memory by {grew:.0} MiB");
+    assert!(grew < 1536.0, "prefill of {tokens} tokens grew resident memory by {grew:.0} MiB");
 }
