@@ -141,6 +141,8 @@ pub struct Brain {
     cache: PrefixCache,
     /// The vocabulary as llguidance sees it, built on the first constrained generation.
     token_env: OnceLock<Arc<TokenEnv>>,
+    /// The weights' size as stored, for [`Brain::memory_estimate`].
+    model_bytes: u64,
 }
 
 impl std::fmt::Debug for Brain {
@@ -195,6 +197,7 @@ impl Brain {
         }
         let mut rng = rng_for(cfg.init_seed ^ 0x5eed, Role::Judge);
         let judge_head = init_judge_head(&varmap, base.cfg.hidden_size, &dev, &mut rng)?;
+        let model_bytes = crate::budget::stored_model_bytes(source.path());
         let brain = Brain {
             cfg: cfg.clone(),
             source,
@@ -207,6 +210,7 @@ impl Brain {
             scale: f64::from(cfg.lora_alpha) / rank as f64,
             cache: PrefixCache { capacity: cfg.prefix_cache_entries, ..Default::default() },
             token_env: OnceLock::new(),
+            model_bytes,
             base,
         };
         if cfg.train_backbone {

@@ -136,6 +136,12 @@ pub struct ModelConfig {
     /// AVX-512 VNNI (the machine of issue 33's session had none; its unit test runs there).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub allowed_logits: bool,
+    /// The most resident memory, MiB, one request to the model (weights, KV cache, prefill
+    /// work) may be estimated to need; a request past it is refused before any model time.
+    /// `None` is [`crate::DEFAULT_MEMORY_BUDGET_MIB`]. Left out when `None`, so the digests of
+    /// existing runs' configs stay the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_budget_mb: Option<usize>,
 }
 
 /// See [`ModelConfig::learner_weights`].
@@ -178,6 +184,7 @@ impl Default for ModelConfig {
             lora_targets: None,
             learner_weights: LearnerWeights::Sampler,
             allowed_logits: false,
+            memory_budget_mb: None,
         }
     }
 }
@@ -234,6 +241,9 @@ impl ModelConfig {
                 "lora_alpha must be positive, got {}",
                 self.lora_alpha
             )));
+        }
+        if self.memory_budget_mb == Some(0) {
+            return Err(Error::InvalidConfig("memory_budget_mb must be at least 1".into()));
         }
         if self.max_context == Some(0) {
             return Err(Error::InvalidConfig("max_context must be at least 1".into()));

@@ -67,6 +67,23 @@ pub enum Error {
         /// The model's maximum number of positions.
         context: usize,
     },
+    /// A request would hold more memory than the config's budget; refused before prefill.
+    #[error(
+        "{rows} row(s) of {positions} positions need an estimated {:.0} MiB (weights {:.0}, \
+         keys and values {:.0}, work {:.0}), past the memory budget of {budget_mib} MiB \
+         (model.memory_budget_mb)",
+        .estimate.total_mib(), .estimate.model_mib, .estimate.kv_mib, .estimate.work_mib
+    )]
+    OverBudget {
+        /// Rows in the request (a batch of rollouts, of Judge prompts).
+        rows: usize,
+        /// Positions per row: role tokens, the longest prompt and the tokens to generate.
+        positions: usize,
+        /// What the request was estimated to hold.
+        estimate: crate::budget::MemoryEstimate,
+        /// The budget, MiB.
+        budget_mib: usize,
+    },
     /// A token id is outside the vocabulary.
     #[error("token id {token} is outside the vocabulary of {vocab}")]
     TokenOutOfRange {

@@ -30,6 +30,7 @@
 mod attention;
 mod bench;
 mod brain;
+mod budget;
 mod checkpoint;
 mod config;
 mod constrain;
@@ -53,6 +54,7 @@ pub use bench::{
     bench_inference, bench_matmul, bench_training, peak_rss_mib, reset_peak_rss, rss_mib, InferenceBench, MatmulBench,
     TrainBench,
 };
+pub use budget::{MemoryEstimate, DEFAULT_MEMORY_BUDGET_MIB};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopReason};
 /// Constrained decoding: what a [`SamplingConfig::constraint`] holds, and the live masks.
 pub use onebrain_grammar::{ConstraintSpec, ConstraintStats, Limits as GrammarLimits, TokenEnv, TokenSet};

@@ -201,6 +201,34 @@ fn stop_strings_and_max_tokens_end_generation() {
     assert!(matches!(brain.generate(Role::Actor, &huge, &SamplingConfig::greedy(3)), Err(Error::ContextOverflow { .. })));
 }
 
+/// Issue 35: a request whose estimated memory passes the config's budget is refused with
+/// the figures, before prefill, and the model goes on serving requests that fit.
+#[test]
+fn a_request_past_the_memory_budget_is_refused_with_its_figures() {
+    let Some(mut brain) = smol(ModelConfig { memory_budget_mb: Some(700), ..Default::default() }) else { return };
+    assert_eq!(brain.memory_budget_mib(), 700);
+    let prompt = brain.chat_prompt(SYSTEM, QUESTION);
+    let long = brain.chat_prompt(SYSTEM, &"(on a b) ".repeat(1000));
+    let n = brain.encode(&long).unwrap().len();
+    let est = brain.memory_estimate(1, n + 4 + 3);
+    assert!(est.total_mib() > 700.0 && est.kv_mib > 0.0 && est.work_mib > 0.0, "{est:?}");
+    match brain.generate(Role::Actor, &long, &SamplingConfig::greedy(3)) {
+        Err(e @ Error::OverBudget { rows: 1, budget_mib: 700, .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("past the memory budget of 700 MiB") && msg.contains(&format!("{} positions", n + 7)), "{msg}");
+        }
+        other => panic!("expected OverBudget, got {other:?}"),
+    }
+    // Eight rows of a short prompt fit; the same rows with room for 7,000 tokens each do not.
+    let rows = vec![prompt.clone(); 8];
+    assert_eq!(brain.generate_batch(Role::Actor, &rows, &SamplingConfig::greedy(2)).unwrap().len(), 8);
+    let wide = SamplingConfig { max_tokens: 7000, ..SamplingConfig::greedy(2) };
+    assert!(matches!(brain.generate_batch(Role::Actor, &rows, &wide), Err(Error::OverBudget { rows: 8, .. })));
+    assert!(matches!(brain.judge(&long), Err(Error::OverBudget { .. })));
+    assert!(brain.judge(&prompt).is_ok());
+    assert!(ModelConfig { memory_budget_mb: Some(0), ..Default::default() }.validate().is_err());
+}
+
 #[test]
 fn differentiable_logits_agree_with_the_quantized_path() {
     let Some(mut brain) = smol(ModelConfig::default()) else { return };

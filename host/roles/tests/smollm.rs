@@ -109,3 +109,36 @@ fn smollm_episodes_complete_record_every_step_and_respect_the_budget() {
         );
     }
 }
+
+/// Issue 35: a model request past the memory budget ends the episode with a recorded error
+/// that names the budget, spends no verifier call, and the host goes on.
+#[test]
+fn an_episode_past_the_memory_budget_is_recorded_and_the_host_goes_on() {
+    if let Some(why) = ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let cfg = SolveConfig {
+        // Below the weights alone: every request is refused before prefill.
+        model: ModelConfig { memory_budget_mb: Some(64), ..ModelConfig::test_model() },
+        episode: EpisodeConfig { strategy: Strategy::MultiRole, mode: Mode::Problem, max_repairs: 1, max_tokens: 16, ..Default::default() },
+        plugins: RuntimeConfig {
+            plugin_dirs: vec!["plugins".into()],
+            reward: Some("paper-rewards".into()),
+            domains: vec!["blocksworld".into()],
+            ..Default::default()
+        },
+        checker: CheckerChoice::Native,
+        ..Default::default()
+    };
+    let services = Services::load(&cfg, root()).expect("services");
+    let mut model = onebrain_roles::load_model(&cfg, root()).expect("model");
+    for seed in [3, 4] {
+        let task = services.domain("blocksworld").unwrap().generate(seed, 3).unwrap();
+        let rec = solve_with(&cfg, &services, &mut model, task, &mut |_: &Event| {}).expect("a recorded episode");
+        let error = rec.error.as_deref().expect("the refusal is recorded");
+        assert!(error.contains("past the memory budget of 64 MiB"), "{error}");
+        assert_eq!(rec.solver_calls, 0);
+        assert!(!rec.solved);
+    }
+}

@@ -4,6 +4,8 @@ use std::{collections::VecDeque, sync::Mutex};
 
 use onebrain_grammar::GrammarError;
 
+use crate::budget::{MemoryEstimate, DEFAULT_MEMORY_BUDGET_MIB, PREFILL_POSITIONS, PREFILL_SCORES};
+
 use super::*;
 
 /// Why generation of a sequence ended.
@@ -272,7 +274,8 @@ impl Brain {
         let b = prompts.len();
         let start = Instant::now();
         let (distinct, of_row) = distinct_prompts(prompts);
-        let mut pre = self.prefill(role, &distinct)?;
+        let max_new = samplings.iter().map(|s| s.max_tokens).max().unwrap_or(0);
+        let mut pre = self.prefill(role, &distinct, b, max_new)?;
         if distinct.len() < b {
             pre = pre.rows(&of_row)?;
         }
@@ -491,7 +494,7 @@ impl Brain {
             return Ok(Vec::new());
         }
         let (distinct, of_row) = distinct_prompts(prompts);
-        let pre = self.prefill(Role::Judge, &distinct)?;
+        let pre = self.prefill(Role::Judge, &distinct, distinct.len(), 0)?;
         let w = self.judge_head.w.as_detached_tensor();
         let b = self.judge_head.b.as_detached_tensor();
         let logits = pre.last_hidden.broadcast_mul(&w)?.sum(1)?.broadcast_add(&b)?;
@@ -515,6 +518,22 @@ impl Brain {
         Ok(())
     }
 
+    /// What a request of `rows` rows of `positions` positions each (role tokens, prompt and
+    /// the tokens to generate) is estimated to hold resident, with this model.
+    pub fn memory_estimate(&self, rows: usize, positions: usize) -> MemoryEstimate {
+        MemoryEstimate::of(&self.base.cfg, self.model_bytes, rows, positions)
+    }
+
+    /// The memory budget a request must fit, MiB (`memory_budget_mb` in the config).
+    pub fn memory_budget_mib(&self) -> usize {
+        self.cfg.memory_budget_mb.unwrap_or(DEFAULT_MEMORY_BUDGET_MIB)
+    }
+
+    /// Refuses a request whose estimate passes the budget, before any model time.
+    fn check_memory(&self, rows: usize, positions: usize) -> Result<()> {
+        self.memory_estimate(rows, positions).check(self.memory_budget_mib(), rows, positions)
+    }
+
     /// Runs the prompts through the backbone, reusing cached prefixes.
     ///
     /// The rows go in [`prefix_groups`]: each group's shared head is computed once at batch 1
@@ -522,11 +541,13 @@ impl Brain {
     /// from it), then every row's own tail runs as one left-padded batch after its group's
     /// head. Groups with heads of different lengths sit in one cache padded to the longest,
     /// the padding hidden by the mask.
-    fn prefill(&mut self, role: Role, prompts: &[Vec<u32>]) -> Result<Prefilled> {
+    fn prefill(&mut self, role: Role, prompts: &[Vec<u32>], rows: usize, max_new: usize) -> Result<Prefilled> {
         let n_soft = self.cfg.role_tokens;
         for p in prompts {
             self.check_prompt(p)?;
         }
+        let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        self.check_memory(rows, n_soft + longest + max_new)?;
         let fp = self.fingerprint(role)?;
         let backbone = self.gen_backbone(role).clone();
         let params = self.role_params(role).clone();
@@ -659,21 +680,12 @@ impl Brain {
     /// Logits of the next token after each row of `prompts`, from the generation path
     /// (quantized weights, fused kernels, prefix cache, batching), e.g. to score choices.
     pub fn next_token_logits(&mut self, role: Role, prompts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>> {
-        let pre = self.prefill(role, prompts)?;
+        let pre = self.prefill(role, prompts, prompts.len(), 0)?;
         let backbone = self.gen_backbone(role);
         Ok(backbone.logits(&pre.last_hidden)?.to_vec2::<f32>()?)
     }
 }
 
-
-/// Most positions (rows × columns) one forward of a batch's tails runs at once.
-const PREFILL_POSITIONS: usize = 2048;
-
-/// Most attention scores (rows × heads × columns × keys, f32) one prefill forward holds at
-/// once: 128 MiB, and as much again for their softmax. With it, a prompt's prefill memory
-/// grows with its length (the KV cache), not with its square: a 17k-token prompt computed
-/// at once held 17k² scores per head and took the host past 24 GB.
-const PREFILL_SCORES: usize = 32 << 20;
 
 /// Columns per prefill forward for `b` rows attending to up to `keys` positions.
 fn prefill_columns(b: usize, keys: usize, heads: usize) -> usize {
