@@ -141,7 +141,7 @@ pub struct Brain {
     cache: PrefixCache,
     /// The vocabulary as llguidance sees it, built on the first constrained generation.
     token_env: OnceLock<Arc<TokenEnv>>,
-    /// The weights' size as stored, for [`Brain::memory_estimate`].
+    /// The weights' resident size, for [`Brain::memory_estimate`].
     model_bytes: u64,
 }
 
@@ -197,7 +197,7 @@ impl Brain {
         }
         let mut rng = rng_for(cfg.init_seed ^ 0x5eed, Role::Judge);
         let judge_head = init_judge_head(&varmap, base.cfg.hidden_size, &dev, &mut rng)?;
-        let model_bytes = crate::budget::stored_model_bytes(source.path());
+        let model_bytes = crate::budget::resident_model_bytes(&source, base.param_count(), cfg.dtype.dtype().size_in_bytes());
         let brain = Brain {
             cfg: cfg.clone(),
             source,

@@ -7,6 +7,7 @@
 //! budget is refused with [`Error::OverBudget`] before its prefill starts.
 
 use crate::error::{Error, Result};
+use crate::paths::ModelSource;
 use crate::transformer::ArchConfig;
 
 /// Most positions (rows × columns) one prefill forward runs at once.
@@ -35,7 +36,7 @@ const MIB: f64 = (1 << 20) as f64;
 /// What a request of `rows` rows of `positions` positions each is estimated to hold, MiB.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MemoryEstimate {
-    /// The weights as stored (the model file's size).
+    /// The weights as loaded.
     pub model_mib: f64,
     /// Keys and values of every row's positions, with room to grow.
     pub kv_mib: f64,
@@ -45,7 +46,7 @@ pub struct MemoryEstimate {
 
 impl MemoryEstimate {
     /// For `rows` rows of up to `positions` positions (prompt, role tokens and the tokens
-    /// to generate) on a model of shape `cfg` whose weights take `model_bytes`.
+    /// to generate) on a model of shape `cfg` whose weights hold `model_bytes`.
     pub(crate) fn of(cfg: &ArchConfig, model_bytes: u64, rows: usize, positions: usize) -> MemoryEstimate {
         let f32_bytes = 4.0;
         let kv_per_position = (cfg.num_hidden_layers * 2 * cfg.num_key_value_heads * cfg.head_dim) as f64 * f32_bytes;
@@ -84,17 +85,66 @@ impl MemoryEstimate {
     }
 }
 
-/// The bytes a model's weights take, as stored: a GGUF file's size, or a Hugging Face
-/// directory's safetensors files together.
-pub(crate) fn stored_model_bytes(path: &std::path::Path) -> u64 {
-    if path.is_file() {
-        return std::fs::metadata(path).map_or(0, |m| m.len());
+/// The bytes a loaded model's weights hold: a GGUF's matrices sit in 8-bit blocks (34 bytes
+/// per 32 weights; 4- and 5-bit files are re-quantized up to them), a Hugging Face
+/// directory's in the dense dtype.
+pub(crate) fn resident_model_bytes(source: &ModelSource, params: usize, dense_bytes_per_param: usize) -> u64 {
+    match source {
+        ModelSource::Gguf(path) => {
+            let file = std::fs::metadata(path).map_or(0, |m| m.len());
+            file.max(params as u64 * 34 / 32)
+        }
+        ModelSource::HfDir(_) => (params * dense_bytes_per_param) as u64,
     }
-    std::fs::read_dir(path).map_or(0, |dir| {
-        dir.flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
-            .filter_map(|e| e.metadata().ok())
-            .map(|m| m.len())
-            .sum()
-    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transformer::Arch;
+
+    /// Qwen2.5-0.5B's shape, as its GGUF states it.
+    fn qwen_half_b() -> ArchConfig {
+        ArchConfig {
+            arch: Arch::Qwen2,
+            vocab_size: 151_936,
+            hidden_size: 896,
+            intermediate_size: 4864,
+            num_hidden_layers: 24,
+            num_attention_heads: 14,
+            num_key_value_heads: 2,
+            head_dim: 64,
+            rms_norm_eps: 1e-6,
+            rope_theta: 1e6,
+            max_position_embeddings: 32_768,
+            rope_interleaved: false,
+        }
+    }
+
+    /// The README's statement: a `solve` with the default model at its longest accepted
+    /// prompt (the whole context, one row) fits the default budget.
+    #[test]
+    fn the_default_model_at_its_whole_context_fits_the_default_budget() {
+        let cfg = qwen_half_b();
+        let weights = 494_032_768 * 34 / 32;
+        let est = MemoryEstimate::of(&cfg, weights, 1, 32_768);
+        eprintln!("{est:?}, total {:.0} MiB", est.total_mib());
+        assert!(est.check(DEFAULT_MEMORY_BUDGET_MIB, 1, 32_768).is_ok(), "{est:?}");
+        // Rows at training-task lengths fit; eight rows of the whole context do not.
+        let widest = (1..=32_768).rev().find(|&p| MemoryEstimate::of(&cfg, weights, 8, p).total_mib() <= 4096.0).unwrap();
+        eprintln!("eight rows fit up to {widest} positions each");
+        assert!(widest > 2_000);
+        let err = MemoryEstimate::of(&cfg, weights, 8, 32_768).check(DEFAULT_MEMORY_BUDGET_MIB, 8, 32_768).unwrap_err();
+        assert!(err.to_string().starts_with("8 row(s) of 32768 positions need an estimated"), "{err}");
+    }
+
+    /// Memory grows with rows × positions, not with their square: doubling a long prompt
+    /// at most doubles the request's estimate.
+    #[test]
+    fn the_estimate_grows_linearly_past_the_first_chunk() {
+        let cfg = qwen_half_b();
+        let at = |p| MemoryEstimate::of(&cfg, 0, 1, p).request_mib();
+        assert!(at(16_384) <= 2.0 * at(8_192) && at(32_768) <= 2.0 * at(16_384));
+        assert!(at(32_768) > at(16_384));
+    }
 }
