@@ -5,6 +5,8 @@
 //! configured strategy on each through `onebrain-roles`, appends each episode to a JSONL trace
 //! ([`TraceWriter`]; a rerun resumes from it), and writes the [`Report`] (Markdown, JSON and
 //! SVG plots) next to the trace. [`write_report`] recomputes the report from a trace alone.
+//! Episodes whose model or plugins failed are recorded like the others; [`failures`] reads
+//! back which step failed and why (trap, NaN, timeout, fuel, …), and the report counts them.
 //!
 //! The metrics are the numbers the evaluation and training issues report, computed from the
 //! faithfulness checker's [`FaithfulnessReport`]s (one per task):
@@ -36,6 +38,7 @@
 #![deny(missing_docs)]
 
 mod config;
+mod failures;
 mod metrics;
 mod planbench;
 mod report;
@@ -47,6 +50,7 @@ mod trace;
 mod transfer;
 
 pub use config::{ConfigError, EvalConfig, ReportConfig};
+pub use failures::{count_failures, failures, FailedStep, Failure, FailureCause, FailureCount};
 pub use report::{
     JudgeReport, Rate, Report, ReportPaths, StrategyReport, Summary, TimingReport, MAX_H,
 };

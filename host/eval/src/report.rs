@@ -11,6 +11,7 @@ use onebrain_core::{Category, FaithfulnessReport};
 use onebrain_roles::{EpisodeRecord, Strategy};
 use serde::{Deserialize, Serialize};
 
+use crate::failures::{count_failures, FailedStep, FailureCause, FailureCount};
 use crate::metrics::{disagreement_bound, roc_auc, AgreementTotals, DisagreementBound, FaithfulnessMetrics};
 use crate::svg;
 
@@ -149,6 +150,9 @@ pub struct StrategyReport {
     pub timing: TimingReport,
     /// Episodes that ended with an error note.
     pub errors: usize,
+    /// The failed steps of those episodes, by step and cause ([`count_failures`](crate::count_failures)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<FailureCount>,
 }
 
 /// The whole report.
@@ -359,6 +363,7 @@ impl StrategyReport {
             mean_rewards,
             timing,
             errors: records.iter().filter(|r| r.error.is_some()).count(),
+            failures: count_failures(records.iter().copied()),
         }
     }
 }
@@ -628,6 +633,9 @@ impl Report {
                 x.errors
             );
         }
+        if self.strategies.iter().any(|x| !x.failures.is_empty()) {
+            failure_table(&mut s, &self.strategies);
+        }
         if !plots.is_empty() {
             let _ = writeln!(s, "\n## Plots\n");
             for p in plots {
@@ -744,6 +752,28 @@ impl Report {
     }
 }
 
+/// The failed steps by step and cause, one row per strategy and step that failed.
+fn failure_table(s: &mut String, strategies: &[StrategyReport]) {
+    let causes: Vec<&str> = FailureCause::ALL.iter().map(|c| c.as_str()).collect();
+    let _ = writeln!(s, "\n## Failed steps (by step and cause)\n");
+    let _ = writeln!(s, "| strategy | step | {} | total |", causes.join(" | "));
+    let _ = writeln!(s, "|---|---|{}---:|", "---:|".repeat(causes.len()));
+    for x in strategies {
+        for step in FailedStep::ALL {
+            let count = |cause: FailureCause| {
+                x.failures.iter().find(|f| f.step == step && f.cause == cause).map_or(0, |f| f.count)
+            };
+            let cells: Vec<usize> = FailureCause::ALL.into_iter().map(count).collect();
+            let total: usize = cells.iter().sum();
+            if total > 0 {
+                let cells: Vec<String> = cells.iter().map(usize::to_string).collect();
+                let _ = writeln!(s, "| {} | {} | {} | {total} |", x.strategy, step.as_str(), cells.join(" | "));
+            }
+        }
+    }
+    let _ = writeln!(s, "\nOne count per episode and step, read from the episode's error: trap = a panic or other trap, non-finite = NaN or ±∞ refused, timeout = the wall-clock limit, fuel = the instruction budget, invalid = another value refused, reported = the plugin's own error, other = the rest (model errors among them).");
+}
+
 fn category_rows() -> Vec<String> {
     Category::ALL
         .iter()
@@ -805,5 +835,27 @@ mod tests {
             md.contains("| multi-role | 3 | 2 | 1 | 3 (75.0 %) | 1 (25.0 %) |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn the_failure_table_has_a_row_per_failed_step_with_its_causes() {
+        use crate::failures::{FailedStep as S, FailureCause as C};
+        let row = |step, cause, count| FailureCount { step, cause, count };
+        let report = Report {
+            strategies: vec![StrategyReport {
+                strategy: Strategy::MultiRole,
+                errors: 5,
+                failures: vec![row(S::Reward, C::Trap, 2), row(S::Reward, C::Timeout, 1), row(S::Checker, C::NonFinite, 3)],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let md = report.markdown(&[]);
+        assert!(md.contains("| strategy | step | trap | non-finite | timeout | fuel | invalid | reported | other | total |"), "{md}");
+        assert!(md.contains("| multi-role | reward | 2 | 0 | 1 | 0 | 0 | 0 | 0 | 3 |"), "{md}");
+        assert!(md.contains("| multi-role | checker | 0 | 3 | 0 | 0 | 0 | 0 | 0 | 3 |"), "{md}");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["strategies"][0]["failures"][2], serde_json::json!({"step": "checker", "cause": "non-finite", "count": 3}));
+        assert!(!Report::default().markdown(&[]).contains("Failed steps"));
     }
 }
