@@ -267,7 +267,11 @@ where
                     }
                     let reference = slot.episode.task().reference.clone();
                     let mut rec = slot.episode.finish();
-                    finalizer.finalize(&mut rec, cfg, reference.as_ref());
+                    // Plugins run outside the async context: a guest's write to stdout or
+                    // stderr (a panic's message) makes wasmtime-wasi block on the ambient
+                    // tokio runtime, which panics inside `block_on` and ended the whole run
+                    // (issue 35's soak). `block_in_place` leaves that context for the call.
+                    tokio::task::block_in_place(|| finalizer.finalize(&mut rec, cfg, reference.as_ref()));
                     on_event(&Event::Finished(Box::new(rec.clone())));
                     on_record(rec)?;
                     closed = true;
