@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use crate::harness::{model_ready, repo, TestCommand};
+use crate::harness::{build_plugins, model_ready, repo, TestCommand};
 
 /// An eval config in `dir`: two strategies on one generated BlocksWorld task, SmolLM2.
 fn write_config(dir: &Path) -> std::path::PathBuf {
@@ -203,4 +203,69 @@ fn r20_the_array_script_shards_an_eval_over_two_processes_and_merges_it() {
     }
     let err = TestCommand::new(&["eval", "--shard", "2/2", "--config"]).arg(&split_cfg).fails_with(2);
     assert!(err.contains("K/N"), "{err}");
+}
+
+/// Issue 35: the fault-injection soak (`configs/eval-soak.toml`) cut to 8 episodes. Its
+/// reward and checker (`chaos-reward`, `chaos-checker`) trap, answer NaN or hang until the
+/// host's limits stop them, each on 10 % of calls. Every episode reaches the trace, the run
+/// ends normally, and the report's failure table counts exactly the plugin calls the records
+/// show failed (a record without rewards, or without a faithfulness report), each for a cause
+/// the plugins inject.
+#[test]
+fn r35_the_soak_records_every_episode_and_counts_each_failed_step() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    build_plugins();
+    let configs = repo().join("configs");
+    let mut cfg = onebrain_eval::EvalConfig::from_file(&configs.join("eval-soak.toml")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    cfg.out_dir = dir.path().join("run");
+    for b in &mut cfg.benchmarks {
+        b.sample = 2;
+    }
+    // The copy lives elsewhere: its relative paths become absolute ones.
+    let p = &mut cfg.plugins;
+    p.plugin_dirs = p.plugin_dirs.iter().map(|d| configs.join(d)).collect();
+    p.cache_dir = p.cache_dir.as_ref().map(|d| configs.join(d));
+    for plugin in [&mut p.reward, &mut p.checker] {
+        let path = plugin.as_ref().expect("the soak names a reward and a checker");
+        *plugin = Some(configs.join(path).to_string_lossy().into_owned());
+    }
+    let path = dir.path().join("eval-soak.toml");
+    std::fs::write(&path, toml::to_string(&cfg).unwrap()).unwrap();
+
+    let out = TestCommand::new(&["eval", "--config"]).arg(&path).stdout();
+    assert!(out.contains("ran 8 episode(s), 0 found in the trace"), "{out}");
+    let run = dir.path().join("run");
+    let trace = std::fs::read_to_string(run.join("trace.jsonl")).unwrap();
+    let records: Vec<serde_json::Value> = trace.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut ids: Vec<&str> = records.iter().map(|r| r["task_id"].as_str().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 8, "every episode once: {ids:?}");
+
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("report.json")).unwrap()).unwrap();
+    let strategy = &report["strategies"][0];
+    let rows = strategy["failures"].as_array().cloned().unwrap_or_default();
+    let counted = |step: &str| {
+        rows.iter().filter(|r| r["step"] == step).map(|r| r["count"].as_u64().unwrap() as usize).sum::<usize>()
+    };
+    let absent = |field: &str| records.iter().filter(|r| r.get(field).is_none_or(|v| v.is_null())).count();
+    assert_eq!(counted("reward"), absent("rewards"), "{rows:?}");
+    assert_eq!(counted("checker"), absent("faithfulness"), "{rows:?}");
+    assert_eq!(counted("model") + counted("other"), 0, "{rows:?}");
+    for r in &rows {
+        let cause = r["cause"].as_str().unwrap();
+        assert!(["trap", "non-finite", "timeout", "fuel"].contains(&cause), "{r}");
+    }
+    let errors = records.iter().filter(|r| r.get("error").is_some_and(|e| !e.is_null())).count();
+    assert_eq!(strategy["errors"].as_u64().unwrap() as usize, errors);
+    // 16 plugin calls at 30 % each: all honest has odds 0.7^16, 0.3 %. The draws hash the
+    // model's greedy answers, so a given machine sees the same ones on every run.
+    assert!(errors > 0, "no fault was injected in 8 episodes");
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(md.contains("## Failed steps (by step and cause)"), "{md}");
 }
