@@ -3,8 +3,9 @@
 //! (`chaos::{TRAP,NAN,HANG}_PERCENT`), and otherwise pays what `paper-rewards` pays:
 //! R_A = b_0 + λ_J·s_J, R_E = b_T − β·T, the Judge's ±1/±0.5 table.
 //!
-//! The fault is drawn from a hash of the episode's task text, every step's spec and the
-//! repair count T, so a rerun of the same episode fails the same way.
+//! The fault is drawn from a hash of the episode's task id and text, every step's spec and
+//! the repair count T, so a rerun of the same episode fails the same way, and two tasks that
+//! happen to read alike (small generated tasks often do) still draw apart.
 
 use chaos::Fault;
 use onebrain_sdk::{paper_judge_reward, FinishedEpisode, Result, Reward, Rewards};
@@ -34,7 +35,7 @@ fn paper(ep: &FinishedEpisode) -> Result<Rewards> {
 impl Reward for ChaosReward {
     fn rewards(&self, ep: &FinishedEpisode) -> Result<Rewards> {
         let repairs = ep.repairs().to_le_bytes();
-        let mut parts: Vec<&[u8]> = vec![ep.task_text.as_bytes(), &repairs];
+        let mut parts: Vec<&[u8]> = vec![ep.task_id.as_bytes(), ep.task_text.as_bytes(), &repairs];
         for spec in ep.steps.iter().filter_map(|s| s.spec.as_ref()) {
             parts.extend([spec.domain.as_bytes(), spec.problem.as_bytes()]);
         }
