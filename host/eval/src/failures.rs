@@ -158,9 +158,11 @@ pub fn failures(rec: &EpisodeRecord) -> Vec<Failure> {
 }
 
 /// The cause of one plugin's failure, from its `PluginError` text: `plugin NAME@VERSION`
-/// (a name and version have no spaces), then the kind's fixed phrase.
+/// (a version has no spaces; a bare component's name is its file's, which may), then the
+/// kind's fixed phrase.
 fn plugin_cause(text: &str) -> FailureCause {
-    let Some(kind) = text.strip_prefix("plugin ").and_then(|t| t.split_once(' ')).map(|(_, k)| k) else {
+    let after_name = text.strip_prefix("plugin ").and_then(|t| t.split_once('@')).map(|(_, v)| v);
+    let Some(kind) = after_name.and_then(|v| v.split_once(' ')).map(|(_, k)| k) else {
         return FailureCause::Other;
     };
     if kind.starts_with("trapped: ") || kind == "stack overflow" {
@@ -260,6 +262,12 @@ mod tests {
             (plugin(PluginErrorKind::MemoryLimit { limit_bytes: 64 << 20 }), C::Other),
             (plugin(PluginErrorKind::OutputTooLarge { bytes: None, limit: 1 << 20 }), C::Other),
         ];
+        let spaced = PluginError {
+            plugin: PluginId { name: "my reward".into(), version: "0.0.0".into() },
+            kind: PluginErrorKind::FuelExhausted { fuel: 1 },
+        };
+        let rec = record(Some(format!("reward plugin: {spaced}")), false, true);
+        assert_eq!(failures(&rec), one(FailedStep::Reward, C::Fuel), "a bare component's file name may have spaces");
         for (text, cause) in cases {
             let rec = record(Some(format!("reward plugin: {text}")), false, true);
             assert_eq!(failures(&rec), one(FailedStep::Reward, cause), "{text}");
