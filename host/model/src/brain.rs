@@ -114,6 +114,43 @@ impl PrefixCache {
     }
 }
 
+impl PrefixCache {
+    /// Whether entry `e` is a whole prefix of one of `role`'s `prompts` (with parameters
+    /// `fp`): the request then writes on in its buffers and counts them itself. An entry
+    /// that shares only part of a prompt keeps its buffers beside the request's own.
+    fn reused_by(e: &CacheEntry, role: Role, fp: u64, prompts: &[Vec<u32>]) -> bool {
+        e.role == role && e.fingerprint == fp && prompts.iter().any(|p| p.starts_with(&e.tokens))
+    }
+
+    /// Bytes the KV buffers of the entries a request of `prompts` would not reuse hold, each
+    /// buffer once however many entries share it.
+    pub(crate) fn held_bytes_beside(&self, role: Role, fp: u64, prompts: &[Vec<u32>]) -> u64 {
+        let mut seen = std::collections::HashSet::new();
+        self.entries
+            .iter()
+            .filter(|e| !Self::reused_by(e, role, fp, prompts))
+            .flat_map(|e| e.kv.layers.iter().flatten())
+            .filter(|l| seen.insert(l.buffer_id()))
+            .map(|l| l.buffer_bytes())
+            .sum()
+    }
+
+    /// Drops the least recently used entry the request would not reuse; false when there
+    /// is none.
+    pub(crate) fn evict_oldest_beside(&mut self, role: Role, fp: u64, prompts: &[Vec<u32>]) -> bool {
+        let oldest = self
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| !Self::reused_by(e, role, fp, prompts))
+            .min_by_key(|(_, e)| e.last_used)
+            .map(|(i, _)| i);
+        let Some(oldest) = oldest else { return false };
+        self.entries.swap_remove(oldest);
+        true
+    }
+}
+
 fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }

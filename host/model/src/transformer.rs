@@ -246,6 +246,16 @@ impl LayerKv {
         self.k.dims()[2]
     }
 
+    /// Identifies the buffers, which clones share.
+    pub(crate) fn buffer_id(&self) -> *const AtomicUsize {
+        Arc::as_ptr(&self.frontier)
+    }
+
+    /// Bytes of the key and value buffers, room to grow included.
+    pub(crate) fn buffer_bytes(&self) -> u64 {
+        ((self.k.elem_count() + self.v.elem_count()) * self.k.dtype().size_in_bytes()) as u64
+    }
+
     /// The first `len` positions, as views of the buffers.
     pub(crate) fn live(&self, len: usize) -> Result<(Tensor, Tensor)> {
         Ok((self.k.narrow(2, 0, len)?, self.v.narrow(2, 0, len)?))

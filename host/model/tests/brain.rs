@@ -229,6 +229,30 @@ fn a_request_past_the_memory_budget_is_refused_with_its_figures() {
     assert!(ModelConfig { memory_budget_mb: Some(0), ..Default::default() }.validate().is_err());
 }
 
+/// Issue 35: the prefix cache's KV buffers count against the budget. A long prompt that
+/// fits alone, but not beside another long prompt's cached KV, evicts that entry instead
+/// of being refused; within the budget the cache keeps serving.
+#[test]
+fn cached_prefixes_give_way_to_a_request_under_the_memory_budget() {
+    let Some(probe) = smol(ModelConfig::default()) else { return };
+    let first = probe.chat_prompt(SYSTEM, &"(on a b) ".repeat(250));
+    let second = probe.chat_prompt(SYSTEM, &"(on c d) ".repeat(250));
+    let n = probe.encode(&first).unwrap().len();
+    assert_eq!(probe.encode(&second).unwrap().len(), n, "the two requests are estimated alike");
+    let one = probe.memory_estimate(1, n + 4 + 1).total_mib();
+    drop(probe);
+    // Room for one long request and half of another's cached keys and values, not two.
+    let est = |budget: f64| ModelConfig { memory_budget_mb: Some(budget as usize), ..Default::default() };
+    let kv_mib = 30.0 * 2.0 * 192.0 * 4.0 * n as f64 / (1 << 20) as f64;
+    let Some(mut brain) = smol(est(one + kv_mib / 2.0)) else { return };
+    let greedy = SamplingConfig::greedy(1);
+    brain.generate(Role::Actor, &first, &greedy).unwrap();
+    assert!(brain.generate(Role::Actor, &first, &greedy).unwrap().cached_prompt_tokens >= n - 1, "within the budget the cache serves");
+    brain.generate(Role::Actor, &second, &greedy).expect("the cached entry gives way");
+    let again = brain.generate(Role::Actor, &first, &greedy).unwrap();
+    assert!(again.cached_prompt_tokens < n / 2, "the first prompt's entry was evicted: {} cached", again.cached_prompt_tokens);
+}
+
 #[test]
 fn differentiable_logits_agree_with_the_quantized_path() {
     let Some(mut brain) = smol(ModelConfig::default()) else { return };

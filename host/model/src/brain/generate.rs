@@ -529,9 +529,17 @@ impl Brain {
         self.cfg.memory_budget_mb.unwrap_or(DEFAULT_MEMORY_BUDGET_MIB)
     }
 
-    /// Refuses a request whose estimate passes the budget, before any model time.
-    fn check_memory(&self, rows: usize, positions: usize) -> Result<()> {
-        self.memory_estimate(rows, positions).check(self.memory_budget_mib(), rows, positions)
+    /// Refuses a request of `rows` rows of `positions` positions whose estimate passes the
+    /// budget, before any model time. The prefix cache's KV buffers count against the
+    /// budget too, but for those the request's `prompts` would extend: the cache is a
+    /// reuse, not a need, so its oldest other entries give way first.
+    fn check_memory(&mut self, role: Role, fp: u64, prompts: &[Vec<u32>], rows: usize, positions: usize) -> Result<()> {
+        let budget = self.memory_budget_mib() as f64;
+        let request = self.memory_estimate(rows, positions);
+        request.check(self.memory_budget_mib(), rows, positions)?;
+        let held_mib = |cache: &super::PrefixCache| cache.held_bytes_beside(role, fp, prompts) as f64 / (1 << 20) as f64;
+        while request.total_mib() + held_mib(&self.cache) > budget && self.cache.evict_oldest_beside(role, fp, prompts) {}
+        Ok(())
     }
 
     /// Runs the prompts through the backbone, reusing cached prefixes.
@@ -546,9 +554,9 @@ impl Brain {
         for p in prompts {
             self.check_prompt(p)?;
         }
-        let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-        self.check_memory(rows, n_soft + longest + max_new)?;
         let fp = self.fingerprint(role)?;
+        let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        self.check_memory(role, fp, prompts, rows, n_soft + longest + max_new)?;
         let backbone = self.gen_backbone(role).clone();
         let params = self.role_params(role).clone();
         let view = params.view(self.scale, true)?;
