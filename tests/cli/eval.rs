@@ -212,7 +212,7 @@ fn r20_the_array_script_shards_an_eval_over_two_processes_and_merges_it() {
 /// show failed (a record without rewards, or without a faithfulness report), each for a cause
 /// the plugins inject.
 #[test]
-fn r35_the_soak_records_every_episode_and_counts_each_failed_step() {
+fn r35_soak_records_every_episode_and_counts_each_failed_step() {
     if let Some(why) = model_ready() {
         eprintln!("skipping: {why}");
         return;

@@ -140,7 +140,7 @@ fn r13_a_poisoned_reward_is_recorded_as_the_episode_error() {
 /// `chaos-checker` (each traps, answers NaN or hangs on 10 % of calls) are all recorded, each
 /// with rewards and a report or the plugin's error.
 #[test]
-fn r35_plugins_that_trap_in_the_pipelined_driver_leave_every_episode_recorded() {
+fn r35_soak_plugins_that_trap_in_the_pipelined_driver_leave_every_episode_recorded() {
     build();
     // Short limits: a hang costs at most 300 ms. The honest check needs far less fuel.
     let limits = Limits { timeout_ms: 300, fuel: 1_000_000_000, ..Limits::default() };
