@@ -1,7 +1,7 @@
 //! Training's resident memory stays flat: ten PPO updates on SmolLM2-135M, each on new
 //! prompts of a realistic length (as rollouts bring), one of them six times as long, and
-//! the memory after update 10 is within 5 % of the memory after update 2 (a transient spike
-//! of one update aside). A run of the 0.5B model grew by about 0.25 GB an update before this
+//! the memory after update 10 is within 10 % of the memory after update 2 and within 2 % of
+//! the memory after update 6, the first after the long one (a transient spike aside). A run of the 0.5B model grew by about 0.25 GB an update before this
 //! was fixed: its memory followed the largest update so far.
 //!
 //! Its own test binary: resident memory is the process's, and tests of one binary run on
@@ -55,7 +55,7 @@ fn batch(brain: &Brain, update: usize) -> Batch {
 }
 
 #[test]
-fn resident_memory_after_update_10_is_within_5_percent_of_update_2() {
+fn resident_memory_stays_flat_after_the_longest_update() {
     // The dense learner this test was calibrated on. On the sampler-weights learner (issue 33)
     // it had not finished after 14 minutes on an AVX2 machine shared with three builds, where
     // candle's quantized kernels multiply many rows one at a time; it is still to be run there.
@@ -100,12 +100,21 @@ fn resident_memory_after_update_10_is_within_5_percent_of_update_2() {
     // after updates 4-10 (CI failed on 780 against a single reading); 768, 802 from update 6
     // on, 813 after update 10; 795 after update 8, 742 after 9, 786 after 10. So the baseline
     // is the higher of updates 1 and 2 (both before the long update), and update 10's level
-    // the lowest of updates 8, 9 and 10. Without `malloc_trim` every reading from update 5 on
-    // stays at the long update's level (+7.7 %), and a leak raises every later reading, so
-    // either still fails.
-    let (at2, at10) = (rss[0].max(rss[1]), rss[7].min(rss[8]).min(rss[9]));
+    // the lowest of updates 8, 9 and 10.
+    //
+    // Since the heap keeps large freed blocks for reuse (`onebrain_model`'s heap policy, 22 %
+    // faster updates), the long update may leave one such block behind for good: 750 MiB
+    // after update 2, then 791 from update 5 to 10, flat to 0.1 % (2026-11-26, Zen 5). That
+    // is a level, not a leak, so it is bounded at 10 %; what a leak does, growing after the
+    // long update, is bounded at 2 % from update 6 to update 10. Before `malloc_trim`, a run
+    // of the 0.5B model grew by about 0.25 GB an update, and both bounds catch that.
+    let (at2, at6, at10) = (rss[0].max(rss[1]), rss[5], rss[7].min(rss[8]).min(rss[9]));
     assert!(
-        at10 <= at2 * 1.05,
+        at10 <= at2 * 1.10,
         "resident memory grew from {at2:.0} MiB after update 2 (the higher of updates 1 and 2) to {at10:.0} MiB after update 10 (the lowest of updates 8 to 10): {rss:?}"
+    );
+    assert!(
+        at10 <= at6 * 1.02,
+        "resident memory kept growing after the long update: {at6:.0} MiB after update 6, {at10:.0} MiB after update 10 (the lowest of updates 8 to 10): {rss:?}"
     );
 }
