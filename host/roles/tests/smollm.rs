@@ -18,21 +18,17 @@ fn ready() -> Option<&'static str> {
     onebrain_roles::test_setup_missing(root(), &["blocksworld", "gripper", "paper-rewards"])
 }
 
-#[test]
-fn smollm_episodes_complete_record_every_step_and_respect_the_budget() {
-    if let Some(why) = ready() {
-        eprintln!("skipping: {why}");
-        return;
-    }
-    let cfg = SolveConfig {
-        model: ModelConfig::test_model(),
-        // Two repairs at most, short outputs: the test stays well under two minutes on 2 cores.
+/// Multi-role episodes in `problem` mode on BlocksWorld and Gripper with `model`, at most
+/// `max_repairs` repairs (a budget of one verifier call more) of `max_tokens` tokens each.
+fn multi_role(model: ModelConfig, max_repairs: u32, max_tokens: usize) -> SolveConfig {
+    SolveConfig {
+        model,
         episode: EpisodeConfig {
             strategy: Strategy::MultiRole,
             mode: Mode::Problem,
-            max_repairs: 2,
-            budget: 3,
-            max_tokens: 32,
+            max_repairs,
+            budget: max_repairs + 1,
+            max_tokens,
             ..Default::default()
         },
         plugins: RuntimeConfig {
@@ -43,7 +39,17 @@ fn smollm_episodes_complete_record_every_step_and_respect_the_budget() {
         },
         checker: CheckerChoice::Native,
         ..Default::default()
-    };
+    }
+}
+
+#[test]
+fn smollm_episodes_complete_record_every_step_and_respect_the_budget() {
+    if let Some(why) = ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    // Two repairs at most, short outputs: the test stays well under two minutes on 2 cores.
+    let cfg = multi_role(ModelConfig::test_model(), 2, 32);
     let services = Services::load(&cfg, root()).expect("services");
     let mut model = onebrain_roles::load_model(&cfg, root()).expect("model");
     for (domain, seed) in [("blocksworld", 3), ("gripper", 5)] {
@@ -118,19 +124,8 @@ fn an_episode_past_the_memory_budget_is_recorded_and_the_host_goes_on() {
         eprintln!("skipping: {why}");
         return;
     }
-    let cfg = SolveConfig {
-        // Below the weights alone: every request is refused before prefill.
-        model: ModelConfig { memory_budget_mb: Some(64), ..ModelConfig::test_model() },
-        episode: EpisodeConfig { strategy: Strategy::MultiRole, mode: Mode::Problem, max_repairs: 1, max_tokens: 16, ..Default::default() },
-        plugins: RuntimeConfig {
-            plugin_dirs: vec!["plugins".into()],
-            reward: Some("paper-rewards".into()),
-            domains: vec!["blocksworld".into()],
-            ..Default::default()
-        },
-        checker: CheckerChoice::Native,
-        ..Default::default()
-    };
+    // Below the weights alone: every request is refused before prefill.
+    let cfg = multi_role(ModelConfig { memory_budget_mb: Some(64), ..ModelConfig::test_model() }, 1, 16);
     let services = Services::load(&cfg, root()).expect("services");
     let mut model = onebrain_roles::load_model(&cfg, root()).expect("model");
     for seed in [3, 4] {

@@ -534,11 +534,11 @@ impl Brain {
     /// budget too, but for those the request's `prompts` would extend: the cache is a
     /// reuse, not a need, so its oldest other entries give way first.
     fn check_memory(&mut self, role: Role, fp: u64, prompts: &[Vec<u32>], rows: usize, positions: usize) -> Result<()> {
-        let budget = self.memory_budget_mib() as f64;
+        let budget = self.memory_budget_mib();
         let request = self.memory_estimate(rows, positions);
-        request.check(self.memory_budget_mib(), rows, positions)?;
+        request.check(budget, rows, positions)?;
         let held_mib = |cache: &super::PrefixCache| cache.held_bytes_beside(role, fp, prompts) as f64 / (1 << 20) as f64;
-        while request.total_mib() + held_mib(&self.cache) > budget && self.cache.evict_oldest_beside(role, fp, prompts) {}
+        while request.total_mib() + held_mib(&self.cache) > budget as f64 && self.cache.evict_oldest_beside(role, fp, prompts) {}
         Ok(())
     }
 
