@@ -41,10 +41,10 @@ const FALSE: i8 = -1;
 /// One predicate's share of a candidate group: which argument positions hold the group's
 /// parameters (in the group's order), and which one, if any, is counted (free).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct Part {
-    pred: u32,
-    params: Vec<u8>,
-    counted: Option<u8>,
+pub(crate) struct Part {
+    pub(crate) pred: u32,
+    pub(crate) params: Vec<u8>,
+    pub(crate) counted: Option<u8>,
 }
 
 /// A verified group instance.
@@ -297,7 +297,7 @@ impl Invariants {
 }
 
 /// For each ground atom of `task`, its predicate and arguments as `model` indices.
-fn atom_index(model: &Model, task: &GroundTask) -> Vec<Option<(u32, Vec<u32>)>> {
+pub(crate) fn atom_index(model: &Model, task: &GroundTask) -> Vec<Option<(u32, Vec<u32>)>> {
     let mut preds: HashMap<&str, u32> = HashMap::new();
     for (i, p) in model.preds.iter().enumerate() {
         if !p.is_type {
@@ -316,7 +316,7 @@ fn atom_index(model: &Model, task: &GroundTask) -> Vec<Option<(u32, Vec<u32>)>> 
 }
 
 /// Candidate groups from the action schemas (see the module docs).
-fn candidates(model: &Model) -> Vec<Vec<Part>> {
+pub(crate) fn candidates(model: &Model) -> Vec<Vec<Part>> {
     let usable = |p: u32| {
         let pred = &model.preds[p as usize];
         pred.fluent && !pred.is_type && !pred.trivial && pred.arity <= MAX_ARITY
@@ -401,9 +401,44 @@ fn placements(terms: &[Arg], args: &[Arg]) -> Vec<Vec<u8>> {
     out
 }
 
+/// The ground instances of a candidate group on one task, and per instance whether the
+/// induction step holds: no action can make two of its atoms true (`amo`), or none (`eo`).
+/// The base case (the initial state) is the caller's.
+pub(crate) struct Instances {
+    pub(crate) atoms: Vec<Vec<AtomId>>,
+    /// For each ground atom, its instance.
+    pub(crate) of_atom: Vec<Option<u32>>,
+    pub(crate) amo: Vec<bool>,
+    pub(crate) eo: Vec<bool>,
+}
+
 /// Verifies every ground instance of `cand` on `task` and records those that hold (at most
 /// one, or exactly one) in `found`, keyed by their atoms.
 fn verify(task: &GroundTask, atoms: &[Option<(u32, Vec<u32>)>], cand: &[Part], found: &mut HashMap<Vec<AtomId>, bool>) {
+    let Instances { atoms: inst_atoms, of_atom: inst_of, mut amo, mut eo } = induction(task, atoms, cand);
+    let m = inst_atoms.len();
+    let mut init_count = vec![0u32; m];
+    for a in task.init().iter() {
+        if let Some(i) = inst_of[a.0 as usize] {
+            init_count[i as usize] += 1;
+        }
+    }
+    for i in 0..m {
+        amo[i] &= init_count[i] <= 1;
+        eo[i] &= init_count[i] == 1;
+    }
+    for i in 0..m {
+        if amo[i] && inst_atoms[i].len() >= 2 {
+            let mut g = inst_atoms[i].clone();
+            g.sort();
+            *found.entry(g).or_insert(false) |= eo[i];
+        }
+    }
+}
+
+/// The instances of `cand` on `task` with the induction step checked for each (see
+/// [`Instances`]).
+pub(crate) fn induction(task: &GroundTask, atoms: &[Option<(u32, Vec<u32>)>], cand: &[Part]) -> Instances {
     // Instances: the atoms that share the group parameters' values.
     let mut keys: HashMap<Vec<u32>, u32> = HashMap::new();
     let mut inst_atoms: Vec<Vec<AtomId>> = Vec::new();
@@ -421,21 +456,8 @@ fn verify(task: &GroundTask, atoms: &[Option<(u32, Vec<u32>)>], cand: &[Part], f
         inst_of[id] = Some(inst);
     }
     let m = inst_atoms.len();
-    if m == 0 {
-        return;
-    }
     let mut amo = vec![true; m];
     let mut eo = vec![true; m];
-    let mut init_count = vec![0u32; m];
-    for a in task.init().iter() {
-        if let Some(i) = inst_of[a.0 as usize] {
-            init_count[i as usize] += 1;
-        }
-    }
-    for i in 0..m {
-        amo[i] = init_count[i] <= 1;
-        eo[i] = init_count[i] == 1;
-    }
     // Per action: (instance, kind, atom); kinds 0 pre_pos, 1 pre_neg, 2 add, 3 del.
     let mut touch: Vec<(u32, u8, AtomId)> = Vec::new();
     for act in task.actions() {
@@ -490,13 +512,7 @@ fn verify(task: &GroundTask, atoms: &[Option<(u32, Vec<u32>)>], cand: &[Part], f
             }
         }
     }
-    for i in 0..m {
-        if amo[i] && inst_atoms[i].len() >= 2 {
-            let mut g = inst_atoms[i].clone();
-            g.sort();
-            *found.entry(g).or_insert(false) |= eo[i];
-        }
-    }
+    Instances { atoms: inst_atoms, of_atom: inst_of, amo, eo }
 }
 
 #[cfg(test)]

@@ -71,12 +71,14 @@ mod agreement;
 mod check;
 mod goal;
 mod invariant;
+mod lifted;
 mod mapping;
 mod model;
 mod schema;
 mod search;
 
 pub use agreement::fact_agreement;
+pub use lifted::{mutex_groups, GroupPart, MutexGroup};
 pub use model::ModelError;
 pub use onebrain_core::{Decision, Drift, FactAgreement, FaithfulnessReport, Overlap, Spec};
 
