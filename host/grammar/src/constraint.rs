@@ -53,6 +53,10 @@ pub enum ConstraintSpec {
         /// be empty).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         forbid_goal_at_init: bool,
+        /// Mutex groups of the domain: no two `:init` facts may fall in one instance of one
+        /// (a state the domain cannot be in). Empty: the rule is off.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        init_mutex: Vec<crate::MutexGroup>,
     },
     /// A domain and then a problem, continuing a primer that opened `(define (domain `. The
     /// problem is held to the predicates, types and constants the answer's domain declared.
@@ -325,11 +329,14 @@ impl Staged {
     fn new(spec: ConstraintSpec, env: Arc<TokenEnv>, max_tokens: usize) -> Result<Staged, GrammarError> {
         let started = Instant::now();
         let (lark, stage, vocab, guard) = match &spec {
-            ConstraintSpec::Problem { domain, prefix, limits, avoid, forbid_goal_at_init } => {
+            ConstraintSpec::Problem { domain, prefix, limits, avoid, forbid_goal_at_init, init_mutex } => {
                 let vocab = Arc::new(parse_domain(domain, limits)?);
                 let mut guard = Guard::new(vocab.clone(), *limits, max_tokens, prefix.as_bytes());
                 if *forbid_goal_at_init {
                     guard.forbid_goal_at_init();
+                }
+                if !init_mutex.is_empty() {
+                    guard.forbid_init_mutex(init_mutex.clone());
                 }
                 guard.measure_vocabulary(|b| env.tokenize(b));
                 guard.avoid(avoid.iter().filter_map(|a| Candidate::read(prefix.as_bytes(), a.as_bytes())).collect());

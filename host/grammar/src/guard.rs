@@ -19,6 +19,9 @@
 //!   initial state (every positive goal fact stated in `:init`, no negative one), the answer
 //!   whose plan is empty. The last goal fact there is room for may not be one that holds
 //!   there, when every fact before it does.
+//! - With [`Guard::forbid_init_mutex`], no `:init` fact may fall in one instance of a mutex
+//!   group with a fact stated before it ([`crate::mutex`]): a token is refused when every
+//!   way of finishing the fact it starts or continues would.
 //!
 //! The guard reads the answer as bytes with a small S-expression scanner: the grammar already
 //! guarantees the shape, so the scanner only has to find sections, facts and names.
@@ -28,6 +31,7 @@ use std::sync::Arc;
 
 use crate::domain_guard::name_cap;
 use crate::lark::{Limits, Vocabulary};
+use crate::mutex::{self, MutexGroup};
 
 /// The grammar's longest problem name (`LONGNAME`).
 const LONGEST_PROBLEM_NAME: usize = 64;
@@ -332,6 +336,8 @@ pub(crate) struct Guard {
     avoid: Vec<Candidate>,
     /// The goal may not close while it holds in the stated initial state.
     forbid_goal_at_init: bool,
+    /// No two `:init` facts may fall in one instance of these groups (empty: the rule is off).
+    init_mutex: Arc<Vec<MutexGroup>>,
     /// The longest fact's tokens, counted by the model's tokenizer.
     measured_fact_tokens: Option<usize>,
     /// What negating a goal fact adds (` (not` and `)`), counted by the model's tokenizer.
@@ -374,6 +380,7 @@ impl Guard {
             max_tokens,
             avoid: Vec::new(),
             forbid_goal_at_init: false,
+            init_mutex: Arc::new(Vec::new()),
             measured_fact_tokens: None,
             negation_tokens: None,
             longest_name_tokens: 0,
@@ -395,6 +402,23 @@ impl Guard {
     /// The goal may not close while it already holds in the answer's own `:init`.
     pub(crate) fn forbid_goal_at_init(&mut self) {
         self.forbid_goal_at_init = true;
+    }
+
+    /// No `:init` fact may fall in one instance of one of `groups` with a fact stated before
+    /// it.
+    pub(crate) fn forbid_init_mutex(&mut self, groups: Vec<MutexGroup>) {
+        self.init_mutex = Arc::new(groups);
+    }
+
+    /// The `:init` facts stated and among `new_facts`, as words.
+    fn stated_init<'a>(&'a self, new_facts: &'a [&'a Fact]) -> impl Iterator<Item = &'a [String]> {
+        self.facts.iter().chain(new_facts.iter().copied()).filter(|f| f.section == Section::Init).map(|f| f.words.as_slice())
+    }
+
+    /// Whether `f`, an `:init` fact, falls in one mutex group instance with a fact stated
+    /// before it.
+    fn breaks_mutex(&self, f: &Fact, new_facts: &[&Fact]) -> bool {
+        f.section == Section::Init && self.stated_init(new_facts).any(|g| mutex::conflict(&self.init_mutex, &f.words, g))
     }
 
     /// Whether `f`, a goal fact, holds in the stated initial state (`init` facts stated and
@@ -586,6 +610,9 @@ impl Guard {
                 Event::ObjectsClosed(o, _) => objects_now = Some(o),
                 Event::Fact(f, opened_at, whole_goal) => {
                     if self.facts.contains(f) || new_facts.contains(&f) {
+                        return false;
+                    }
+                    if self.breaks_mutex(f, &new_facts) {
                         return false;
                     }
                     // A fact this token opened and closed needed the room to open, too.
@@ -895,6 +922,14 @@ impl Guard {
         };
         if must_break {
             return self.breaking_completion(positive, pred, args, partial, sets, new_facts);
+        }
+        if section == Section::Init && !self.init_mutex.is_empty() {
+            // Repeats and mutex conflicts alike: some completion must be neither.
+            let choices: Vec<Vec<&str>> = (k..sets.len())
+                .map(|i| sets[i].iter().map(String::as_str).filter(|n| i > k || n.starts_with(partial)).collect())
+                .collect();
+            let rules = mutex::forbidden(&self.init_mutex, pred, sets.len(), self.stated_init(new_facts));
+            return mutex::free_completion(args, &choices, &rules);
         }
         if k == sets.len() {
             return !self.facts.iter().chain(new_facts.iter().copied()).any(|f| same_prefix(&f));
@@ -1215,6 +1250,77 @@ mod tests {
         assert!(goal("a").admits(b"\n ", 400 - 15));
         assert!(!goal(long).admits(b"\n ", 400 - 15));
         assert!(goal(long).admits(b"\n ", 400 - goal(long).blanks_reserve()));
+    }
+
+    /// The plugin's BlocksWorld predicates, and the three groups `onebrain_faithful::mutex_groups`
+    /// proves for its actions (its own test checks them): the arm, each block's support and
+    /// each block's top.
+    fn blocksworld_with_groups(after: &str) -> Guard {
+        let d = onebrain_pddl::parse_domain(
+            "(define (domain bw) (:predicates (clear ?x) (ontable ?x) (handempty) (holding ?x) (on ?x ?y))
+             (:action a :parameters (?x) :precondition (clear ?x) :effect (not (clear ?x))))",
+        )
+        .unwrap();
+        let prefix = format!("(define (problem t) (:domain bw) (:objects {after}");
+        Guard::new(Arc::new(Vocabulary::of(&d)), Limits::default(), 400, prefix.as_bytes())
+    }
+
+    fn blocksworld_groups() -> Vec<MutexGroup> {
+        let part = |p: &str, params: &[usize], counted: Option<usize>| crate::MutexPart { predicate: p.into(), params: params.to_vec(), counted };
+        vec![
+            MutexGroup { parts: vec![part("handempty", &[], None), part("holding", &[], Some(0))] },
+            MutexGroup { parts: vec![part("holding", &[0], None), part("on", &[0], Some(1)), part("ontable", &[0], None)] },
+            MutexGroup { parts: vec![part("clear", &[0], None), part("holding", &[0], None), part("on", &[1], Some(0))] },
+        ]
+    }
+
+    #[test]
+    fn an_init_fact_that_breaks_a_mutex_group_is_refused_before_it_can_close() {
+        let mut g = blocksworld_with_groups("a b c) (:init (holding a) ");
+        g.forbid_init_mutex(blocksworld_groups());
+        // The arm holds a: it is not empty and holds nothing else.
+        assert!(!g.admits(b"(handempty)", 10));
+        assert!(!g.admits(b"(handempty", 10), "its only completion conflicts");
+        assert!(!g.admits(b"(holding", 10) && !g.admits(b"(h", 10), "nor does any `holding`");
+        // a is held: it is on nothing, not on the table, not clear, and nothing is on it.
+        assert!(!g.admits(b"(ontable a)", 10) && !g.admits(b"(on a", 10));
+        assert!(!g.admits(b"(clear a)", 10) && !g.admits(b"(on b a)", 10));
+        // b and c are free to be anywhere but on a.
+        assert!(g.admits(b"(ontable b)", 10) && g.admits(b"(on b c)", 10) && g.admits(b"(clear b)", 10));
+        assert!(g.admits(b"(on b ", 10), "`(on b c)` is still free");
+    }
+
+    #[test]
+    fn a_block_on_two_blocks_or_under_two_blocks_is_refused() {
+        let mut g = blocksworld_with_groups("a b c) (:init (on a b) ");
+        g.forbid_init_mutex(blocksworld_groups());
+        // a is on b: on nothing else (`(on a a)` too), not on the table, not held.
+        assert!(!g.admits(b"(on a c)", 10) && !g.admits(b"(on a ", 10));
+        assert!(!g.admits(b"(ontable a)", 10) && !g.admits(b"(holding a)", 10));
+        // b has a on it: nothing else is on it, and it is not clear.
+        assert!(!g.admits(b"(on c b)", 10) && !g.admits(b"(clear b)", 10));
+        assert!(g.admits(b"(on c ", 10), "c may go on a or c");
+        assert!(g.admits(b"(on b c)", 10) && g.admits(b"(clear a)", 10), "a tower");
+        // Two facts inside one token are judged together.
+        assert!(!g.admits(b"(on c a)(on c b)", 10));
+        assert!(!g.admits(b"(ontable c)(on c a)", 10));
+        // The goal is not the initial state: it may say anything the grammar allows.
+        let mut goal = blocksworld_with_groups("a b c) (:init (on a b)) (:goal (and ");
+        goal.forbid_init_mutex(blocksworld_groups());
+        assert!(goal.admits(b"(on a c)", 10));
+    }
+
+    #[test]
+    fn without_groups_the_mutex_rule_is_off() {
+        let g = blocksworld_with_groups("a b c) (:init (holding a) (on b c) ");
+        for token in [&b"(handempty)"[..], b"(holding b)", b"(on b a)", b"(on a c)", b"(ontable a)", b"(clear c)"] {
+            assert!(g.admits(token, 10), "{:?}", String::from_utf8_lossy(token));
+        }
+        let mut on = g.clone();
+        on.forbid_init_mutex(blocksworld_groups());
+        for token in [&b"(handempty)"[..], b"(holding b)", b"(on b a)", b"(on a c)", b"(ontable a)", b"(clear c)"] {
+            assert!(!on.admits(token, 10), "{:?}", String::from_utf8_lossy(token));
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! | [`TokenEnv`] | a model's vocabulary as llguidance sees it (token trie, parser factory), built once |
 //! | [`DomainSize`], [`DOMAIN_BOUNDS`] | what a domain may hold for a grammar to be built from it (issue 35) |
 //! | [`ConstraintSpec`] | what an answer must be, as data stored with each generation |
+//! | [`MutexGroup`] | a domain's "at most one of these atoms" group, which `:init` may not break (issue 34) |
 //! | [`TokenConstraint`] | the live mask: [`TokenConstraint::allowed`], [`TokenConstraint::consume`], forced tokens |
 //!
 //! A problem is constrained in stages: while the objects are declared, facts may use any
@@ -47,10 +48,12 @@ mod domain_guard;
 mod env;
 mod guard;
 mod lark;
+mod mutex;
 
 pub use bounds::{parser_limits, DomainBounds, DomainSize, DOMAIN_BOUNDS, MAX_GRAMMAR_BYTES};
 pub use constraint::{ConstraintSpec, ConstraintStats, TokenConstraint, TokenSet};
 pub use env::{ParserFigures, TokenEnv, Tokenize};
+pub use mutex::{MutexGroup, MutexPart};
 pub use lark::{
     domain_file, full_continuation, next_action, plan_answer, problem_continuation, problem_file, Limits, Objects,
     Vocabulary,

@@ -206,6 +206,7 @@ fn refused(domain: String) -> (GrammarError, Duration) {
         limits: Limits::default(),
         avoid: vec![],
         forbid_goal_at_init: false,
+        init_mutex: vec![],
     };
     let started = Instant::now();
     let e = spec.build(&Arc::clone(&env), 1024).err().expect("a domain past the bounds is refused");
@@ -224,7 +225,7 @@ fn r35_3_a_domain_of_300_predicates_of_arity_8_is_refused_at_once() {
         "(define (domain big) (:requirements :typing) (:types t0 - object {types}) (:constants {constants}) (:predicates {preds})
            (:action go :parameters (?x - t0) :precondition (q0 ?x ?x ?x ?x ?x ?x ?x ?x) :effect (not (q0 ?x ?x ?x ?x ?x ?x ?x ?x))))"
     );
-    let spec = ConstraintSpec::Problem { domain: domain.clone(), prefix: String::new(), limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false };
+    let spec = ConstraintSpec::Problem { domain: domain.clone(), prefix: String::new(), limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false, init_mutex: vec![] };
     let cheap = spec.check_bounds().expect_err("refused before anything is built").to_string();
     let (e, took) = refused(domain);
     let text = e.to_string();

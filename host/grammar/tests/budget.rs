@@ -73,7 +73,7 @@ fn a_plan_answer_closes_inside_its_cap_however_long_the_model_would_go_on() {
 fn a_problem_with_long_object_names_closes_inside_its_cap() {
     let env = TokenEnv::bytes();
     let prefix = "(define (problem p) (:domain bw) (:objects ".to_string();
-    let spec = ConstraintSpec::Problem { domain: BW.into(), prefix, limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false };
+    let spec = ConstraintSpec::Problem { domain: BW.into(), prefix, limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false, init_mutex: vec![] };
     for cap in [120, 200, 400] {
         // Long names of `1`s, blanks wherever they fit, a new fact whenever one may open.
         let (text, finished, _) = ramble(&env, &spec, cap, b"g1 \n\t(");
@@ -120,7 +120,7 @@ fn a_full_answer_writes_a_domain_that_parses_and_closes_inside_its_cap() {
 fn an_object_name_never_reaches_a_prefix_whose_every_completion_is_declared() {
     let env = TokenEnv::bytes();
     let prefix = "(define (problem p) (:domain bw) (:objects ".to_string();
-    let spec = ConstraintSpec::Problem { domain: BW.into(), prefix, limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false };
+    let spec = ConstraintSpec::Problem { domain: BW.into(), prefix, limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false, init_mutex: vec![] };
     // Grow a name of `a`s while it may, else with the next name character, as the model grew
     // `on-top-…-on` with `-`, digits and letters; end it only when nothing else may come.
     let favourites = b"a0123456789_-bcdefghijklmnopqrstuvwxyz\n(";
@@ -147,7 +147,7 @@ fn a_long_type_after_an_objects_dash_is_always_finished() {
     );
     let env = TokenEnv::bytes();
     let prefix = "(define (problem p) (:domain t) (:objects ".to_string();
-    let spec = ConstraintSpec::Problem { domain, prefix, limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false };
+    let spec = ConstraintSpec::Problem { domain, prefix, limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false, init_mutex: vec![] };
     // Short names, each closed by ` - ` and the long type as soon as the grammar allows: at
     // some cap, the budget runs low inside a type.
     for cap in (300..700).step_by(11) {

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use onebrain_grammar::{ConstraintSpec, Limits, TokenEnv};
+use onebrain_grammar::{ConstraintSpec, Limits, MutexGroup, MutexPart, TokenEnv};
 use proptest::prelude::*;
 
 #[path = "../../../tests/fuzz/campaign.rs"]
@@ -193,7 +193,7 @@ fn run_domain_case(c: DomainCase) -> Result<(), TestCaseError> {
     let keep_cap = c.max_tokens >= 256 && c.max_tokens >= 2 * longest_item(&domain) + 64;
     let limits = Limits { max_objects: 8, max_init: 12, max_goal: 6, ..Limits::default() };
     let spec = match c.mode {
-        0 => ConstraintSpec::Problem { domain, prefix: "(define (problem p) (:domain d) (:objects ".into(), limits, avoid: vec![], forbid_goal_at_init: false },
+        0 => ConstraintSpec::Problem { domain, prefix: "(define (problem p) (:domain d) (:objects ".into(), limits, avoid: vec![], forbid_goal_at_init: false, init_mutex: vec![] },
         1 => ConstraintSpec::Plan { domain, objects: objects(), limits: Limits { max_plan_steps: 6, max_reasoning_chars: 40, ..limits } },
         _ => ConstraintSpec::NextAction { domain, objects: objects() },
     };
@@ -261,6 +261,7 @@ fn r35_4_a_negated_last_goal_fact_fits_inside_the_cap() {
         limits: Limits { max_objects: 8, max_init: 12, max_goal: 6, ..Limits::default() },
         avoid: vec![],
         forbid_goal_at_init: false,
+        init_mutex: vec![],
     };
     walk(&spec, 171, 16221574099703993372, b"-").unwrap();
 }
@@ -324,4 +325,103 @@ fn r35_4_parentheses_in_a_domain_comment_do_not_keep_the_domain_open() {
     }
     assert!(c.finished());
     assert_eq!(c.stats().stage_switches, 2, "the domain closed, then the objects");
+}
+
+/// The three groups `onebrain_faithful::mutex_groups` proves for the plugin's BlocksWorld
+/// (the arm, each block's support, each block's top), as the roles crate passes them.
+fn blocksworld_groups() -> Vec<MutexGroup> {
+    let part = |p: &str, params: &[usize], counted: Option<usize>| MutexPart { predicate: p.into(), params: params.to_vec(), counted };
+    vec![
+        MutexGroup { parts: vec![part("handempty", &[], None), part("holding", &[], Some(0))] },
+        MutexGroup { parts: vec![part("holding", &[0], None), part("on", &[0], Some(1)), part("ontable", &[0], None)] },
+        MutexGroup { parts: vec![part("clear", &[0], None), part("holding", &[0], None), part("on", &[1], Some(0))] },
+    ]
+}
+
+/// The `:init` facts of an answer (lower-case words, predicate first).
+fn init_facts(text: &str) -> Vec<Vec<String>> {
+    let text = text.to_ascii_lowercase();
+    // Blanks may come between `(` and the keyword.
+    let Some(start) = text.find(":init") else { return Vec::new() };
+    let end = text[start..].find(":goal").map_or(text.len(), |e| start + e);
+    let body = &text[start + ":init".len()..end];
+    body.split('(').filter_map(|f| f.split(')').next()).map(|f| f.split_whitespace().map(String::from).collect::<Vec<_>>()).filter(|w| !w.is_empty()).collect()
+}
+
+/// Whether BlocksWorld `:init` facts describe a state the domain cannot be in, read from the
+/// domain's meaning, not from the groups: the arm holds two things or holds one and is empty,
+/// a block stands in two places, or two things are on one block (or one is on a clear block).
+fn impossible_blocksworld(facts: &[Vec<String>]) -> Option<String> {
+    use std::collections::{BTreeSet, HashMap};
+    let facts: BTreeSet<&Vec<String>> = facts.iter().collect();
+    let arm = facts.iter().filter(|f| f[0] == "handempty" || f[0] == "holding").count();
+    if arm > 1 {
+        return Some(format!("the arm: {arm} facts"));
+    }
+    let (mut support, mut top): (HashMap<&str, usize>, HashMap<&str, usize>) = (HashMap::new(), HashMap::new());
+    for f in &facts {
+        match (f[0].as_str(), f.len()) {
+            ("on", 3) => {
+                *support.entry(f[1].as_str()).or_default() += 1;
+                *top.entry(f[2].as_str()).or_default() += 1;
+            }
+            ("holding" | "ontable", 2) => *support.entry(f[1].as_str()).or_default() += 1,
+            ("clear", 2) => *top.entry(f[1].as_str()).or_default() += 1,
+            _ => {}
+        }
+    }
+    let two = |m: &HashMap<&str, usize>| m.iter().find(|(_, &n)| n > 1).map(|(b, _)| b.to_string());
+    two(&support).map(|b| format!("{b} stands in two places")).or_else(|| two(&top).map(|b| format!("{b} has two things on it")))
+}
+
+/// Issue 34: with the domain's mutex groups on, random walks over the plugin's BlocksWorld
+/// never find every token refused, finish inside their cap, and state no impossible initial
+/// state; the same walks with the rule off do state some (so the check can fail).
+#[test]
+fn fuzz_init_mutex_walks_finish_with_possible_initial_states() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static BROKEN_WITHOUT: AtomicUsize = AtomicUsize::new(0);
+    static OVERRIDES: AtomicUsize = AtomicUsize::new(0);
+    let domain = seeds()[0].clone();
+    assert!(domain.contains("blocksworld"), "the first seed is the plugin's BlocksWorld");
+    let case = (300usize..700, any::<u64>(), prop::collection::vec(prop::sample::select(&b"( )ohnacb"[..]), 1..6));
+    let report = campaign::run("grammar/init-mutex", 48, case, |(max_tokens, seed, favourites)| {
+        let limits = Limits { max_objects: 4, max_init: 12, max_goal: 4, ..Limits::default() };
+        let spec = |init_mutex: Vec<MutexGroup>| ConstraintSpec::Problem {
+            domain: domain.clone(),
+            prefix: "(define (problem p) (:domain d) (:objects ".into(),
+            limits,
+            avoid: vec![],
+            forbid_goal_at_init: false,
+            init_mutex,
+        };
+        let on = spec(blocksworld_groups());
+        let Some((text, _)) = walk_within(&on, max_tokens, seed, &favourites, true).map_err(TestCaseError::fail)? else {
+            return Err(TestCaseError::fail("the constraint does not build"));
+        };
+        if let Some(why) = impossible_blocksworld(&init_facts(&text)) {
+            return Err(TestCaseError::fail(format!("{why}:\n{text}")));
+        }
+        let env = env();
+        let mut c = on.build(&env, max_tokens).unwrap();
+        for b in text.bytes() {
+            c.allowed().unwrap();
+            c.consume(u32::from(b)).unwrap();
+        }
+        OVERRIDES.fetch_add(c.stats().guard_overrides as usize, Ordering::Relaxed);
+        if let Some((off, _)) = walk_within(&spec(vec![]), max_tokens, seed, &favourites, true).map_err(TestCaseError::fail)? {
+            if impossible_blocksworld(&init_facts(&off)).is_some() {
+                BROKEN_WITHOUT.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    });
+    let broken = BROKEN_WITHOUT.load(Ordering::Relaxed);
+    eprintln!(
+        "fuzz grammar/init-mutex: {broken} of {} walks without the rule stated an impossible state; {} guard overrides with it",
+        report.inputs,
+        OVERRIDES.load(Ordering::Relaxed)
+    );
+    assert!(broken > 0, "no walk without the rule broke a group: the walks do not test the rule");
+    assert_eq!(OVERRIDES.load(Ordering::Relaxed), 0, "the guard refused every token somewhere");
 }

@@ -91,7 +91,7 @@ fn split_at_objects(problem: &str) -> (String, String) {
 fn through_constraint(env: &Arc<TokenEnv>, domain: &str, name: &str, problem: &str) {
     let (prefix, body) = split_at_objects(problem);
     let prefix = if prefix.ends_with(char::is_whitespace) { prefix } else { format!("{prefix} ") };
-    let spec = ConstraintSpec::Problem { domain: domain.to_string(), prefix, limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false };
+    let spec = ConstraintSpec::Problem { domain: domain.to_string(), prefix, limits: Limits::default(), avoid: vec![], forbid_goal_at_init: false, init_mutex: vec![] };
     let tokens: Vec<u32> = body.bytes().map(u32::from).collect();
     let masks = spec
         .replay(env, 1 << 20, &tokens)

@@ -77,7 +77,7 @@ fn spec() -> ConstraintSpec {
 }
 
 fn domain_spec(domain: &str) -> ConstraintSpec {
-    ConstraintSpec::Problem { domain: domain.into(), prefix: PRIMER.into(), limits: GrammarLimits::default(), avoid: vec![], forbid_goal_at_init: false }
+    ConstraintSpec::Problem { domain: domain.into(), prefix: PRIMER.into(), limits: GrammarLimits::default(), avoid: vec![], forbid_goal_at_init: false, init_mutex: vec![] }
 }
 
 fn constrained(temperature: f32, seed: u64, max_tokens: usize) -> SamplingConfig {

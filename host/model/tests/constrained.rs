@@ -26,7 +26,7 @@ fn prompt(brain: &Brain) -> String {
 }
 
 fn spec(limits: GrammarLimits) -> ConstraintSpec {
-    ConstraintSpec::Problem { domain: DOMAIN.into(), prefix: PRIMER.into(), limits, avoid: vec![], forbid_goal_at_init: false }
+    ConstraintSpec::Problem { domain: DOMAIN.into(), prefix: PRIMER.into(), limits, avoid: vec![], forbid_goal_at_init: false, init_mutex: vec![] }
 }
 
 #[test]

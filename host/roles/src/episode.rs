@@ -17,7 +17,7 @@ use crate::plan::{parse_plan_lines, validate_answer, validate_plan};
 use crate::prompts::{prompt_hash, TaskContext};
 use crate::record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
 use crate::strategy::{Constrain, EpisodeConfig, ExampleChoice, RepeatPolicy, Strategy, MAX_RESAMPLES};
-use onebrain_model::ConstraintSpec;
+use onebrain_model::{ConstraintSpec, MutexGroup, MutexPart};
 
 /// What a task brings to an episode besides its text.
 #[derive(Clone, Debug, PartialEq)]
@@ -333,13 +333,18 @@ impl Episode {
                     avoid: self.candidates_to_avoid(index),
                     forbid_goal_at_init: self.cfg.forbid_goal_at_init,
                 }),
-                Mode::Problem => Some(ConstraintSpec::Problem {
-                    domain: domain?,
-                    prefix: self.ctx.primer(),
-                    limits,
-                    avoid: self.candidates_to_avoid(index),
-                    forbid_goal_at_init: self.cfg.forbid_goal_at_init,
-                }),
+                Mode::Problem => {
+                    let domain = domain?;
+                    let init_mutex = if self.cfg.forbid_init_mutex { init_mutex(&domain) } else { Vec::new() };
+                    Some(ConstraintSpec::Problem {
+                        domain,
+                        prefix: self.ctx.primer(),
+                        limits,
+                        avoid: self.candidates_to_avoid(index),
+                        forbid_goal_at_init: self.cfg.forbid_goal_at_init,
+                        init_mutex,
+                    })
+                }
             },
         }
     }
@@ -809,5 +814,51 @@ fn tail(s: &str, n: usize) -> String {
         s.to_string()
     } else {
         s.chars().skip(count - n).collect()
+    }
+}
+
+/// The domain's mutex groups, proved from its action schemas, as the guard reads them
+/// (`forbid-init-mutex`); none when the domain does not parse (the verifier will say why).
+fn init_mutex(domain: &str) -> Vec<MutexGroup> {
+    let Ok(d) = onebrain_pddl::parse_domain(domain) else { return Vec::new() };
+    let part = |p: onebrain_faithful::GroupPart| MutexPart { predicate: p.predicate, params: p.params, counted: p.counted };
+    onebrain_faithful::mutex_groups(&d).into_iter().map(|g| MutexGroup { parts: g.parts.into_iter().map(part).collect() }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plugin's BlocksWorld gets its groups, and the guard built from them refuses an
+    /// initial state the domain cannot be in, byte by byte as a decoder would meet it.
+    #[test]
+    fn blocksworld_groups_reach_the_guard() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guests/blocksworld/domain.pddl");
+        let domain = std::fs::read_to_string(path).unwrap();
+        let groups = init_mutex(&domain);
+        assert_eq!(groups.len(), 3, "{groups:?}");
+        assert!(init_mutex("(define (domain broken").is_empty());
+        let spec = |init_mutex| ConstraintSpec::Problem {
+            domain: domain.clone(),
+            prefix: "(define (problem p) (:domain blocksworld-4ops) (:objects ".into(),
+            limits: onebrain_model::GrammarLimits::default(),
+            avoid: vec![],
+            forbid_goal_at_init: false,
+            init_mutex,
+        };
+        let env = onebrain_model::TokenEnv::bytes();
+        // Whether the constraint lets `text` through, every byte allowed where it comes.
+        let passes = |spec: &ConstraintSpec, text: &str| {
+            let mut c = spec.build(&env, 400).unwrap();
+            text.bytes().all(|b| c.allowed().unwrap().is_allowed(u32::from(b)) && c.consume(u32::from(b)).is_ok())
+        };
+        let held_and_empty = "a b) (:init (holding a) (handempty)";
+        let on_two = "a b c) (:init (on a b) (on a c)";
+        let possible = "a b c) (:init (holding a) (on b c) (ontable c) (clear b)) (:goal (and (on a b))))";
+        for text in [held_and_empty, on_two] {
+            assert!(passes(&spec(vec![]), text), "the rule is off: {text}");
+            assert!(!passes(&spec(groups.clone()), text), "{text}");
+        }
+        assert!(passes(&spec(groups), possible));
     }
 }

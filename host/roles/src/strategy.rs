@@ -206,6 +206,12 @@ pub struct EpisodeConfig {
     /// initial state (the planner's empty plan). Off by default: a few real tasks start at
     /// their goal.
     pub forbid_goal_at_init: bool,
+    /// Under the grammar in `problem` mode, no two `:init` facts may break one of the
+    /// domain's mutex groups, proved from its action schemas (`(holding a)` beside
+    /// `(handempty)`). Off by default, and left out of the serialised config when off, so
+    /// the digests of runs that predate it stand.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub forbid_init_mutex: bool,
     /// Tree-of-Thought sizes.
     pub tot: TotConfig,
 }
@@ -232,6 +238,7 @@ impl Default for EpisodeConfig {
             grammar: onebrain_model::GrammarLimits::default(),
             editor_repeats: RepeatPolicy::Forbid,
             forbid_goal_at_init: false,
+            forbid_init_mutex: false,
             tot: TotConfig::default(),
         }
     }
@@ -255,6 +262,11 @@ impl EpisodeConfig {
         }
         if self.tot.breadth == 0 || self.tot.proposals == 0 || self.tot.max_depth == 0 {
             return bad("tot breadth, proposals and max-depth must be at least 1".into());
+        }
+        if self.forbid_init_mutex && self.mode == Mode::Full {
+            // The groups are proved from the domain before decoding; a `full` answer writes
+            // its own domain.
+            return bad("forbid-init-mutex needs mode = \"problem\"".into());
         }
         if !(0.0..=1.0).contains(&self.judge_threshold) {
             return bad(format!(
@@ -297,6 +309,21 @@ mod tests {
             assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
         }
         assert!("cot".parse::<Strategy>().is_err());
+    }
+
+    #[test]
+    fn the_init_mutex_rule_is_off_by_default_and_left_out_of_the_serialised_config() {
+        let c = EpisodeConfig::default();
+        assert!(!c.forbid_init_mutex);
+        // Configs written before the option serialise as they did, so run digests stand.
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(!json.contains("forbid-init-mutex"), "{json}");
+        let on: EpisodeConfig = toml::from_str("mode = \"problem\"\nforbid-init-mutex = true").unwrap();
+        assert!(on.forbid_init_mutex && on.validate().is_ok());
+        assert!(serde_json::to_string(&on).unwrap().contains("\"forbid-init-mutex\":true"));
+        // In `full` mode the answer writes the domain the groups would come from.
+        let full = EpisodeConfig { mode: Mode::Full, ..on };
+        assert!(full.validate().is_err());
     }
 
     #[test]

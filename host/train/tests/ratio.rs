@@ -72,6 +72,7 @@ fn sampled_batch(brain: &mut Brain) -> Batch {
         limits: GrammarLimits::default(),
         avoid: vec![],
         forbid_goal_at_init: false,
+        init_mutex: vec![],
     };
     let tokens = brain.encode(&prompt).unwrap();
     let mut policy = Vec::new();

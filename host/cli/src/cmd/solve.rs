@@ -90,6 +90,7 @@ fn check_domain_file(path: &Path, config: &SolveConfig) -> anyhow::Result<()> {
         limits: config.episode.grammar,
         avoid: Vec::new(),
         forbid_goal_at_init: false,
+        init_mutex: Vec::new(),
     };
     match spec.check_bounds() {
         Err(e @ onebrain_grammar::GrammarError::TooLarge { .. }) => anyhow::bail!("--domain-file {}: {e}", path.display()),
