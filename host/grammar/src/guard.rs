@@ -718,6 +718,12 @@ impl Guard {
         if matches!(pred, "and" | "not") {
             return true;
         }
+        if section == Section::Init && !self.init_mutex.is_empty() {
+            // The name being written as spelt: the grammar holds an object to its declared
+            // case, so `airport` is no way to `AIRPORT` (a Logistics answer declared both
+            // `AIRPORT` and `airport_0`, and the case-blind count walked it into a dead end).
+            return self.mutex_completion(pred, &top.words[1..], &scan.raw, new_facts);
+        }
         self.open_completions(section, positive, pred, &top.words[1..], partial, new_facts, must_break)
     }
 
@@ -924,12 +930,7 @@ impl Guard {
             return self.breaking_completion(positive, pred, args, partial, sets, new_facts);
         }
         if section == Section::Init && !self.init_mutex.is_empty() {
-            // Repeats and mutex conflicts alike: some completion must be neither.
-            let choices: Vec<Vec<&str>> = (k..sets.len())
-                .map(|i| sets[i].iter().map(String::as_str).filter(|n| i > k || n.starts_with(partial)).collect())
-                .collect();
-            let rules = mutex::forbidden(&self.init_mutex, pred, sets.len(), self.stated_init(new_facts));
-            return mutex::free_completion(args, &choices, &rules);
+            return self.mutex_completion(pred, args, partial, new_facts);
         }
         if k == sets.len() {
             return !self.facts.iter().chain(new_facts.iter().copied()).any(|f| same_prefix(&f));
@@ -946,6 +947,25 @@ impl Guard {
             .filter(|f| same_prefix(f) && here.contains(&&f.words[k + 1]))
             .count() as u128;
         used < total
+    }
+
+    /// Whether some `:init` fact `(pred args… partial…)` (`partial` as written) is neither
+    /// stated nor in one mutex group instance with a stated fact.
+    fn mutex_completion(&self, pred: &str, args: &[String], partial: &str, new_facts: &[&Fact]) -> bool {
+        let Some(sets) = self.arg_sets.get(pred) else { return true };
+        let k = args.len();
+        if k > sets.len() || (k == sets.len() && !partial.is_empty()) {
+            return true; // the grammar's to refuse
+        }
+        // A declared object is spelt as declared; a constant in any case (as the grammar has it).
+        let spelt_from = |n: &str| match self.objects_raw.iter().find(|(raw, _)| raw.eq_ignore_ascii_case(n)) {
+            Some((raw, _)) => raw.starts_with(partial),
+            None => n.starts_with(&partial.to_ascii_lowercase()),
+        };
+        let choices: Vec<Vec<&str>> =
+            (k..sets.len()).map(|i| sets[i].iter().map(String::as_str).filter(|n| i > k || spelt_from(n)).collect()).collect();
+        let rules = mutex::forbidden(&self.init_mutex, pred, sets.len(), self.stated_init(new_facts));
+        mutex::free_completion(args, &choices, &rules)
     }
 
     /// Whether some goal fact `(pred args… partial…)` with this polarity, not yet stated, does
@@ -1308,6 +1328,27 @@ mod tests {
         let mut goal = blocksworld_with_groups("a b c) (:init (on a b)) (:goal (and ");
         goal.forbid_init_mutex(blocksworld_groups());
         assert!(goal.admits(b"(on a c)", 10));
+    }
+
+    /// Regression (the init-mutex arm, generated/logistics/seed-1006): the answer declared
+    /// `AIRPORT` and `airport_0`, stated `(at airport_0 airport_0)`, and wrote `(at airport`.
+    /// The guard counted `airport` (lower-case) as a free completion, but the grammar holds an
+    /// object to its declared spelling: only `airport_0` was left, which the group forbids, and
+    /// the guard gave way 44 times.
+    #[test]
+    fn a_name_spelt_in_another_case_is_no_way_out_of_a_mutex_conflict() {
+        let d = onebrain_pddl::parse_domain(
+            "(define (domain l) (:predicates (at ?x ?l) (in ?x ?y))
+             (:action a :parameters (?x ?l) :precondition (at ?x ?l) :effect (not (at ?x ?l))))",
+        )
+        .unwrap();
+        let prefix = "(define (problem t) (:domain l) (:objects AIRPORT airport_0 city_0) (:init (at airport_0 airport_0) ";
+        let mut g = Guard::new(Arc::new(Vocabulary::of(&d)), Limits::default(), 400, prefix.as_bytes());
+        let part = |p: &str| crate::MutexPart { predicate: p.into(), params: vec![0], counted: Some(1) };
+        g.forbid_init_mutex(vec![MutexGroup { parts: vec![part("at"), part("in")] }]);
+        assert!(!g.admits(b"(at airport", 10) && !g.admits(b"(at air", 10), "only `airport_0` is spelt so");
+        assert!(g.admits(b"(at AIRPORT", 10) && g.admits(b"(at AIRPORT airport_0)", 10));
+        assert!(g.admits(b"(at A", 10) && g.admits(b"(at city_0 ", 10));
     }
 
     #[test]
