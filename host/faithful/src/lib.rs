@@ -34,6 +34,10 @@
 //! runs the very same code under WebAssembly. It never calls a planner: the caller says whether
 //! the candidate was solved.
 //!
+//! [`mutex_groups`] gives a domain's own invariants, lifted ("each block is on the table, held
+//! or on one block"), proved from its action schemas with no annotation: what a decoder may
+//! hold an answer's initial state to (issue 34).
+//!
 //! ```
 //! use onebrain_core::{Drift, Spec};
 //! use onebrain_faithful::{check, Limits};
