@@ -126,6 +126,11 @@ pub struct SolveArgs {
     /// Trained role parameters to load (a checkpoint folder written by `onebrain train`).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
+    /// Then solve the same task again with the role parameters of this checkpoint folder,
+    /// and print the two episodes side by side (solved, plan, Judge, faithful, what differs
+    /// from the task's reference).
+    #[arg(long, value_name = "CHECKPOINT", conflicts_with = "json")]
+    pub side_by_side: Option<PathBuf>,
     /// Print only the episode record, as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,

@@ -71,6 +71,7 @@ mod model;
 mod plan;
 mod prompts;
 mod record;
+mod render;
 mod setup;
 mod solve;
 mod strategy;
@@ -84,9 +85,10 @@ pub use model::{LanguageModel, OneAtATime};
 pub use plan::{map_plan, parse_plan_lines, validate_answer, validate_plan};
 pub use prompts::{format_diagnostics, prompt_hash, raw_feedback, TaskContext, SYSTEM};
 pub use record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
+pub use render::{faithfulness_line, render_event, side_by_side, what_differs};
 pub use setup::{episode_input, load_model, test_setup_missing, Services};
 pub use solve::{
-    domain_text_input, read_nonempty_text, read_reference, render_event, solve, solve_with, task_from_problem_file, CustomDomain,
+    domain_text_input, read_nonempty_text, read_reference, solve, solve_with, task_from_problem_file, CustomDomain,
     DomainFile, DomainText, ReferenceFiles, SolveOptions, TaskInput,
 };
 pub use strategy::{Constrain, EpisodeConfig, ExampleChoice, RepeatPolicy, Strategy, TotConfig, MAX_RESAMPLES};

@@ -3,8 +3,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use onebrain_eval::planbench_task;
 use onebrain_roles::{
-    config_base, render_event, solve, Constrain, CustomDomain, DomainFile, DomainText, Mode, ReferenceFiles, SolveConfig,
-    SolveOptions, Strategy, TaskInput,
+    config_base, render_event, side_by_side, solve, Constrain, CustomDomain, DomainFile, DomainText, Mode, ReferenceFiles, SolveConfig,
+    EpisodeRecord, SolveOptions, Strategy, TaskInput,
 };
 
 use crate::cmd::print_json;
@@ -51,7 +51,7 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot load PlanBench task {id}"))?,
         )
     };
-    let opts = SolveOptions {
+    let mut opts = SolveOptions {
         config,
         base: config_base(&args.config),
         domain,
@@ -59,22 +59,52 @@ pub fn run(args: SolveArgs) -> anyhow::Result<()> {
         custom_domain: custom_domain(args.domain_file, args.domain_text, args.reference_domain, args.reference_problem)?,
     };
     let json = args.json;
+    let record = solve_printing(&opts, json)?;
+    if json {
+        print_json(&record)?;
+    }
+    let Some(trained) = args.side_by_side else { return Ok(()) };
+    let first_label = match &opts.config.checkpoint {
+        Some(dir) => checkpoint_label(dir),
+        None => "base".to_string(),
+    };
+    opts.config.checkpoint = Some(absolute(&trained)?);
+    let second_label = checkpoint_label(&trained);
+    outln!("\n== the same task with the role parameters of {}", trained.display())?;
+    let second = solve_printing(&opts, false)?;
+    outln!("\n== side by side\n{}", side_by_side(&[(&first_label, &record), (&second_label, &second)]).trim_end())?;
+    Ok(())
+}
+
+/// One episode, each event printed as it happens unless `json` (the record alone is then
+/// printed by the caller).
+fn solve_printing(opts: &SolveOptions, json: bool) -> anyhow::Result<EpisodeRecord> {
     // An event line that cannot be printed: a broken pipe ends the process
     // quietly at once (the reader is gone, the episode's work would be lost on
     // nobody); any other error ends the command once the episode is over.
     let mut failed = None;
-    let record = solve(&opts, &mut |event| {
+    let record = solve(opts, &mut |event| {
         if !json && failed.is_none() {
             failed = out::quit_on_broken_pipe(outln!("{}", render_event(event))).err();
         }
     })?;
-    if let Some(e) = failed {
-        return Err(e.into());
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(record),
     }
-    if json {
-        print_json(&record)?;
+}
+
+/// A checkpoint's column heading: `train-cpu-full, update 30` for a folder
+/// `…/train-cpu-full/checkpoints/update-000030`, else the folder's name.
+fn checkpoint_label(dir: &Path) -> String {
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let folder = name(dir).unwrap_or_else(|| dir.display().to_string());
+    let Some(update) = folder.strip_prefix("update-").and_then(|n| n.parse::<u64>().ok()) else { return folder };
+    let run = dir.parent().filter(|p| name(p).as_deref() == Some("checkpoints")).and_then(Path::parent).and_then(name);
+    match run {
+        Some(run) => format!("{run}, update {update}"),
+        None => format!("update {update}"),
     }
-    Ok(())
 }
 
 /// A `--domain-file` past the grammar's bounds is refused before the model loads, naming the
