@@ -17,7 +17,7 @@ use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    config::{DEFAULT_MODEL_FILE, TEST_MODEL_FILE},
+    config::{ModelConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE},
     paths::ModelSource,
     transformer::{Arch, ArchConfig, LORA_TARGETS},
     weights::hf_linear_name,
@@ -43,6 +43,10 @@ struct Meta {
     separate_models: bool,
     train_backbone: bool,
     parameters: usize,
+    /// The adapted projections (PEFT names); absent in checkpoints written before it was
+    /// recorded, whose parameter names say it instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lora_targets: Option<Vec<String>>,
 }
 
 /// The fields of PEFT's `adapter_config.json` that matter for loading (PEFT fills the
@@ -103,6 +107,41 @@ pub fn resolve_checkpoint(path: &Path) -> PathBuf {
     path.to_path_buf()
 }
 
+/// `cfg` with the role parameters' shape of the checkpoint at `dir` (its LoRA rank, alpha
+/// and targets, role tokens and modes): a run's parameters then load under any config that
+/// names the same model, such as the demo's, written for the base model. The backbone and
+/// everything else stay as `cfg` says; [`Brain::load_trainable`] still checks the rest.
+pub fn with_checkpoint_shape(cfg: &ModelConfig, dir: &Path) -> Result<ModelConfig> {
+    let dir = resolve_checkpoint(dir);
+    let meta: Meta = read_json(&dir.join(META_FILE))?;
+    let lora_targets = match meta.lora_targets {
+        Some(targets) => Some(targets),
+        None => adapted_targets(&dir.join(TRAINABLE_FILE))?.or_else(|| cfg.lora_targets.clone()),
+    };
+    Ok(ModelConfig {
+        lora_rank: Some(meta.lora_rank),
+        lora_alpha: meta.lora_alpha,
+        role_tokens: meta.role_tokens,
+        separate_models: meta.separate_models,
+        train_backbone: meta.train_backbone,
+        lora_targets,
+        ..cfg.clone()
+    })
+}
+
+/// The projections a checkpoint's LoRA parameters adapt, read off their names
+/// (`actor.lora.0.q_proj.a`), in [`LORA_TARGETS`] order; `None` when it has no LoRA
+/// parameter to read.
+fn adapted_targets(file: &Path) -> Result<Option<Vec<String>>> {
+    let tensors = load_tensors(file, &Device::Cpu)?;
+    let adapted: Vec<String> = LORA_TARGETS
+        .iter()
+        .filter(|t| tensors.keys().any(|name| name.contains(".lora.") && name.contains(&format!(".{t}."))))
+        .map(|t| t.to_string())
+        .collect();
+    Ok((!adapted.is_empty()).then_some(adapted))
+}
+
 fn mismatch(path: &Path, reason: impl Into<String>) -> Error {
     Error::CheckpointMismatch { path: path.to_path_buf(), reason: reason.into() }
 }
@@ -138,6 +177,7 @@ impl Brain {
             separate_models: cfg.separate_models,
             train_backbone: cfg.train_backbone,
             parameters: self.trainable().all_vars().iter().map(|v| v.elem_count()).sum(),
+            lora_targets: Some(cfg.lora_target_list().into_iter().map(String::from).collect()),
         }
     }
 
@@ -167,6 +207,10 @@ impl Brain {
             (meta.separate_models != mine.separate_models, "separate_models differs".to_string()),
             (meta.train_backbone != mine.train_backbone, "train_backbone differs".to_string()),
             (meta.lora_alpha != mine.lora_alpha, format!("lora_alpha {} vs {}", meta.lora_alpha, mine.lora_alpha)),
+            (
+                meta.lora_targets.is_some() && meta.lora_targets != mine.lora_targets,
+                format!("LoRA targets {:?} vs {:?}", meta.lora_targets.unwrap_or_default(), mine.lora_targets.unwrap_or_default()),
+            ),
         ];
         if let Some((_, why)) = checks.into_iter().find(|(bad, _)| *bad) {
             return Err(mismatch(&meta_path, why));

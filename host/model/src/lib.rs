@@ -58,7 +58,7 @@ pub use budget::{MemoryEstimate, DEFAULT_MEMORY_BUDGET_MIB};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopReason};
 /// Constrained decoding: what a [`SamplingConfig::constraint`] holds, and the live masks.
 pub use onebrain_grammar::{ConstraintSpec, ConstraintStats, Limits as GrammarLimits, MutexGroup, MutexPart, TokenEnv, TokenSet};
-pub use checkpoint::{resolve_checkpoint, LATEST_FILE};
+pub use checkpoint::{resolve_checkpoint, with_checkpoint_shape, LATEST_FILE};
 pub use config::{LearnerWeights, ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
 pub use device::{DeviceChoice, WeightDtype};
 pub use error::{Error, Result};

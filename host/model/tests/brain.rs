@@ -387,6 +387,40 @@ fn checkpoint_and_peft_export_round_trip() {
     assert!(matches!(other.load_trainable(&dir.path().join("nothing")), Err(Error::Io { .. })));
 }
 
+/// A run trained with PEFT's small adapters (rank 8 on q_proj and v_proj) loads under a
+/// config written for the base model, which names neither: the checkpoint gives its shape
+/// (the demo's side by side failed on "LoRA rank 8 vs 19"). A checkpoint from before
+/// brain.json recorded the targets gives them by its parameters' names.
+#[test]
+fn a_checkpoint_loads_in_its_own_shape_under_a_base_config() {
+    let trained_cfg = ModelConfig { lora_rank: Some(8), lora_targets: Some(vec!["q_proj".into(), "v_proj".into()]), ..Default::default() };
+    let Some(mut trained) = smol(trained_cfg) else { return };
+    perturb_adapters(&trained, 0.05);
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("update-000030");
+    trained.save(&ckpt).unwrap();
+    let base_cfg = ModelConfig { path: TEST_MODEL_FILE.into(), ..Default::default() };
+    let Some(mut plain) = smol(base_cfg.clone()) else { return };
+    assert!(matches!(plain.load_trainable(&ckpt), Err(Error::CheckpointMismatch { .. })), "the base shape differs");
+
+    let prompt = trained.chat_prompt(SYSTEM, QUESTION);
+    let want = trained.generate(Role::Actor, &prompt, &SamplingConfig::greedy(8)).unwrap();
+    let mut old_format: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ckpt.join("brain.json")).unwrap()).unwrap();
+    assert_eq!(old_format["lora_targets"], serde_json::json!(["q_proj", "v_proj"]));
+    for recorded in [true, false] {
+        if !recorded {
+            old_format.as_object_mut().unwrap().remove("lora_targets");
+            std::fs::write(ckpt.join("brain.json"), old_format.to_string()).unwrap();
+        }
+        let shaped = onebrain_model::with_checkpoint_shape(&base_cfg, &ckpt).unwrap();
+        assert_eq!((shaped.lora_rank, shaped.lora_targets.clone()), (Some(8), Some(vec!["q_proj".to_string(), "v_proj".to_string()])));
+        let mut loaded = Brain::load(&shaped).unwrap();
+        loaded.load_trainable(&ckpt).unwrap();
+        let got = loaded.generate(Role::Actor, &prompt, &SamplingConfig::greedy(8)).unwrap();
+        assert_eq!(got.tokens, want.tokens, "recorded targets: {recorded}");
+    }
+}
+
 /// Truncated backpropagation through the prompt: the same log-probabilities and Judge logit
 /// as the full differentiable path, gradients in every adapter and in the role tokens.
 ///

@@ -176,14 +176,14 @@ pub fn foreign_example(adapter: &dyn DomainAdapter) -> Result<Option<(String, St
 }
 
 /// Loads the model `cfg` names, with the trained role parameters of `cfg.checkpoint` (a
-/// relative checkpoint path is resolved against `base`, the config file's folder).
+/// relative checkpoint path is resolved against `base`, the config file's folder), in the
+/// shape the checkpoint was trained with (LoRA rank and targets, role tokens).
 pub fn load_model(cfg: &SolveConfig, base: &Path) -> Result<Brain, RolesError> {
-    let mut brain = Brain::load(&cfg.model).map_err(RolesError::Model)?;
-    if let Some(dir) = &cfg.checkpoint {
-        brain
-            .load_trainable(&base.join(dir))
-            .map_err(RolesError::Model)?;
-    }
+    let Some(dir) = &cfg.checkpoint else { return Brain::load(&cfg.model).map_err(RolesError::Model) };
+    let dir = base.join(dir);
+    let model = onebrain_model::with_checkpoint_shape(&cfg.model, &dir).map_err(RolesError::Model)?;
+    let mut brain = Brain::load(&model).map_err(RolesError::Model)?;
+    brain.load_trainable(&dir).map_err(RolesError::Model)?;
     Ok(brain)
 }
 
