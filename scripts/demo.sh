@@ -5,16 +5,24 @@
 # is printed as it happens: the model's output, the verifier's verdict and diagnostics, the
 # Judge's score, the Editor's repair, then the rewards, faithfulness, final PDDL and plan.
 #
+# Each task runs twice, side by side: the base model, then the same model with the role
+# parameters the learning run's `full` arm (the paper's method) ended with, committed under
+# results/. The table after each pair says, for both, whether it was solved, how long the plan
+# is, and whether the answer still means the task; if not, what differs (a goal that already
+# holds, objects or facts missing or invented).
+#
 # Then the LLM+P baseline on the first task: the planner solves what it writes, and the
 # reference checker says whether it still means the task. scripts/demo-verifier.sh shows the
 # verifier alone on bundled specs.
 #
-# DEMO_TASKS overrides the task list (PlanBench `set/instance` ids); DEMO_CONFIG the config.
+# DEMO_TASKS overrides the task list (PlanBench `set/instance` ids); DEMO_CONFIG the config;
+# DEMO_TRAINED the trained checkpoint folder (empty: the base model alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${ONEBRAIN_BIN:-target/release/onebrain}
 DATA=${ONEBRAIN_DATA:-../shared/data}
 CONFIG=${DEMO_CONFIG:-configs/solve-demo.toml}
+TRAINED=${DEMO_TRAINED-results/train-cpu-full/checkpoints/update-000030}
 # Three small tasks of three domains: 3-block BlocksWorld, 3-object Mystery BlocksWorld
 # (the same states with obfuscated names) and a one-package Logistics task.
 TASKS=${DEMO_TASKS:-"blocksworld_3/2 mystery_blocksworld_3/4 logistics/2"}
@@ -35,9 +43,13 @@ domain_of() {
   esac
 }
 
+side_by_side=()
+if [ -n "$TRAINED" ]; then
+  side_by_side=(--side-by-side "$TRAINED")
+fi
 for task in $TASKS; do
-  step "PlanBench $task: Actor -> verifier -> Judge -> Editor, grammar-constrained (at most 5 repairs, 6 verifier calls)" \
-    "$BIN" solve --config "$CONFIG" --domain "$(domain_of "$task")" --planbench "$task" --data "$DATA"
+  step "PlanBench $task: Actor -> verifier -> Judge -> Editor, grammar-constrained (at most 5 repairs, 6 verifier calls)${TRAINED:+, base and trained}" \
+    "$BIN" solve --config "$CONFIG" --domain "$(domain_of "$task")" --planbench "$task" --data "$DATA" "${side_by_side[@]}"
 done
 
 first=${TASKS%% *}
