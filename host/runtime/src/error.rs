@@ -70,11 +70,17 @@ pub enum PluginErrorKind {
     /// as one line and capped at [`Limits::message_kb`](crate::Limits::message_kb)).
     #[error("reported an error: {0}")]
     Guest(String),
-    /// The guest answered with a value the host refuses: a reward that is not
-    /// finite or out of bounds, a self-contradictory faithfulness report, a
-    /// task of another domain.
+    /// The guest answered with a value the host refuses: a reward out of
+    /// bounds, a self-contradictory faithfulness report, a task of another
+    /// domain.
     #[error("returned an invalid value: {0}")]
     Invalid(String),
+    /// The guest answered NaN or ±∞ where the host takes only a finite number
+    /// (a reward, a checker's Schema-F1). Worded as [`PluginErrorKind::Invalid`]
+    /// is; a variant of its own so that a trace can count it without reading
+    /// the words.
+    #[error("returned an invalid value: {0}")]
+    NonFinite(String),
     /// A domain adapter's `name()` is not the name it is installed under (its
     /// folder's and manifest's, or a bare component's file name): one plugin
     /// cannot answer for another's domain.
@@ -135,6 +141,88 @@ fn stderr_suffix(stderr: &str) -> String {
     }
 }
 
+impl PluginErrorKind {
+    /// What kind of failure this is, without its details or wording: what a trace records
+    /// and a report counts (a reworded message cannot move a failure to another kind).
+    pub fn failure_kind(&self) -> FailureKind {
+        use PluginErrorKind as K;
+        match self {
+            K::Timeout { .. } => FailureKind::Timeout,
+            K::FuelExhausted { .. } => FailureKind::Fuel,
+            K::MemoryLimit { .. } => FailureKind::Memory,
+            K::StackOverflow => FailureKind::StackOverflow,
+            K::Trap { .. } => FailureKind::Trap,
+            K::OutputTooLarge { .. } => FailureKind::OutputTooLarge,
+            K::Guest(_) => FailureKind::Reported,
+            K::Invalid(_) => FailureKind::Invalid,
+            K::NonFinite(_) => FailureKind::NonFinite,
+            K::Identity { .. }
+            | K::ComponentFile(_)
+            | K::IncompatibleApiVersion { .. }
+            | K::MissingApiVersion
+            | K::WorldMismatch { .. }
+            | K::Load(_)
+            | K::Permission(_) => FailureKind::Load,
+            K::Runtime(_) => FailureKind::Runtime,
+        }
+    }
+}
+
+/// The kind of a [`PluginErrorKind`], without its details: a closed list, serialized in
+/// kebab-case (`"non-finite"`), that episode records store next to the error's text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// [`PluginErrorKind::Timeout`]: past the wall-clock limit.
+    Timeout,
+    /// [`PluginErrorKind::FuelExhausted`]: out of fuel.
+    Fuel,
+    /// [`PluginErrorKind::MemoryLimit`]: over the memory cap.
+    Memory,
+    /// [`PluginErrorKind::StackOverflow`]: out of stack.
+    StackOverflow,
+    /// [`PluginErrorKind::Trap`]: a panic or another trap.
+    Trap,
+    /// [`PluginErrorKind::OutputTooLarge`]: an answer over the output cap.
+    OutputTooLarge,
+    /// [`PluginErrorKind::Guest`]: the guest's own error.
+    Reported,
+    /// [`PluginErrorKind::Invalid`]: a value the host refuses.
+    Invalid,
+    /// [`PluginErrorKind::NonFinite`]: NaN or ±∞ where a finite number belongs.
+    NonFinite,
+    /// The plugin could not be loaded or may not run: a bad component, identity, API
+    /// version, world or permission.
+    Load,
+    /// [`PluginErrorKind::Runtime`]: another failure inside wasmtime.
+    Runtime,
+}
+
+impl FailureKind {
+    /// The name a trace stores (`"non-finite"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::Fuel => "fuel",
+            FailureKind::Memory => "memory",
+            FailureKind::StackOverflow => "stack-overflow",
+            FailureKind::Trap => "trap",
+            FailureKind::OutputTooLarge => "output-too-large",
+            FailureKind::Reported => "reported",
+            FailureKind::Invalid => "invalid",
+            FailureKind::NonFinite => "non-finite",
+            FailureKind::Load => "load",
+            FailureKind::Runtime => "runtime",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A failure of one plugin, named by plugin and version.
 #[derive(Debug, thiserror::Error)]
 #[error("plugin {plugin} {kind}")]
@@ -152,6 +240,11 @@ impl PluginError {
     /// one line and capped, so it is safe to print and cheap to store.
     pub(crate) fn new(plugin: &PluginId, kind: PluginErrorKind) -> Self {
         PluginError { plugin: plugin.clone(), kind: kind.bounded(MESSAGE_BYTES, STDERR_BYTES) }
+    }
+
+    /// The kind of failure ([`PluginErrorKind::failure_kind`]).
+    pub fn failure_kind(&self) -> FailureKind {
+        self.kind.failure_kind()
     }
 
     /// As [`PluginError::new`], with the caps of `limits`.
@@ -172,6 +265,7 @@ impl PluginErrorKind {
             K::Trap { trap, stderr } => K::Trap { trap: message(&trap, cap), stderr: message(&stderr, stderr_cap) },
             K::Guest(m) => K::Guest(message(&m, cap)),
             K::Invalid(m) => K::Invalid(message(&m, cap)),
+            K::NonFinite(m) => K::NonFinite(message(&m, cap)),
             K::Identity { manifest, reported } => K::Identity { manifest, reported: message(&reported, 64) },
             K::ComponentFile(m) => K::ComponentFile(message(&m, cap)),
             K::IncompatibleApiVersion { found, supported } => {
@@ -253,4 +347,44 @@ pub enum RegistryError {
     /// A plugin failed while loading or during its smoke call.
     #[error(transparent)]
     Plugin(#[from] PluginError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_finite_value_reads_as_an_invalid_one_but_is_its_own_kind() {
+        let plugin = PluginId { name: "r".into(), version: "0.1.0".into() };
+        let why = "the actor reward is NaN, not a finite number";
+        let nan = PluginError::new(&plugin, PluginErrorKind::NonFinite(why.into()));
+        let invalid = PluginError::new(&plugin, PluginErrorKind::Invalid(why.into()));
+        // The text people read is what it was before the variant existed.
+        assert_eq!(nan.to_string(), "plugin r@0.1.0 returned an invalid value: the actor reward is NaN, not a finite number");
+        assert_eq!(nan.to_string(), invalid.to_string());
+        assert_eq!((nan.failure_kind(), invalid.failure_kind()), (FailureKind::NonFinite, FailureKind::Invalid));
+    }
+
+    #[test]
+    fn failure_kinds_are_named_as_they_are_serialized() {
+        use FailureKind as F;
+        let all = [
+            F::Timeout,
+            F::Fuel,
+            F::Memory,
+            F::StackOverflow,
+            F::Trap,
+            F::OutputTooLarge,
+            F::Reported,
+            F::Invalid,
+            F::NonFinite,
+            F::Load,
+            F::Runtime,
+        ];
+        for k in all {
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{k}\""));
+            assert_eq!(serde_json::from_str::<FailureKind>(&json).unwrap(), k);
+        }
+    }
 }

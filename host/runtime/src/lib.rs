@@ -71,7 +71,7 @@ pub use adapters::{WasmChecker, WasmDiagnosticParser, WasmDomainAdapter, WasmRew
 pub use bench::{bench_plugins, BenchOptions, BenchReport};
 pub use cache::{CacheOutcome, ComponentCache};
 pub use config::{Plugins, RuntimeConfig};
-pub use error::{PluginError, PluginErrorKind, PluginId, RegistryError};
+pub use error::{FailureKind, PluginError, PluginErrorKind, PluginId, RegistryError};
 pub use files::{MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES};
 pub use grants::{CapabilityGranter, Grant, Grants, PermissionError, Preopen};
 pub use host::{memory_address_space, HostOptions, LoadedPlugin, PluginHost};

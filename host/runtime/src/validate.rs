@@ -2,7 +2,8 @@
 //! goes through these (not only `plugins check`'s smoke call), so a plugin
 //! that behaves on the smoke input and poisons real episodes is caught on
 //! the call that poisons. A refusal is [`PluginErrorKind::Invalid`] (or
-//! [`PluginErrorKind::Identity`]), which names the plugin and its version.
+//! [`PluginErrorKind::NonFinite`] for NaN and ±∞, or [`PluginErrorKind::Identity`]),
+//! which names the plugin and its version.
 //!
 //! Strings are escaped here too (see `text.rs`): one-line strings (messages,
 //! explanations) lose every control character; texts (PDDL, statements)
@@ -21,6 +22,10 @@ fn invalid(msg: impl Into<String>) -> PluginErrorKind {
     PluginErrorKind::Invalid(msg.into())
 }
 
+fn non_finite(msg: impl Into<String>) -> PluginErrorKind {
+    PluginErrorKind::NonFinite(msg.into())
+}
+
 /// `reward`: each reward finite and within ±`limits.reward_bound`, and per-step Editor
 /// rewards, when given, one for each of the episode's `editor_steps` repairs.
 pub(crate) fn rewards(r: Rewards, editor_steps: u32, limits: &Limits) -> Result<Rewards, PluginErrorKind> {
@@ -29,7 +34,7 @@ pub(crate) fn rewards(r: Rewards, editor_steps: u32, limits: &Limits) -> Result<
     let totals = [("actor", r.actor), ("editor", r.editor), ("judge", r.judge)].map(|(n, v)| (n.to_string(), v));
     for (role, v) in totals.into_iter().chain(per_step) {
         if !v.is_finite() {
-            return Err(invalid(format!("the {role} reward is {v}, not a finite number")));
+            return Err(non_finite(format!("the {role} reward is {v}, not a finite number")));
         }
         if v.abs() > bound {
             return Err(invalid(format!("the {role} reward {v} is outside [-{bound}, {bound}]")));
@@ -105,7 +110,8 @@ pub(crate) fn diagnostics(ds: Vec<Diagnostic>, limits: &Limits) -> Vec<Diagnosti
 /// unfaithful spec; F1 is a number in [0, 1]. Explanations are escaped lines.
 pub(crate) fn report(r: FaithfulnessReport, limits: &Limits) -> Result<FaithfulnessReport, PluginErrorKind> {
     if !(0.0..=1.0).contains(&r.schema_f1) {
-        return Err(invalid(format!("schema_f1 is {}, not a number in [0, 1]", r.schema_f1)));
+        let refuse: fn(String) -> PluginErrorKind = if r.schema_f1.is_finite() { invalid } else { non_finite };
+        return Err(refuse(format!("schema_f1 is {}, not a number in [0, 1]", r.schema_f1)));
     }
     if r.faithful {
         let failed: Vec<&str> = [
@@ -144,7 +150,10 @@ mod tests {
     fn rewards_must_be_finite_and_bounded() {
         let l = Limits::default();
         let r = |actor| Rewards { actor, ..Rewards::default() };
-        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e30, 100.5, -101.0] {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            assert!(matches!(rewards(r(bad), 0, &l), Err(PluginErrorKind::NonFinite(_))), "{bad}");
+        }
+        for bad in [1e30, 100.5, -101.0] {
             assert!(matches!(rewards(r(bad), 0, &l), Err(PluginErrorKind::Invalid(_))), "{bad}");
         }
         for good in [0.0, 1.3, -100.0, 100.0] {
@@ -188,8 +197,9 @@ mod tests {
         let unsolved = FaithfulnessReport { solvable: false, ..good.clone() };
         let e = report(unsolved, &l).unwrap_err().to_string();
         assert!(e.contains("faithful but not solvable"), "{e}");
-        for f1 in [f64::NAN, 1.5, -0.1, f64::INFINITY] {
-            assert!(report(FaithfulnessReport { schema_f1: f1, ..good.clone() }, &l).is_err(), "{f1}");
+        for (f1, kind) in [(f64::NAN, "non-finite"), (1.5, "invalid"), (-0.1, "invalid"), (f64::INFINITY, "non-finite")] {
+            let e = report(FaithfulnessReport { schema_f1: f1, ..good.clone() }, &l).unwrap_err();
+            assert_eq!(e.failure_kind().as_str(), kind, "{f1}");
         }
         let drifted = FaithfulnessReport { drift: Some(Drift::GoalWeakening), ..good.clone() };
         assert!(report(drifted, &l).is_err());

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use onebrain_core::{FinishedEpisode, Spec};
 use onebrain_runtime::{
-    check_manifest, Grant, HostOptions, InstancePolicy, Limits, PluginErrorKind, PluginHost, PluginManifest,
+    check_manifest, FailureKind, Grant, HostOptions, InstancePolicy, Limits, PluginErrorKind, PluginHost, PluginManifest,
     PluginRegistry, RegistryError, RuntimeConfig, WasmChecker, WasmDiagnosticParser, WasmDomainAdapter, WasmReward,
     World,
 };
@@ -80,15 +80,23 @@ fn r13_1_poisoned_rewards_are_refused_on_every_call() {
     // Honest first, so the instance is warm: a plugin that passes one call is
     // still checked on the next.
     assert_eq!(r.try_rewards(&attack(HONEST)).unwrap().actor, 1.0);
-    for (t, what) in [(0, "NaN"), (1, "inf"), (2, "-inf"), (3, "1000000000000000000000000000000"), (4, "100.5")] {
+    let nan = FailureKind::NonFinite;
+    let bounds = FailureKind::Invalid;
+    for (t, what, kind) in
+        [(0, "NaN", nan), (1, "inf", nan), (2, "-inf", nan), (3, "1000000000000000000000000000000", bounds), (4, "100.5", bounds)]
+    {
         let e = r.try_rewards(&attack(t)).expect_err(what);
-        assert!(matches!(&e.kind, PluginErrorKind::Invalid(m) if m.contains(what)), "T={t}: {e}");
+        let m = match &e.kind {
+            PluginErrorKind::Invalid(m) | PluginErrorKind::NonFinite(m) => m,
+            _ => panic!("T={t}: {e}"),
+        };
+        assert!(m.contains(what) && e.failure_kind() == kind, "T={t}: {e}");
         assert!(e.to_string().starts_with("plugin hostile_reward@0.0.0 returned an invalid value"), "{e}");
         assert_eq!(r.try_rewards(&attack(HONEST)).unwrap().actor, 1.0, "the next honest call after T={t}");
     }
     // Per-step Editor rewards (API 0.2.0) are checked the same way, and counted.
     let e = r.try_rewards(&attack(9)).unwrap_err();
-    assert!(matches!(&e.kind, PluginErrorKind::Invalid(m) if m.contains("editor step 5 reward is NaN")), "{e}");
+    assert!(matches!(&e.kind, PluginErrorKind::NonFinite(m) if m.contains("editor step 5 reward is NaN")), "{e}");
     let e = r.try_rewards(&attack(10)).unwrap_err();
     assert!(matches!(&e.kind, PluginErrorKind::Invalid(m) if m.contains("9 per-step editor rewards for an episode of 10")), "{e}");
     assert_eq!(r.try_rewards(&attack(HONEST)).unwrap().actor, 1.0);
@@ -112,15 +120,20 @@ fn r13_1_self_contradictory_reports_are_refused() {
     let c = checker();
     let reference = candidate("ok");
     assert!(c.try_check(&reference, &candidate("ok"), None).unwrap().faithful);
-    for (cmd, says) in [
-        ("contradict", "schema_f1 is NaN"),
-        ("f1:NaN", "schema_f1 is NaN"),
-        ("f1:1.5", "schema_f1 is 1.5"),
-        ("f1:-0.5", "schema_f1 is -0.5"),
-        ("drift", "drift"),
+    for (cmd, says, kind) in [
+        ("contradict", "schema_f1 is NaN", FailureKind::NonFinite),
+        ("f1:NaN", "schema_f1 is NaN", FailureKind::NonFinite),
+        ("f1:1.5", "schema_f1 is 1.5", FailureKind::Invalid),
+        ("f1:-0.5", "schema_f1 is -0.5", FailureKind::Invalid),
+        ("drift", "drift", FailureKind::Invalid),
     ] {
         let e = c.try_check(&reference, &candidate(cmd), None).expect_err(cmd);
-        assert!(matches!(&e.kind, PluginErrorKind::Invalid(m) if m.contains(says)), "{cmd}: {e}");
+        let m = match &e.kind {
+            PluginErrorKind::Invalid(m) | PluginErrorKind::NonFinite(m) => m,
+            _ => panic!("{cmd}: {e}"),
+        };
+        assert!(m.contains(says) && e.failure_kind() == kind, "{cmd}: {e}");
+        assert!(e.to_string().contains("returned an invalid value: "), "the wording is the same: {e}");
     }
     // The smoke call (two empty specs) gets the contradictory report: check fails.
     let host = common::host(Limits::default());
