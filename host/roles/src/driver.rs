@@ -18,7 +18,7 @@ use onebrain_verifier::VerifierPool;
 use crate::episode::{Episode, Request, Response};
 use crate::model::LanguageModel;
 use onebrain_model::Role;
-use crate::record::{EpisodeRecord, Event};
+use crate::record::{EpisodeRecord, Event, FailedPlugin, PluginFailure};
 use crate::strategy::{EpisodeConfig, Strategy};
 
 /// Adds what the plugins say about a finished episode: rewards and faithfulness.
@@ -41,7 +41,8 @@ impl std::fmt::Debug for Finalizer {
 
 impl Finalizer {
     /// Fills `rewards`, `faithfulness` and `timings.plugins_ms` of a finished record. Plugin
-    /// failures are noted in `error`; they never stop a run.
+    /// failures are noted in `error` (text, for people) and in `failures` (with their kind,
+    /// for reports); they never stop a run.
     pub fn finalize(&self, rec: &mut EpisodeRecord, cfg: &EpisodeConfig, reference: Option<&Spec>) {
         let start = Instant::now();
         let mut errors = Vec::new();
@@ -49,7 +50,10 @@ impl Finalizer {
             let episode = finished_episode(rec, cfg);
             match reward.rewards(&episode) {
                 Ok(r) => rec.rewards = Some(r),
-                Err(e) => errors.push(format!("reward plugin: {e}")),
+                Err(e) => {
+                    errors.push(format!("reward plugin: {e}"));
+                    rec.failures.push(plugin_failure(FailedPlugin::Reward, &*e));
+                }
             }
         }
         if let (Some(reference), Some(spec), false) = (reference, &rec.final_spec, rec.strategy.writes_plan()) {
@@ -64,7 +68,10 @@ impl Finalizer {
                     let plan = rec.solved.then_some(rec.final_plan.as_slice());
                     match checker.check(reference, spec, plan) {
                         Ok(r) => rec.faithfulness = Some(r),
-                        Err(e) => errors.push(format!("faithfulness checker: {e}")),
+                        Err(e) => {
+                            errors.push(format!("faithfulness checker: {e}"));
+                            rec.failures.push(plugin_failure(FailedPlugin::Checker, &*e));
+                        }
                     }
                 }
                 None => {
@@ -84,6 +91,16 @@ impl Finalizer {
             });
         }
     }
+}
+
+/// A failed call of `plugin`, its kind read from the error's type: the core traits return a
+/// `BoxError`, which for a WebAssembly plugin is the runtime's `PluginError` (or wraps one, so
+/// the whole source chain is searched). Any other error (a native checker's) has no kind.
+fn plugin_failure(plugin: FailedPlugin, e: &(dyn std::error::Error + 'static)) -> PluginFailure {
+    let kind = std::iter::successors(Some(e), |e| e.source())
+        .find_map(|e| e.downcast_ref::<onebrain_runtime::PluginError>())
+        .map(onebrain_runtime::PluginError::failure_kind);
+    PluginFailure { plugin, kind, message: e.to_string() }
 }
 
 /// What the reward function sees of a finished multi-role record: the task, every verified

@@ -165,6 +165,7 @@ impl Episode {
             repeated_repairs: 0,
             discarded_repeats: 0,
             error: None,
+            failures: Vec::new(),
         };
         Episode {
             cfg: cfg.clone(),

@@ -84,7 +84,7 @@ pub use extract::{extract_spec, Extraction, Mode};
 pub use model::{LanguageModel, OneAtATime};
 pub use plan::{map_plan, parse_plan_lines, validate_answer, validate_plan};
 pub use prompts::{format_diagnostics, prompt_hash, raw_feedback, TaskContext, SYSTEM};
-pub use record::{EpisodeRecord, EpisodeTimings, Event, StepRecord, StepTimings};
+pub use record::{EpisodeRecord, EpisodeTimings, Event, FailedPlugin, PluginFailure, StepRecord, StepTimings};
 pub use render::{faithfulness_line, render_event, side_by_side, what_differs};
 pub use setup::{episode_input, load_model, test_setup_missing, Services};
 pub use solve::{

@@ -161,6 +161,35 @@ pub struct EpisodeRecord {
     /// Why the episode stopped early (a model error, a plugin error), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The reward and checker calls that failed, each with its kind, in the order they ran
+    /// (their text is in `error` too). Absent from records without one, so those serialize
+    /// as before this field existed, and traces written before it still read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<PluginFailure>,
+}
+
+/// The plugin whose call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailedPlugin {
+    /// The reward function.
+    Reward,
+    /// The faithfulness checker.
+    Checker,
+}
+
+/// One failed plugin call of an episode, as `Finalizer` saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginFailure {
+    /// Which plugin failed.
+    pub plugin: FailedPlugin,
+    /// The kind of failure: the plugin host's own ([`onebrain_runtime::FailureKind`]), so no
+    /// reader has to parse `message`. `None` for an implementation that is not a WebAssembly
+    /// plugin (the native reference checker), whose errors have no kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<onebrain_runtime::FailureKind>,
+    /// The error's text, as in the record's `error`.
+    pub message: String,
 }
 
 impl EpisodeRecord {

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use onebrain_core::{BoxError, Checker, DomainAdapter, Outcome, Reward, Spec, Verdict, Verifier};
 use onebrain_roles::{
-    episode_input, run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeRecord, Finalizer,
+    episode_input, run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeRecord, FailedPlugin, Finalizer,
     Generation, LanguageModel, Mode, Role, SamplingConfig, StopReason, Strategy,
 };
 use onebrain_runtime::{
-    HostOptions, InstancePolicy, Limits, PluginHost, PluginManifest, PluginRegistry, WasmChecker,
-    WasmDomainAdapter, WasmReward, World,
+    FailureKind, HostOptions, InstancePolicy, Limits, PluginError, PluginErrorKind, PluginHost, PluginId,
+    PluginManifest, PluginRegistry, WasmChecker, WasmDomainAdapter, WasmReward, World,
 };
 use onebrain_verifier::VerifierPool;
 
@@ -123,6 +123,11 @@ fn r13_a_poisoned_reward_is_recorded_as_the_episode_error() {
             && error.contains("NaN"),
         "{error}"
     );
+    // And the failure with its kind, read from the error's type.
+    assert_eq!(rec.failures.len(), 1, "{:?}", rec.failures);
+    let f = &rec.failures[0];
+    assert_eq!((f.plugin, f.kind), (FailedPlugin::Reward, Some(FailureKind::NonFinite)), "{f:?}");
+    assert!(error.ends_with(&f.message), "the text is the error's: {error} / {}", f.message);
     // What the trace stores: the error, and no rewards (before, `"actor": null`).
     let v = serde_json::to_value(&rec).unwrap();
     assert!(
@@ -178,12 +183,96 @@ fn r35_soak_plugins_that_trap_in_the_pipelined_driver_leave_every_episode_record
     assert_eq!(records.len(), n as usize, "every episode is recorded");
     let error = |r: &EpisodeRecord| r.error.clone().unwrap_or_default();
     for r in &records {
-        assert!(r.rewards.is_some() != error(r).contains("reward plugin: "), "{}: {}", r.task_id, error(r));
-        assert!(r.faithfulness.is_some() != error(r).contains("faithfulness checker: "), "{}: {}", r.task_id, error(r));
+        let failed = |p| r.failures.iter().filter(|f| f.plugin == p).count();
+        assert!(r.rewards.is_some() != (failed(FailedPlugin::Reward) == 1), "{}: {:?}", r.task_id, r.failures);
+        assert!(r.faithfulness.is_some() != (failed(FailedPlugin::Checker) == 1), "{}: {:?}", r.task_id, r.failures);
+        // The text stays, for people: each failure's message is part of it.
+        assert_eq!(r.error.is_some(), !r.failures.is_empty(), "{}: {}", r.task_id, error(r));
+        for f in &r.failures {
+            assert!(error(r).contains(&f.message), "{}: {} / {}", r.task_id, error(r), f.message);
+        }
     }
+    // The plugins inject only these kinds; the hang ends as a timeout or out of fuel.
+    let kinds: Vec<(FailedPlugin, FailureKind)> =
+        records.iter().flat_map(|r| &r.failures).map(|f| (f.plugin, f.kind.expect("a plugin's failure has a kind"))).collect();
+    let injected = [FailureKind::Trap, FailureKind::NonFinite, FailureKind::Timeout, FailureKind::Fuel];
+    assert!(kinds.iter().all(|(_, k)| injected.contains(k)), "{kinds:?}");
     // The draws are a hash of these fixed inputs, so these counts are the same on every run.
-    let count = |what: &str| records.iter().filter(|r| error(r).contains(what)).count();
-    let (traps, nans, hangs) = (count("trapped: "), count("is NaN"), count("timed out") + count("ran out of fuel"));
-    assert!(traps > 0 && nans > 0 && hangs > 0, "traps {traps}, NaNs {nans}, hangs {hangs}");
+    let count = |want: &[FailureKind]| kinds.iter().filter(|(_, k)| want.contains(k)).count();
+    let (traps, nans, hangs) =
+        (count(&[FailureKind::Trap]), count(&[FailureKind::NonFinite]), count(&[FailureKind::Timeout, FailureKind::Fuel]));
+    assert!(traps > 0 && nans > 0 && hangs > 0, "traps {traps}, NaNs {nans}, hangs {hangs}: {kinds:?}");
     assert!(records.iter().any(|r| r.error.is_none()), "most calls are answered honestly");
+}
+
+/// A reward whose error is the runtime's own, behind the core trait's `BoxError`.
+struct FailingReward;
+
+impl Reward for FailingReward {
+    fn rewards(&self, _: &onebrain_core::FinishedEpisode) -> Result<onebrain_core::Rewards, BoxError> {
+        let plugin = PluginId { name: "r".into(), version: "1.0.0".into() };
+        // Words that name another kind: the kind comes from the variant.
+        let kind = PluginErrorKind::Guest("ran out of fuel; trapped: NaN".into());
+        Err(Box::new(PluginError { plugin, kind }))
+    }
+}
+
+/// A checker that is not a plugin: its error is plain text.
+struct FailingNativeChecker;
+
+impl Checker for FailingNativeChecker {
+    fn check(&self, _: &Spec, _: &Spec, _: Option<&[String]>) -> Result<onebrain_core::FaithfulnessReport, BoxError> {
+        Err("plugin c@1.0.0 timed out after 2s".into())
+    }
+}
+
+/// The Finalizer records each failed call with the kind of its error's type, keeps the text
+/// in `error` as before, and a record without failures serializes without the new field.
+#[test]
+fn the_finalizer_records_each_plugin_failure_with_its_kind() {
+    let line = serde_json::json!({
+        "task_id": "t", "domain": "d", "strategy": "multi-role", "mode": "problem", "model": "m",
+        "task_text": "x", "steps": [], "b0": false, "solved": false, "repairs": 0,
+        "solver_calls": 1, "planner_calls": 1, "final_plan": [],
+        "final_spec": { "domain": "(define (domain d))", "problem": "(define (problem p))" },
+        "timings": { "wall_ms": 0.0, "generation_ms": 0.0, "verification_ms": 0.0,
+                     "planner_ms": 0.0, "judge_ms": 0.0, "plugins_ms": 0.0 },
+        "error": "model error (editor): out of memory",
+    });
+    let cfg = EpisodeConfig { strategy: Strategy::MultiRole, mode: Mode::Problem, ..Default::default() };
+    let reference = Spec::default();
+    let finalizer =
+        Finalizer { reward: Some(Arc::new(FailingReward)), checker: Some(Arc::new(FailingNativeChecker)) };
+    let mut rec: EpisodeRecord = serde_json::from_value(line.clone()).unwrap();
+    finalizer.finalize(&mut rec, &cfg, Some(&reference));
+    // A time is not what this test is about, and need not survive JSON to the last bit.
+    rec.timings.plugins_ms = 0.0;
+    let got: Vec<_> = rec.failures.iter().map(|f| (f.plugin, f.kind, f.message.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            (FailedPlugin::Reward, Some(FailureKind::Reported), "plugin r@1.0.0 reported an error: ran out of fuel; trapped: NaN"),
+            (FailedPlugin::Checker, None, "plugin c@1.0.0 timed out after 2s"),
+        ]
+    );
+    assert_eq!(
+        rec.error.as_deref(),
+        Some(
+            "model error (editor): out of memory; reward plugin: plugin r@1.0.0 reported an error: ran out of fuel; \
+             trapped: NaN; faithfulness checker: plugin c@1.0.0 timed out after 2s"
+        )
+    );
+    let v = serde_json::to_value(&rec).unwrap();
+    assert_eq!(v["failures"][0], serde_json::json!({"plugin": "reward", "kind": "reported", "message": got[0].2}));
+    assert_eq!(v["failures"][1], serde_json::json!({"plugin": "checker", "message": got[1].2}));
+    let back: EpisodeRecord = serde_json::from_value(v).unwrap();
+    assert_eq!(back, rec);
+
+    // Without failures, the line is what it was before the field existed.
+    let mut quiet: EpisodeRecord = serde_json::from_value(line).unwrap();
+    Finalizer::default().finalize(&mut quiet, &cfg, Some(&reference));
+    quiet.timings.plugins_ms = 0.0;
+    let text = serde_json::to_string(&quiet).unwrap();
+    assert!(!text.contains("failures"), "{text}");
+    assert_eq!(serde_json::from_str::<EpisodeRecord>(&text).unwrap(), quiet);
 }
