@@ -283,6 +283,7 @@ mod tests {
             repeated_repairs: 0,
             discarded_repeats: 0,
             error: None,
+            failures: Vec::new(),
         }
     }
 
