@@ -1,22 +1,22 @@
 //! Which steps of an episode failed, and why (issue 35's fault-injection soak), read back from
 //! what the episode recorded.
 //!
-//! An episode keeps its failures in one line, [`EpisodeRecord::error`]: first a model error
-//! (`model error (actor): …`), then what `onebrain_roles::Finalizer` adds, `reward plugin: …`
-//! and `faithfulness checker: …`, joined by `"; "`. A plugin's part is a `PluginError`:
-//! `plugin NAME@VERSION` and then a fixed phrase per kind (`trapped: …`, `timed out after …`,
-//! `ran out of fuel …`, `returned an invalid value: …`, `reported an error: …`), which gives
-//! the [`FailureCause`].
+//! A plugin's failure is read from the record's structured field, [`EpisodeRecord::failures`]:
+//! `onebrain_roles::Finalizer` writes one [`PluginFailure`] per failed reward or checker call,
+//! with the plugin host's own [`FailureKind`], which gives the [`FailureCause`]. The error's
+//! text ([`EpisodeRecord::error`], `reward plugin: …; faithfulness checker: …`) is for people
+//! and is never parsed for a plugin: a reworded message cannot move a failure to another
+//! cause, and a plugin's message cannot imitate another plugin's failure.
 //!
-//! A plugin's own message is free text and could imitate a separator, so the record's fields
-//! decide which plugins failed: the reward failed only if the record has no rewards, the
-//! checker only if it has no faithfulness report (each is set when its plugin answers). The
-//! checker's part is the last one, so a reward's message cannot pass for a checker failure
-//! when the checker answered.
+//! There is no fallback to the text for traces written before the field existed: no committed
+//! trace has a plugin error (`results/**/trace.jsonl.gz` and `episodes.jsonl.gz`, checked when
+//! the field was added), and such a record counts as `other`, not in a bucket its words suggest.
+//! A model error has no structured form yet; it is the text's first part, `model error (…`.
 
 use std::collections::BTreeMap;
 
-use onebrain_roles::EpisodeRecord;
+use onebrain_roles::{EpisodeRecord, FailedPlugin, PluginFailure};
+use onebrain_runtime::FailureKind;
 use serde::{Deserialize, Serialize};
 
 /// The part of an episode that failed.
@@ -29,7 +29,8 @@ pub enum FailedStep {
     Reward,
     /// The faithfulness checker.
     Checker,
-    /// An error text this reader does not know.
+    /// An error this reader cannot place: neither a model error nor a recorded plugin failure
+    /// (a plugin's, in a trace written before `failures` existed).
     Other,
 }
 
@@ -65,7 +66,8 @@ pub enum FailureCause {
     Invalid,
     /// The plugin answered with an error of its own.
     Reported,
-    /// Anything else: the memory or output cap, a model error, a text this reader does not know.
+    /// Anything else: the memory or output cap, a plugin that would not load, a native
+    /// checker's error (it has no kind), a model error, an error this reader cannot place.
     Other,
 }
 
@@ -115,85 +117,41 @@ pub struct FailureCount {
     pub count: usize,
 }
 
-/// The prefixes `onebrain_roles::Finalizer` and the episode driver write.
+/// The prefix of a model error, which the episode driver writes first in `error`.
 const MODEL: &str = "model error (";
-const REWARD: &str = "reward plugin: ";
-const CHECKER: &str = "faithfulness checker: ";
-const SEPARATOR: &str = "; ";
-
-/// Where the parts that start with `prefix` begin: at the start of `error`, or after a separator.
-fn starts(error: &str, prefix: &str) -> Vec<usize> {
-    let at_start = error.starts_with(prefix).then_some(0);
-    let separated = format!("{SEPARATOR}{prefix}");
-    let after = error.match_indices(&separated).map(|(i, _)| i + SEPARATOR.len());
-    at_start.into_iter().chain(after).collect()
-}
 
 /// The failed steps of one episode, in the order they happened, each with its cause. Empty
-/// when the episode recorded no error.
+/// when the episode recorded no error and no failure.
 pub fn failures(rec: &EpisodeRecord) -> Vec<Failure> {
-    let Some(error) = rec.error.as_deref() else {
-        return Vec::new();
-    };
-    let checker = starts(error, CHECKER).last().copied().filter(|_| rec.faithfulness.is_none());
-    let reward = starts(error, REWARD)
-        .first()
-        .copied()
-        .filter(|&i| rec.rewards.is_none() && checker.is_none_or(|c| i < c));
     let mut out = Vec::new();
-    if error.starts_with(MODEL) {
+    if rec.error.as_deref().is_some_and(|e| e.starts_with(MODEL)) {
         out.push(Failure { step: FailedStep::Model, cause: FailureCause::Other });
     }
-    if let Some(i) = reward {
-        let end = checker.map_or(error.len(), |c| c - SEPARATOR.len());
-        out.push(Failure { step: FailedStep::Reward, cause: plugin_cause(&error[i + REWARD.len()..end]) });
-    }
-    if let Some(c) = checker {
-        out.push(Failure { step: FailedStep::Checker, cause: plugin_cause(&error[c + CHECKER.len()..]) });
-    }
-    if out.is_empty() {
+    out.extend(rec.failures.iter().map(plugin_failure));
+    if out.is_empty() && rec.error.is_some() {
         out.push(Failure { step: FailedStep::Other, cause: FailureCause::Other });
     }
     out
 }
 
-/// The cause of one plugin's failure, from its `PluginError` text: `plugin NAME@VERSION`
-/// (a version has no spaces; a bare component's name is its file's, which may), then the
-/// kind's fixed phrase.
-fn plugin_cause(text: &str) -> FailureCause {
-    let after_name = text.strip_prefix("plugin ").and_then(|t| t.split_once('@')).map(|(_, v)| v);
-    let Some(kind) = after_name.and_then(|v| v.split_once(' ')).map(|(_, k)| k) else {
-        return FailureCause::Other;
+/// The step and cause of one failed plugin call, from its kind alone.
+fn plugin_failure(f: &PluginFailure) -> Failure {
+    let step = match f.plugin {
+        FailedPlugin::Reward => FailedStep::Reward,
+        FailedPlugin::Checker => FailedStep::Checker,
     };
-    if kind.starts_with("trapped: ") || kind == "stack overflow" {
-        FailureCause::Trap
-    } else if kind.starts_with("timed out after ") {
-        FailureCause::Timeout
-    } else if kind.starts_with("ran out of fuel ") {
-        FailureCause::Fuel
-    } else if kind.starts_with("reported an error: ") {
-        FailureCause::Reported
-    } else if let Some(why) = kind.strip_prefix("returned an invalid value: ") {
-        if non_finite(why) {
-            FailureCause::NonFinite
-        } else {
-            FailureCause::Invalid
+    let cause = match f.kind {
+        Some(FailureKind::Trap | FailureKind::StackOverflow) => FailureCause::Trap,
+        Some(FailureKind::NonFinite) => FailureCause::NonFinite,
+        Some(FailureKind::Timeout) => FailureCause::Timeout,
+        Some(FailureKind::Fuel) => FailureCause::Fuel,
+        Some(FailureKind::Invalid) => FailureCause::Invalid,
+        Some(FailureKind::Reported) => FailureCause::Reported,
+        Some(FailureKind::Memory | FailureKind::OutputTooLarge | FailureKind::Load | FailureKind::Runtime) | None => {
+            FailureCause::Other
         }
-    } else {
-        FailureCause::Other
-    }
-}
-
-/// Whether the host refused a value for not being finite: a reward ("the actor reward is NaN,
-/// not a finite number") or a checker's F1 ("schema_f1 is NaN, not a number in [0, 1]").
-fn non_finite(why: &str) -> bool {
-    if why.starts_with("the ") && why.ends_with(", not a finite number") {
-        return true;
-    }
-    why.strip_prefix("schema_f1 is ")
-        .and_then(|v| v.split_once(','))
-        .and_then(|(v, _)| v.parse::<f64>().ok())
-        .is_some_and(|v| !v.is_finite())
+    };
+    Failure { step, cause }
 }
 
 /// The failures of `records`, counted by step and cause (the rows with a count, in table order).
@@ -212,22 +170,23 @@ mod tests {
     use onebrain_runtime::{PluginError, PluginErrorKind, PluginId};
     use std::time::Duration;
 
-    /// An error as a plugin call leaves it: the host's own `PluginError` text.
-    fn plugin(kind: PluginErrorKind) -> String {
-        let plugin = PluginId { name: "chaos_reward".into(), version: "0.0.0".into() };
-        PluginError { plugin, kind }.to_string()
+    /// A failed call of `plugin` as `Finalizer` records it: the kind the host's error gives,
+    /// and the error's text.
+    fn failed(plugin: FailedPlugin, kind: PluginErrorKind) -> PluginFailure {
+        let e = PluginError { plugin: PluginId { name: "chaos".into(), version: "0.0.0".into() }, kind };
+        PluginFailure { plugin, kind: Some(e.failure_kind()), message: e.to_string() }
     }
 
-    fn trap() -> String {
-        plugin(PluginErrorKind::Trap {
+    fn trap() -> PluginErrorKind {
+        PluginErrorKind::Trap {
             trap: "wasm `unreachable` instruction executed".into(),
             stderr: "panicked at src/lib.rs:3:5: chaos-reward: a trap on purpose".into(),
-        })
+        }
     }
 
-    /// A multi-role record with `error`; the plugins answered only where `rewards` and
-    /// `faithfulness` say so.
-    fn record(error: Option<String>, rewards: bool, faithfulness: bool) -> EpisodeRecord {
+    /// A multi-role record with `error` and the structured `failures`; the plugins answered
+    /// where no failure says otherwise.
+    fn record(error: Option<String>, failures: Vec<PluginFailure>) -> EpisodeRecord {
         let line = serde_json::json!({
             "task_id": "t", "domain": "d", "strategy": "multi-role", "mode": "problem", "model": "m",
             "task_text": "x", "steps": [], "b0": false, "solved": false, "repairs": 0,
@@ -236,10 +195,21 @@ mod tests {
                          "planner_ms": 0.0, "judge_ms": 0.0, "plugins_ms": 0.0 },
         });
         let mut rec: EpisodeRecord = serde_json::from_value(line).unwrap();
+        let failed = |p| failures.iter().any(|f| f.plugin == p);
+        rec.rewards = (!failed(FailedPlugin::Reward)).then(Rewards::default);
+        rec.faithfulness = (!failed(FailedPlugin::Checker)).then(FaithfulnessReport::default);
         rec.error = error;
-        rec.rewards = rewards.then(Rewards::default);
-        rec.faithfulness = faithfulness.then(FaithfulnessReport::default);
+        rec.failures = failures;
         rec
+    }
+
+    /// A record whose one failure is `f`, with the error text `Finalizer` writes for it.
+    fn one_failure(f: PluginFailure) -> EpisodeRecord {
+        let prefix = match f.plugin {
+            FailedPlugin::Reward => "reward plugin",
+            FailedPlugin::Checker => "faithfulness checker",
+        };
+        record(Some(format!("{prefix}: {}", f.message)), vec![f])
     }
 
     fn one(step: FailedStep, cause: FailureCause) -> Vec<Failure> {
@@ -249,41 +219,39 @@ mod tests {
     #[test]
     fn each_plugin_error_kind_is_read_back_as_its_cause() {
         use FailureCause as C;
-        let cases = [
-            (trap(), C::Trap),
-            (plugin(PluginErrorKind::StackOverflow), C::Trap),
-            (plugin(PluginErrorKind::Timeout { limit: Duration::from_secs(2) }), C::Timeout),
-            (plugin(PluginErrorKind::FuelExhausted { fuel: 10_000_000_000 }), C::Fuel),
-            // The texts of host/runtime/src/validate.rs.
-            (plugin(PluginErrorKind::Invalid("the actor reward is NaN, not a finite number".into())), C::NonFinite),
-            (plugin(PluginErrorKind::Invalid("the editor step 3 reward is -inf, not a finite number".into())), C::NonFinite),
-            (plugin(PluginErrorKind::Invalid("the actor reward 100.5 is outside [-100, 100]".into())), C::Invalid),
-            (plugin(PluginErrorKind::Guest("judge score 2 is outside [0, 1]".into())), C::Reported),
-            (plugin(PluginErrorKind::MemoryLimit { limit_bytes: 64 << 20 }), C::Other),
-            (plugin(PluginErrorKind::OutputTooLarge { bytes: None, limit: 1 << 20 }), C::Other),
+        use PluginErrorKind as K;
+        // Functions, not values: each case is made twice, once per plugin.
+        let cases: [(fn() -> K, C); 10] = [
+            (trap, C::Trap),
+            (|| K::StackOverflow, C::Trap),
+            (|| K::Timeout { limit: Duration::from_secs(2) }, C::Timeout),
+            (|| K::FuelExhausted { fuel: 10_000_000_000 }, C::Fuel),
+            (|| K::NonFinite("the actor reward is NaN, not a finite number".into()), C::NonFinite),
+            (|| K::Invalid("the actor reward 100.5 is outside [-100, 100]".into()), C::Invalid),
+            (|| K::Guest("judge score 2 is outside [0, 1]".into()), C::Reported),
+            (|| K::MemoryLimit { limit_bytes: 64 << 20 }, C::Other),
+            (|| K::OutputTooLarge { bytes: None, limit: 1 << 20 }, C::Other),
+            (|| K::Runtime("wasmtime said no".into()), C::Other),
         ];
-        let spaced = PluginError {
-            plugin: PluginId { name: "my reward".into(), version: "0.0.0".into() },
-            kind: PluginErrorKind::FuelExhausted { fuel: 1 },
-        };
-        let rec = record(Some(format!("reward plugin: {spaced}")), false, true);
-        assert_eq!(failures(&rec), one(FailedStep::Reward, C::Fuel), "a bare component's file name may have spaces");
-        for (text, cause) in cases {
-            let rec = record(Some(format!("reward plugin: {text}")), false, true);
-            assert_eq!(failures(&rec), one(FailedStep::Reward, cause), "{text}");
+        for (kind, cause) in cases {
+            for (plugin, step) in [(FailedPlugin::Reward, FailedStep::Reward), (FailedPlugin::Checker, FailedStep::Checker)] {
+                let f = failed(plugin, kind());
+                let msg = f.message.clone();
+                assert_eq!(failures(&one_failure(f)), one(step, cause), "{msg}");
+            }
         }
-        for (f1, cause) in [("NaN", C::NonFinite), ("inf", C::NonFinite), ("1.5", C::Invalid)] {
-            let text = plugin(PluginErrorKind::Invalid(format!("schema_f1 is {f1}, not a number in [0, 1]")));
-            let rec = record(Some(format!("faithfulness checker: {text}")), true, false);
-            assert_eq!(failures(&rec), one(FailedStep::Checker, cause), "{text}");
-        }
+        // A native checker's error has no kind.
+        let native = PluginFailure { plugin: FailedPlugin::Checker, kind: None, message: "parse error".into() };
+        assert_eq!(failures(&one_failure(native)), one(FailedStep::Checker, C::Other));
     }
 
     #[test]
     fn a_model_error_and_both_plugins_in_one_record_are_three_failures() {
-        let timeout = plugin(PluginErrorKind::Timeout { limit: Duration::from_secs(2) });
-        let error = format!("model error (editor): out of memory; reward plugin: {}; faithfulness checker: {timeout}", trap());
-        let got = failures(&record(Some(error), false, false));
+        let reward = failed(FailedPlugin::Reward, trap());
+        let checker = failed(FailedPlugin::Checker, PluginErrorKind::Timeout { limit: Duration::from_secs(2) });
+        let error =
+            format!("model error (editor): out of memory; reward plugin: {}; faithfulness checker: {}", reward.message, checker.message);
+        let got = failures(&record(Some(error), vec![reward, checker]));
         let want = [
             (FailedStep::Model, FailureCause::Other),
             (FailedStep::Reward, FailureCause::Trap),
@@ -291,31 +259,52 @@ mod tests {
         ]
         .map(|(step, cause)| Failure { step, cause });
         assert_eq!(got, want);
-        assert!(failures(&record(None, true, true)).is_empty());
-        let unknown = record(Some("something new".into()), true, true);
+        assert!(failures(&record(None, vec![])).is_empty());
+        let unknown = record(Some("something new".into()), vec![]);
         assert_eq!(failures(&unknown), one(FailedStep::Other, FailureCause::Other));
     }
 
+    /// The cause comes from the recorded kind, never from the words: a message reworded to
+    /// say something unrelated, or to imitate another failure, leaves the table as it was.
     #[test]
-    fn a_reward_message_cannot_pass_for_a_checker_failure() {
-        // The reward reports an error whose text imitates a checker timeout; the checker answered.
-        let fake = "x; faithfulness checker: plugin chaos_checker@0.0.0 timed out after 2s";
-        let rec = record(Some(format!("reward plugin: {}", plugin(PluginErrorKind::Guest(fake.into())))), false, true);
-        assert_eq!(failures(&rec), one(FailedStep::Reward, FailureCause::Reported));
-        // Both failed: the checker's part is the last one, the reward's is whole before it.
-        let error = format!("reward plugin: {}; faithfulness checker: {}", plugin(PluginErrorKind::Guest(fake.into())), trap());
-        let got = failures(&record(Some(error), false, false));
-        assert_eq!(got[0], Failure { step: FailedStep::Reward, cause: FailureCause::Reported });
-        assert_eq!(got[1], Failure { step: FailedStep::Checker, cause: FailureCause::Trap });
+    fn a_reworded_message_does_not_change_the_table() {
+        let table = |message: &str| {
+            let f = PluginFailure { message: message.into(), ..failed(FailedPlugin::Reward, trap()) };
+            count_failures(&[record(Some(format!("reward plugin: {message}")), vec![f])])
+        };
+        let want = [FailureCount { step: FailedStep::Reward, cause: FailureCause::Trap, count: 1 }];
+        for message in [
+            "plugin chaos@0.0.0 trapped: wasm `unreachable` instruction executed",
+            "the guest stopped: wasm `unreachable` instruction executed",
+            "plugin chaos@0.0.0 ran out of fuel (10 units)",
+            "plugin chaos@0.0.0 returned an invalid value: the actor reward is NaN, not a finite number",
+            "x; faithfulness checker: plugin chaos_checker@0.0.0 timed out after 2s",
+            "",
+        ] {
+            assert_eq!(table(message), want, "{message:?}");
+        }
+    }
+
+    /// A record written before `failures` existed says what failed only in its text, which is
+    /// not parsed: it counts as `other`, never as the cause its words name.
+    #[test]
+    fn an_old_record_with_only_the_text_counts_as_other() {
+        let text = "reward plugin: plugin chaos@0.0.0 ran out of fuel (10 units)";
+        let mut rec = record(Some(text.into()), vec![]);
+        rec.rewards = None;
+        let line = serde_json::to_string(&rec).unwrap();
+        assert!(!line.contains("\"failures\""), "an empty list is not written: {line}");
+        let back: EpisodeRecord = serde_json::from_str(&line).unwrap();
+        assert_eq!(failures(&back), one(FailedStep::Other, FailureCause::Other));
     }
 
     #[test]
     fn failures_are_counted_by_step_and_cause() {
         let recs = [
-            record(Some(format!("reward plugin: {}", trap())), false, true),
-            record(Some(format!("reward plugin: {}", trap())), false, true),
-            record(Some(format!("faithfulness checker: {}", trap())), true, false),
-            record(None, true, true),
+            one_failure(failed(FailedPlugin::Reward, trap())),
+            one_failure(failed(FailedPlugin::Reward, trap())),
+            one_failure(failed(FailedPlugin::Checker, trap())),
+            record(None, vec![]),
         ];
         let rows = count_failures(&recs);
         assert_eq!(

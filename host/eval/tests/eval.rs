@@ -106,6 +106,7 @@ fn record(
         repeated_repairs: 0,
         discarded_repeats: 0,
         error: None,
+        failures: Vec::new(),
     }
 }
 
