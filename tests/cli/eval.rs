@@ -257,10 +257,24 @@ fn r35_soak_records_every_episode_and_counts_each_failed_step() {
     assert_eq!(counted("reward"), absent("rewards"), "{rows:?}");
     assert_eq!(counted("checker"), absent("faithfulness"), "{rows:?}");
     assert_eq!(counted("model") + counted("other"), 0, "{rows:?}");
-    for r in &rows {
-        let cause = r["cause"].as_str().unwrap();
-        assert!(["trap", "non-finite", "timeout", "fuel"].contains(&cause), "{r}");
+    // Each record names its failed calls with their kinds, which are the ones the plugins
+    // inject, and the table is those kinds counted (the words of `error` play no part).
+    let injected = ["trap", "non-finite", "timeout", "fuel"];
+    let mut kinds: std::collections::BTreeMap<(String, String), u64> = Default::default();
+    for r in &records {
+        let failures = r.get("failures").and_then(|f| f.as_array()).cloned().unwrap_or_default();
+        assert_eq!(r.get("error").is_some_and(|e| !e.is_null()), !failures.is_empty(), "{r}");
+        for f in &failures {
+            let (plugin, kind) = (f["plugin"].as_str().unwrap(), f["kind"].as_str().unwrap_or("none"));
+            assert!(["reward", "checker"].contains(&plugin) && injected.contains(&kind), "{f}");
+            *kinds.entry((plugin.to_string(), kind.to_string())).or_default() += 1;
+        }
     }
+    let table: std::collections::BTreeMap<(String, String), u64> = rows
+        .iter()
+        .map(|r| ((r["step"].as_str().unwrap().to_string(), r["cause"].as_str().unwrap().to_string()), r["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(table, kinds, "{rows:?}");
     let errors = records.iter().filter(|r| r.get("error").is_some_and(|e| !e.is_null())).count();
     assert_eq!(strategy["errors"].as_u64().unwrap() as usize, errors);
     // 16 plugin calls at 30 % each: all honest has odds 0.7^16, 0.3 %. The draws hash the
