@@ -15,10 +15,17 @@ host/faithful/src/lifted.rs pin them), written out here so that arms run without
 traces do not carry them, are counted alike.
 """
 import gzip
+import importlib.util
 import json
-import math
 import re
 import sys
+from pathlib import Path
+
+# The Wilson interval of scripts/trace-summary.py, not a second copy of it.
+_spec = importlib.util.spec_from_file_location("trace_summary", Path(__file__).with_name("trace-summary.py"))
+_trace_summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_trace_summary)
+wilson = _trace_summary.wilson
 
 # Per domain, per group, its parts: (predicate, argument positions of the group's parameters).
 GROUPS = {
@@ -41,16 +48,6 @@ GROUPS = {
 }
 ARITY = {"handempty": 0, "harmony": 0, "holding": 1, "pain": 1, "ontable": 1, "planet": 1, "clear": 1, "province": 1,
          "on": 2, "craves": 2, "at": 2, "in": 2, "at-robby": 1, "carry": 2, "free": 1}
-
-
-def wilson(k, n, z=1.96):
-    if n == 0:
-        return (float("nan"), float("nan"))
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
 
 
 def pct(k, n):
