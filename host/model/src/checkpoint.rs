@@ -85,6 +85,26 @@ fn load_tensors(path: &Path, dev: &Device) -> Result<HashMap<String, Tensor>> {
         .map_err(|e| Error::Safetensors { path: path.into(), reason: e.to_string() })
 }
 
+/// The tensor names of a safetensors file, read from its header alone: the shape
+/// question needs no tensor data and no device.
+fn tensor_names(path: &Path) -> Result<Vec<String>> {
+    use std::io::Read;
+    let bad = |reason: String| Error::Safetensors { path: path.into(), reason };
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut len = [0u8; 8];
+    file.read_exact(&mut len).map_err(|e| Error::io(path, e))?;
+    let len = u64::from_le_bytes(len);
+    // The format caps its header at 100 MB; a larger length is a corrupt file.
+    if len > 100_000_000 {
+        return Err(bad(format!("header length {len} exceeds the format's 100 MB")));
+    }
+    let mut header = vec![0u8; len as usize];
+    file.read_exact(&mut header).map_err(|e| Error::io(path, e))?;
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&header).map_err(|e| bad(format!("header: {e}")))?;
+    Ok(header.into_iter().map(|(k, _)| k).filter(|k| k != "__metadata__").collect())
+}
+
 fn save_tensors(path: &Path, tensors: &HashMap<String, Tensor>) -> Result<()> {
     candle_core::safetensors::save(tensors, path)
         .map_err(|e| Error::Safetensors { path: path.into(), reason: e.to_string() })
@@ -133,10 +153,10 @@ pub fn with_checkpoint_shape(cfg: &ModelConfig, dir: &Path) -> Result<ModelConfi
 /// (`actor.lora.0.q_proj.a`), in [`LORA_TARGETS`] order; `None` when it has no LoRA
 /// parameter to read.
 fn adapted_targets(file: &Path) -> Result<Option<Vec<String>>> {
-    let tensors = load_tensors(file, &Device::Cpu)?;
+    let names = tensor_names(file)?;
     let adapted: Vec<String> = LORA_TARGETS
         .iter()
-        .filter(|t| tensors.keys().any(|name| name.contains(".lora.") && name.contains(&format!(".{t}."))))
+        .filter(|t| names.iter().any(|name| name.contains(".lora.") && name.contains(&format!(".{t}."))))
         .map(|t| t.to_string())
         .collect();
     Ok((!adapted.is_empty()).then_some(adapted))
@@ -387,5 +407,25 @@ mod tests {
         assert_eq!(v, vec![0.0, 2.0, 1.0, 3.0, 4.0, 6.0, 5.0, 7.0]);
         let back = permute_rows(&gguf, 2, true).unwrap();
         assert_eq!(back.flatten_all().unwrap().to_vec1::<f32>().unwrap(), (0..8).map(|x| x as f32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn tensor_names_come_from_the_header_and_a_corrupt_length_is_refused() {
+        let dir = std::env::temp_dir().join(format!("onebrain-names-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.safetensors");
+        let t = Tensor::zeros((2, 3), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let tensors = HashMap::from([("actor.lora.0.q_proj.a".to_string(), t.clone()), ("judge.w".to_string(), t)]);
+        save_tensors(&good, &tensors).unwrap();
+        let mut names = tensor_names(&good).unwrap();
+        names.sort();
+        assert_eq!(names, ["actor.lora.0.q_proj.a", "judge.w"]);
+        assert_eq!(adapted_targets(&good).unwrap(), Some(vec!["q_proj".to_string()]));
+
+        let corrupt = dir.join("corrupt.safetensors");
+        std::fs::write(&corrupt, u64::MAX.to_le_bytes()).unwrap();
+        let err = tensor_names(&corrupt).unwrap_err().to_string();
+        assert!(err.contains("exceeds"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
