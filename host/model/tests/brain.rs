@@ -485,3 +485,24 @@ fn prompt_head_and_tail_match_the_full_path_on_the_samplers_weights() {
     };
     check_prompt_head_and_tail(&brain, &agree, 0.1);
 }
+
+/// A prompt head is computed in chunks of columns, as prefill is (a long head at once would
+/// hold its length squared in attention scores per head): a head run 7 positions at a time
+/// holds the same keys and values as one run at once.
+#[test]
+fn a_prompt_head_in_chunks_matches_one_at_once() {
+    let Some(brain) = smol(ModelConfig { learner_weights: LearnerWeights::Dense, ..Default::default() }) else { return };
+    perturb_adapters(&brain, 0.01);
+    let prompt = brain.encode(&brain.chat_prompt(SYSTEM, QUESTION)).unwrap();
+    assert!(prompt.len() > 3 * 7, "{}", prompt.len());
+    let cont = brain.encode("Paris is the capital.").unwrap();
+    let head = &prompt[..prompt.len() - 1];
+    let logprobs = |columns| {
+        let h = brain.extend_prompt_head_in_chunks(Role::Actor, head, None, columns).unwrap();
+        let lp = brain.tail_logprobs(&h, &prompt[prompt.len() - 1..], &cont).unwrap();
+        lp.logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    };
+    let (chunked, whole) = (logprobs(Some(7)), logprobs(Some(usize::MAX)));
+    assert!(max_diff(&chunked, &whole) < 1e-4, "{chunked:?} vs {whole:?}");
+    assert_eq!(logprobs(None), whole, "a short head is one chunk");
+}

@@ -696,7 +696,7 @@ impl Brain {
 
 
 /// Columns per prefill forward for `b` rows attending to up to `keys` positions.
-fn prefill_columns(b: usize, keys: usize, heads: usize) -> usize {
+pub(super) fn prefill_columns(b: usize, keys: usize, heads: usize) -> usize {
     (PREFILL_POSITIONS / b).min(PREFILL_SCORES / (b * heads * keys).max(1)).max(1)
 }
 

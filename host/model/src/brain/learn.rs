@@ -1,6 +1,7 @@
 //! The differentiable side: log-probabilities, Judge logits and prompt heads for the learner.
 
 use super::*;
+use super::generate::prefill_columns;
 use crate::{logprob::ConstrainedLogprob, transformer::Weight};
 
 /// The keys and values of a prompt head, with no graph: see [`Brain::prompt_head`].
@@ -126,6 +127,19 @@ impl Brain {
     /// common prefix of their tokens) and computes only the rest: prompts of one domain
     /// share their system text, domain and example, and prompts of one task their task.
     pub fn extend_prompt_head(&self, role: Role, head: &[u32], base: Option<&PromptHead>) -> Result<PromptHead> {
+        self.extend_prompt_head_in_chunks(role, head, base, None)
+    }
+
+    /// [`Brain::extend_prompt_head`] with at most `columns` positions per forward (`None`:
+    /// as prefill sizes them). Tests set it to check that chunks change nothing.
+    #[doc(hidden)]
+    pub fn extend_prompt_head_in_chunks(
+        &self,
+        role: Role,
+        head: &[u32],
+        base: Option<&PromptHead>,
+        columns: Option<usize>,
+    ) -> Result<PromptHead> {
         self.check_tokens(head)?;
         let backbone = self.dense_for(role)?;
         let params = self.role_params(role);
@@ -158,8 +172,19 @@ impl Brain {
             if total >= backbone.max_positions() {
                 return Err(Error::ContextOverflow { tokens: total, max_new: 1, context: backbone.max_positions() });
             }
+            // In chunks of columns, as prefill runs: a long head at once would hold its
+            // length squared in attention scores per head (the learner's part of bounded
+            // memory). Training prompts (~1,300 tokens) fit one chunk, so nothing changes
+            // for them.
+            let n = x.dim(1)?;
+            let cols = columns.unwrap_or_else(|| prefill_columns(1, total, backbone.cfg.num_attention_heads)).max(1);
             let step = Step::causal();
-            backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?;
+            let mut c0 = 0;
+            while c0 < n {
+                let c1 = (c0 + cols).min(n);
+                backbone.forward(&x.narrow(1, c0, c1 - c0)?.contiguous()?, &step, Some(&mut kv), &view, Mode::Diff)?;
+                c0 = c1;
+            }
         }
         Ok(PromptHead { role, ids: head.to_vec(), kv })
     }
