@@ -120,3 +120,35 @@ fn train_runs_checkpoints_and_resumes() {
         .json();
     assert_eq!(rec["steps"][0]["role"], "actor");
 }
+
+/// `compare` on the committed arms: a row per held-out evaluation, the change with its
+/// interval, the arms against the first one, and the table and curves written to `--out`.
+#[test]
+fn compare_sets_the_committed_arms_side_by_side() {
+    let full = crate::harness::repo().join("results/train-cpu-full");
+    let grounded = crate::harness::repo().join("results/train-cpu-grounded");
+    let out = tempfile::tempdir().unwrap();
+    let text = TestCommand::new(&["compare"])
+        .arg(&full)
+        .arg(&grounded)
+        .arg("--out")
+        .arg(out.path())
+        .stdout();
+    // The full arm's update-0 and update-30 rows, as heldout.jsonl holds them.
+    assert!(text.contains("| **full**, update 0 | 31/40 [62, 88] | 37/40 [80, 97] | 0/40 [0, 9] |"), "{text}");
+    assert!(text.contains("| full, update 30 | 32/40 [65, 90] |"), "{text}");
+    assert!(text.contains("| full: change | +3 [-15, +20] |"), "{text}");
+    assert!(text.contains("grounded (update "), "{text}");
+    for file in ["arms.md", "arms-reward.svg", "arms-b0.svg", "arms-goal-at-init.svg", "arms-heldout.svg"] {
+        let body = fs::read_to_string(out.path().join(file)).unwrap();
+        assert!(body.contains("full") && body.contains("grounded"), "{file}: {body}");
+    }
+}
+
+#[test]
+fn compare_refuses_a_run_without_a_held_out_evaluation() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("metrics.jsonl"), "").unwrap();
+    let err = TestCommand::new(&["compare"]).arg(dir.path()).fails_with(1);
+    assert!(err.contains("no held-out evaluation"), "{err}");
+}

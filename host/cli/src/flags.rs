@@ -35,6 +35,21 @@ pub enum Command {
     /// Train Actor and Editor with PPO and the Judge with its calibrated loss, from solver
     /// feedback alone; checkpoints as it goes, `--resume` continues exactly.
     Train(TrainArgs),
+    /// Compare training runs (arms): held-out rows before and after with 95 % intervals,
+    /// each arm against the first, and the curves on shared axes.
+    Compare(CompareArgs),
+}
+
+/// `onebrain compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Run folders (`runs/train-…` or committed `results/train-…`); the first is the
+    /// baseline the others are set against.
+    #[arg(required = true)]
+    pub runs: Vec<PathBuf>,
+    /// Write `arms.md` and the curves (`arms-*.svg`) into this folder.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// `onebrain train`.

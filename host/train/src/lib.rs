@@ -12,6 +12,8 @@
 //!   counters the checkpoint keeps, with the optimizer's moments.
 //! - With `eval-config`, the run solves a fixed held-out slice (benchmark rows, greedy)
 //!   before the first update and every `eval-every` updates: `heldout.jsonl`, [`HeldOutRow`].
+//! - [`compare_table`] and [`compare_curves`] are `onebrain compare`: arms' held-out rows
+//!   before and after, their changes with intervals, and their curves on shared axes.
 //! - `ppo.rs` holds the whole objective (clipped surrogate, value loss, Judge loss
 //!   BCE + λ_band·ℓ_band, GAE and group baselines, the joint line) as pure functions, each
 //!   checked against hand-computed values.
@@ -33,6 +35,7 @@
 #![deny(missing_docs)]
 
 mod adamw;
+mod arms;
 mod batch;
 mod checkpoint;
 mod config;
@@ -44,6 +47,7 @@ mod ppo;
 mod trainer;
 
 pub use adamw::{clip_grad_norm, AdamW, AdamWParams};
+pub use arms::{arm_names, compare_curves, compare_table, difference_interval, ArmRun};
 pub use batch::{calibration_error, Batch, JudgeSample, PolicySample, RolloutStats};
 pub use checkpoint::{checkpoint_dir, latest, restore, save as save_checkpoint, TrainState};
 pub use config::{Ablation, TaskStream, TrainConfig};

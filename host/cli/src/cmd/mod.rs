@@ -3,6 +3,7 @@
 mod bench;
 mod bench_training;
 mod check;
+mod compare;
 mod eval;
 mod faithful;
 mod generate;
@@ -30,6 +31,7 @@ pub fn run(flags: Flags) -> anyhow::Result<()> {
         Command::Solve(args) => solve::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
 
