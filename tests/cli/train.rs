@@ -119,6 +119,19 @@ fn train_runs_checkpoints_and_resumes() {
         .arg(&run)
         .json();
     assert_eq!(rec["steps"][0]["role"], "actor");
+
+    // `solve --side-by-side <run>`: the base model, then the trained run, in one table.
+    let text = TestCommand::new(&["solve", "--config"])
+        .arg(fixture("configs/solve-smollm.toml"))
+        .args(&["--domain", "blocksworld", "--seed", "3", "--side-by-side"])
+        .arg(&run)
+        .stdout();
+    let table = text.split("== side by side").nth(1).unwrap_or_else(|| panic!("no table: {text}"));
+    let header = table.lines().find(|l| !l.trim().is_empty()).unwrap();
+    assert!(header.trim_start().starts_with("base"), "{table}");
+    for row in ["solved", "plan", "faithful", "goal holds at the start", "initial facts"] {
+        assert!(table.lines().any(|l| l.starts_with(row)), "{row}: {table}");
+    }
 }
 
 /// `compare` on the committed arms: a row per held-out evaluation, the change with its
