@@ -18,8 +18,6 @@ use crate::metrics::MetricsRow;
 pub struct ArmRun {
     /// What the tables call it.
     pub name: String,
-    /// The run folder.
-    pub dir: PathBuf,
     /// `metrics.jsonl`: one row per update.
     pub metrics: Vec<MetricsRow>,
     /// `heldout.jsonl`: one row per held-out evaluation, by update.
@@ -49,7 +47,7 @@ impl ArmRun {
                 reports.insert(row.update, report);
             }
         }
-        Ok(ArmRun { name: name.to_string(), dir: dir.to_path_buf(), metrics, heldout, reports })
+        Ok(ArmRun { name: name.to_string(), metrics, heldout, reports })
     }
 
     /// The held-out evaluation of the base model (the first row).
@@ -282,7 +280,7 @@ pub fn compare_curves(arms: &[ArmRun]) -> Vec<(String, String)> {
             })
             .collect()
     };
-    let mut faithful = held(&|h| h.rate(h.faithful));
+    let mut heldout = held(&|h| h.rate(h.faithful));
     for (name, v) in held(&|h| {
         let (k, n) = goal_holds(h);
         if n == 0 {
@@ -291,7 +289,7 @@ pub fn compare_curves(arms: &[ArmRun]) -> Vec<(String, String)> {
             k as f64 / n as f64
         }
     }) {
-        faithful.push((format!("{name}: goal holds"), v));
+        heldout.push((format!("{name}: goal holds"), v));
     }
     vec![
         stream(
@@ -309,7 +307,7 @@ pub fn compare_curves(arms: &[ArmRun]) -> Vec<(String, String)> {
         ),
         (
             "arms-heldout.svg".to_string(),
-            line_chart("Held-out: Faithful, and answers whose goal already holds", "update", "rate", &faithful),
+            line_chart("Held-out: Faithful, and answers whose goal already holds", "update", "rate", &heldout),
         ),
     ]
 }

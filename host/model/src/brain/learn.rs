@@ -174,8 +174,8 @@ impl Brain {
             }
             // In chunks of columns, as prefill runs: a long head at once would hold its
             // length squared in attention scores per head (the learner's part of bounded
-            // memory). Training prompts (~1,300 tokens) fit one chunk, so nothing changes
-            // for them.
+            // memory). On the 0.5B model a head of up to about 1,500 tokens fits one
+            // chunk; training prompts are about 1,300, so they compute as before.
             let n = x.dim(1)?;
             let cols = columns.unwrap_or_else(|| prefill_columns(1, total, backbone.cfg.num_attention_heads)).max(1);
             let step = Step::causal();
