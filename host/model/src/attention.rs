@@ -1,5 +1,7 @@
 //! Attention kernels on the CPU: one new position over the KV cache ([`DecodeAttention`]),
-//! and the learner's causal softmax with its backward ([`CausalSoftmax`]).
+//! and a causal softmax with its backward ([`CausalSoftmax`]), which the learner ran between
+//! two matmuls before its fused attention (`causal_attention.rs`); `bench attention` keeps it
+//! as the path to compare against.
 //!
 //! Decode asks for `softmax(q·Kᵀ/√d)·V` with a single query per head. Through candle's
 //! general matmul that is two tiny-`M` GEMMs per layer whose operand packing copies the
@@ -58,7 +60,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// the exponent bits. Below −87 it returns `e^−87` (≈ 2 × 10⁻³⁸), nothing beside the 1
 /// the maximum contributes.
 #[inline(always)]
-fn exp_nonpositive(x: f32) -> f32 {
+pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_145_75;
     const LN2_LO: f32 = 1.428_606_8e-6;
     let x = x.max(-87.0);

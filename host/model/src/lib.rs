@@ -31,6 +31,7 @@ mod attention;
 mod bench;
 mod brain;
 mod budget;
+mod causal_attention;
 mod checkpoint;
 mod config;
 mod constrain;

@@ -1,0 +1,374 @@
+//! The learner's causal attention as one op with its own backward: `softmax(q·Kᵀ)·V` with the
+//! causal mask built in, holding no score matrix between the forward and the backward.
+//!
+//! Through candle's ops the graph kept two `rows × keys` matrices per layer for the backward,
+//! the scores and the probabilities. For one Judge example of the 0.5B model (a 384-token tail
+//! against a 1,400-token prompt, 14 query heads, 24 layers) that is 1.4 GB, most of an update's
+//! peak (issue 33). Here the backward recomputes each block's scores from q and K, as
+//! FlashAttention does: one product more, and memory that grows with the rows, not rows × keys.
+//!
+//! The products run on the `gemm` crate (candle's own matmul kernels), one block of rows at a
+//! time inside candle's thread pool.
+
+use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
+
+use crate::attention::exp_nonpositive;
+
+/// `(b, kv_heads, rows, d)` queries (already scaled by 1/√d; the `rep` query heads that share a
+/// kv head folded into `rows = rep × q_len`) against `(b, kv_heads, keys, d)` keys and values.
+/// Query `i` of each folded head sees keys `0 ..= keys − q_len + i`. Output `(b, kv_heads,
+/// rows, d)`. Every input must be contiguous.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CausalAttention {
+    /// Queries per folded head: the causal diagonal restarts every `q_len` rows.
+    pub(crate) q_len: usize,
+}
+
+/// Rows per block: a block's scores (`ROWS × keys` floats) stay in L2 at a 1,400-key prompt.
+const ROWS: usize = 64;
+
+/// The shape of one call, checked.
+#[derive(Clone, Copy, Debug)]
+struct Dims {
+    /// `b × kv_heads`: independent attention problems.
+    heads: usize,
+    rows: usize,
+    keys: usize,
+    d: usize,
+    q_len: usize,
+}
+
+impl Dims {
+    fn of(q_len: usize, ql: &Layout, kl: &Layout, vl: &Layout) -> candle_core::Result<Dims> {
+        let (q, k, v) = (ql.shape().dims(), kl.shape().dims(), vl.shape().dims());
+        let ok = q.len() == 4
+            && k == v
+            && k.len() == 4
+            && q[..2] == k[..2]
+            && q[3] == k[3]
+            && q_len > 0
+            && q[2] % q_len == 0
+            && q_len <= k[2];
+        if !ok {
+            candle_core::bail!("causal-attention: q {q:?}, k {k:?}, v {v:?}, q_len {q_len}");
+        }
+        for l in [ql, kl, vl] {
+            if !l.is_contiguous() {
+                candle_core::bail!("causal-attention needs contiguous inputs, got strides {:?}", l.stride());
+            }
+        }
+        Ok(Dims { heads: q[0] * q[1], rows: q[2], keys: k[2], d: q[3], q_len })
+    }
+
+    /// Keys row `r` sees.
+    fn visible(&self, r: usize) -> usize {
+        self.keys - self.q_len + r % self.q_len + 1
+    }
+
+    /// The blocks of rows of one head.
+    fn blocks(&self) -> usize {
+        self.rows.div_ceil(ROWS)
+    }
+
+    /// Rows `first..first + n` of block `blk`, and the most keys any of them sees.
+    fn block(&self, blk: usize) -> (usize, usize, usize) {
+        let first = blk * ROWS;
+        let n = ROWS.min(self.rows - first);
+        let widest = (first..first + n).map(|r| self.visible(r)).max().unwrap_or(0);
+        (first, n, widest)
+    }
+}
+
+/// `dst (m × n, row stride dst_rs) = [dst +] lhs · rhs`, each operand given by its row and
+/// column strides, on one thread (the caller is already one of the pool's workers).
+#[allow(clippy::too_many_arguments)]
+fn product(
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [f32],
+    dst_rs: usize,
+    accumulate: bool,
+    lhs: &[f32],
+    (lhs_rs, lhs_cs): (usize, usize),
+    rhs: &[f32],
+    (rhs_rs, rhs_cs): (usize, usize),
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    // The last element each operand's strides reach must lie inside its slice.
+    let reach = |rs: usize, cs: usize, r: usize, c: usize| (r - 1) * rs + (c - 1) * cs + 1;
+    assert!(reach(dst_rs, 1, m, n) <= dst.len(), "product: destination too short");
+    if k == 0 {
+        if !accumulate {
+            for r in 0..m {
+                dst[r * dst_rs..][..n].fill(0.0);
+            }
+        }
+        return;
+    }
+    assert!(reach(lhs_rs, lhs_cs, m, k) <= lhs.len(), "product: lhs too short");
+    assert!(reach(rhs_rs, rhs_cs, k, n) <= rhs.len(), "product: rhs too short");
+    // SAFETY: the asserts above keep every element gemm reads or writes inside its slice.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            dst_rs as isize,
+            accumulate,
+            lhs.as_ptr(),
+            lhs_cs as isize,
+            lhs_rs as isize,
+            rhs.as_ptr(),
+            rhs_cs as isize,
+            rhs_rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// The probabilities of rows `first..first + n` of one head in `p` (`n × widest`, row-major):
+/// scores `q·Kᵀ`, then a softmax over each row's visible keys, zero past them.
+fn probabilities(dims: &Dims, q: &[f32], k: &[f32], first: usize, n: usize, widest: usize, p: &mut [f32]) {
+    let d = dims.d;
+    product((n, widest, d), p, widest, false, &q[first * d..], (d, 1), k, (1, d));
+    for (i, row) in p.chunks_exact_mut(widest).take(n).enumerate() {
+        let visible = dims.visible(first + i);
+        let (seen, hidden) = row.split_at_mut(visible);
+        let max = seen.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0f32;
+        for x in seen.iter_mut() {
+            *x = exp_nonpositive(*x - max);
+            sum += *x;
+        }
+        let inv = 1.0 / sum;
+        seen.iter_mut().for_each(|x| *x *= inv);
+        hidden.fill(0.0);
+    }
+}
+
+/// A contiguous input's elements.
+fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
+    let (start, end) = l.contiguous_offsets().ok_or_else(|| candle_core::Error::Msg("causal-attention: strided input".into()))?;
+    Ok(&s.as_slice::<f32>()?[start..end])
+}
+
+/// Elements `start..start + len` of the `f32` buffer at `addr`, for one of the pool's tasks.
+///
+/// # Safety
+/// No other task touches those elements while the slice lives, and the buffer outlives the
+/// pool's run.
+unsafe fn span<'a>(addr: usize, start: usize, len: usize) -> &'a mut [f32] {
+    std::slice::from_raw_parts_mut((addr as *mut f32).add(start), len)
+}
+
+impl CustomOp3 for CausalAttention {
+    fn name(&self) -> &'static str {
+        "causal-attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let dims = Dims::of(self.q_len, ql, kl, vl)?;
+        let (q, k, v) = (slice(qs, ql)?, slice(ks, kl)?, slice(vs, vl)?);
+        let Dims { heads, rows, keys, d, .. } = dims;
+        let blocks = dims.blocks();
+        let mut out = vec![0f32; heads * rows * d];
+        let addr = out.as_mut_ptr() as usize;
+        candle_core::utils::barrier_pool().execute_chunked(heads * blocks, |items| {
+            let mut p = vec![0f32; ROWS * keys];
+            for item in items {
+                let (h, blk) = (item / blocks, item % blocks);
+                let (first, n, widest) = dims.block(blk);
+                let (qh, kh, vh) = (&q[h * rows * d..][..rows * d], &k[h * keys * d..][..keys * d], &v[h * keys * d..][..keys * d]);
+                probabilities(&dims, qh, kh, first, n, widest, &mut p);
+                // SAFETY: rows `first..first + n` of head `h` belong to this item alone.
+                let o = unsafe { span(addr, (h * rows + first) * d, n * d) };
+                product((n, d, widest), o, d, false, &p, (widest, 1), vh, (d, 1));
+            }
+        });
+        Ok((CpuStorage::F32(out), ql.shape().clone()))
+    }
+
+    fn bwd(&self, q: &Tensor, k: &Tensor, v: &Tensor, _out: &Tensor, grad: &Tensor) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let grad = grad.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let all = q.apply_op3_no_bwd(k, v, &CausalAttentionGrad { q_len: self.q_len, grad })?;
+        let (nq, nk) = (q.elem_count(), k.elem_count());
+        let dq = all.narrow(0, 0, nq)?.reshape(q.shape())?;
+        let dk = all.narrow(0, nq, nk)?.reshape(k.shape())?;
+        let dv = all.narrow(0, nq + nk, nk)?.reshape(v.shape())?;
+        Ok((Some(dq), Some(dk), Some(dv)))
+    }
+}
+
+/// The backward of [`CausalAttention`] given the output's gradient: `dq`, `dk` and `dv`,
+/// flattened and laid end to end (one op has one output).
+///
+/// Per block of rows, with `P` recomputed: `dV += Pᵀ·dO`, `dP = dO·Vᵀ`,
+/// `dS = P ⊙ (dP − Σ_j P⊙dP)`, `dQ = dS·K`, `dK += dSᵀ·Q`.
+struct CausalAttentionGrad {
+    q_len: usize,
+    /// The output's gradient, `(b, kv_heads, rows, d)` flattened.
+    grad: Vec<f32>,
+}
+
+impl CustomOp3 for CausalAttentionGrad {
+    fn name(&self) -> &'static str {
+        "causal-attention-grad"
+    }
+
+    fn cpu_fwd(
+        &self,
+        qs: &CpuStorage,
+        ql: &Layout,
+        ks: &CpuStorage,
+        kl: &Layout,
+        vs: &CpuStorage,
+        vl: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let dims = Dims::of(self.q_len, ql, kl, vl)?;
+        let (q, k, v) = (slice(qs, ql)?, slice(ks, kl)?, slice(vs, vl)?);
+        let Dims { heads, rows, keys, d, .. } = dims;
+        if self.grad.len() != q.len() {
+            candle_core::bail!("causal-attention-grad: {} gradient elements for {} outputs", self.grad.len(), q.len());
+        }
+        let blocks = dims.blocks();
+        // Each head's blocks are split into parts, so that even one head keeps every core
+        // busy; each part sums its own dK and dV, added up below.
+        let parts = (2 * candle_core::utils::get_num_threads()).div_ceil(heads).clamp(1, blocks);
+        let (nq, nk) = (q.len(), k.len());
+        let mut dq = vec![0f32; nq];
+        let mut partial = vec![0f32; heads * parts * 2 * keys * d];
+        let (dq_addr, partial_addr) = (dq.as_mut_ptr() as usize, partial.as_mut_ptr() as usize);
+        candle_core::utils::barrier_pool().execute_chunked(heads * parts, |items| {
+            let mut p = vec![0f32; ROWS * keys];
+            let mut dp = vec![0f32; ROWS * keys];
+            for item in items {
+                let (h, part) = (item / parts, item % parts);
+                let (qh, kh, vh) = (&q[h * rows * d..][..rows * d], &k[h * keys * d..][..keys * d], &v[h * keys * d..][..keys * d]);
+                let go = &self.grad[h * rows * d..][..rows * d];
+                // SAFETY: each item owns its own dK and dV partial sums.
+                let acc = unsafe { span(partial_addr, item * 2 * keys * d, 2 * keys * d) };
+                let (dk, dv) = acc.split_at_mut(keys * d);
+                for blk in (part..blocks).step_by(parts) {
+                    let (first, n, widest) = dims.block(blk);
+                    probabilities(&dims, qh, kh, first, n, widest, &mut p);
+                    let go_blk = &go[first * d..][..n * d];
+                    // dV[..widest] += Pᵀ·dO
+                    product((widest, d, n), dv, d, true, &p, (1, widest), go_blk, (d, 1));
+                    // dP = dO·Vᵀ
+                    product((n, widest, d), &mut dp, widest, false, go_blk, (d, 1), vh, (1, d));
+                    // dS = P ⊙ (dP − Σ_j P⊙dP), in dP's place.
+                    for (prow, dprow) in p.chunks_exact(widest).zip(dp.chunks_exact_mut(widest)).take(n) {
+                        let s: f32 = prow.iter().zip(dprow.iter()).map(|(a, b)| a * b).sum();
+                        for (g, &pj) in dprow.iter_mut().zip(prow) {
+                            *g = pj * (*g - s);
+                        }
+                    }
+                    // dQ = dS·K, into this block's own rows.
+                    // SAFETY: rows `first..first + n` of head `h` belong to this item alone.
+                    let dq_blk = unsafe { span(dq_addr, (h * rows + first) * d, n * d) };
+                    product((n, d, widest), dq_blk, d, false, &dp, (widest, 1), kh, (d, 1));
+                    // dK[..widest] += dSᵀ·Q
+                    product((widest, d, n), dk, d, true, &dp, (1, widest), &qh[first * d..], (d, 1));
+                }
+            }
+        });
+        let mut all = dq;
+        all.resize(nq + 2 * nk, 0.0);
+        let (dk_all, dv_all) = all[nq..].split_at_mut(nk);
+        for h in 0..heads {
+            for part in 0..parts {
+                let acc = &partial[(h * parts + part) * 2 * keys * d..][..2 * keys * d];
+                let (pk, pv) = acc.split_at(keys * d);
+                for (o, x) in dk_all[h * keys * d..][..keys * d].iter_mut().zip(pk) {
+                    *o += x;
+                }
+                for (o, x) in dv_all[h * keys * d..][..keys * d].iter_mut().zip(pv) {
+                    *o += x;
+                }
+            }
+        }
+        Ok((CpuStorage::F32(all), Shape::from(nq + 2 * nk)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var, D};
+
+    fn wavy(dims: (usize, usize, usize, usize), phase: f32) -> Var {
+        let n = dims.0 * dims.1 * dims.2 * dims.3;
+        let v: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37 + phase).sin() * 1.5).collect();
+        Var::from_tensor(&Tensor::from_vec(v, dims, &Device::Cpu).unwrap()).unwrap()
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap()
+    }
+
+    /// The op against candle's matmul, additive causal mask, softmax and matmul, forward and
+    /// all three gradients, over a weighted sum of the output.
+    fn check(b: usize, kv: usize, rep: usize, q_len: usize, past: usize, d: usize) {
+        let rows = rep * q_len;
+        let keys = past + q_len;
+        let q = wavy((b, kv, rows, d), 0.0);
+        let k = wavy((b, kv, keys, d), 1.0);
+        let v = wavy((b, kv, keys, d), 2.0);
+        let w = wavy((b, kv, rows, d), 3.0).as_tensor().detach();
+        let got = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len }).unwrap();
+        let mask: Vec<f32> = (0..rows)
+            .flat_map(|r| (0..keys).map(move |j| if j <= past + r % q_len { 0.0 } else { f32::NEG_INFINITY }))
+            .collect();
+        let mask = Tensor::from_vec(mask, (rows, keys), &Device::Cpu).unwrap();
+        let scores = q.as_tensor().matmul(&k.as_tensor().t().unwrap()).unwrap().broadcast_add(&mask).unwrap();
+        let want = candle_nn::ops::softmax(&scores, D::Minus1).unwrap().matmul(v.as_tensor()).unwrap();
+        let at = format!("b {b}, kv {kv}, rep {rep}, q_len {q_len}, past {past}, d {d}");
+        assert!(max_diff(&got, &want) < 1e-5, "{at}: forward off by {}", max_diff(&got, &want));
+        let g_got = (&got * &w).unwrap().sum_all().unwrap().backward().unwrap();
+        let g_want = (&want * &w).unwrap().sum_all().unwrap().backward().unwrap();
+        for (name, var) in [("q", &q), ("k", &k), ("v", &v)] {
+            let (a, e) = (g_got.get(var.as_tensor()).unwrap(), g_want.get(var.as_tensor()).unwrap());
+            let scale = e.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap().max(1.0);
+            assert!(max_diff(a, e) < 1e-4 * scale, "{at}: d{name} off by {} (scale {scale})", max_diff(a, e));
+        }
+    }
+
+    #[test]
+    fn matches_masked_softmax_attention_with_gradients() {
+        // No prompt head, a head, several row blocks with the diagonal restarting inside one
+        // (rep heads folded), and one head problem split over parts.
+        check(1, 1, 1, 5, 0, 8);
+        check(2, 3, 2, 7, 11, 16);
+        check(1, 2, 7, 40, 300, 64);
+        check(1, 1, 3, 130, 2, 24);
+    }
+
+    #[test]
+    fn refuses_shapes_it_cannot_attend() {
+        let q = Tensor::zeros((1, 2, 6, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let k = Tensor::zeros((1, 2, 4, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
+        // 6 rows are not a whole number of 4-query heads.
+        assert!(q.apply_op3(&k, &k, CausalAttention { q_len: 4 }).is_err());
+        // More queries per head than keys.
+        assert!(q.apply_op3(&k, &k, CausalAttention { q_len: 6 }).is_err());
+        // Strided keys.
+        let kt = Tensor::zeros((1, 2, 8, 4), candle_core::DType::F32, &Device::Cpu).unwrap().transpose(2, 3).unwrap();
+        assert!(q.apply_op3(&kt, &kt, CausalAttention { q_len: 3 }).is_err());
+    }
+}
