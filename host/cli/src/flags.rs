@@ -268,6 +268,9 @@ pub enum BenchTarget {
     Model,
     /// CPU Q8_0 matrix products of 1 to 64 rows: our AVX-512 VNNI kernel against candle's.
     Matmul,
+    /// The learner's causal attention, forward and backward of one layer at the 0.5B model's
+    /// training shapes: fused against matmul, causal softmax, matmul.
+    Attention,
     /// One training step (rollouts of 16 episodes and the update) of the default model on the
     /// new path and on the path before issue 33, each in its own process: seconds, episodes
     /// per hour, peak memory.

@@ -302,3 +302,82 @@ fn time_cycled(sets: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<f6
     }
     Ok(best * 1e6)
 }
+
+/// The learner's attention at one training shape, fused against the path before it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttentionBench {
+    /// What the shape is (`Judge tail`, `Actor tail`).
+    pub what: String,
+    /// Query positions with a graph (the tail).
+    pub queries: usize,
+    /// Keys each sees at most (prompt head + tail).
+    pub keys: usize,
+    /// Query heads and kv heads (Qwen 0.5B: 14 over 2).
+    pub heads: (usize, usize),
+    /// Forward + backward of one layer, fused (`CausalAttention`), ms.
+    pub fused_ms: f64,
+    /// Forward + backward of one layer through matmul, causal softmax, matmul (the learner's
+    /// path before), ms.
+    pub scores_kept_ms: f64,
+    /// `scores_kept_ms / fused_ms`.
+    pub speedup: f64,
+    /// Bytes the path before kept per layer between forward and backward for its two score
+    /// matrices (the fused op keeps none), MiB.
+    pub scores_kept_mib: f64,
+}
+
+/// Times one layer's attention forward and backward at the 0.5B model's training shapes
+/// (`judge-tail` 384 and a 320-token answer against about 1,400 prompt positions), fused
+/// against matmul, causal softmax and matmul, in the same run.
+pub fn bench_attention() -> Result<Vec<AttentionBench>> {
+    use crate::{attention::CausalSoftmax, causal_attention::CausalAttention};
+    let dev = DeviceChoice::Cpu.open()?;
+    let (heads, kv, d) = (14usize, 2usize, 64usize);
+    let rep = heads / kv;
+    let mut out = Vec::new();
+    for (what, queries, prompt) in [("Judge tail", 384usize, 1_000usize), ("Actor tail", 321, 1_000), ("long prompt", 64, 8_000)] {
+        let keys = prompt + queries;
+        let q = candle_core::Var::randn(0f32, 0.2, (1, kv, rep * queries, d), &dev)?;
+        let k = candle_core::Var::randn(0f32, 1.0, (1, kv, keys, d), &dev)?;
+        let v = candle_core::Var::randn(0f32, 1.0, (1, kv, keys, d), &dev)?;
+        let w = Tensor::randn(0f32, 1.0, (1, kv, rep * queries, d), &dev)?;
+        let fused = || -> Result<()> {
+            let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len: queries })?;
+            (o * &w)?.sum_all()?.backward()?;
+            Ok(())
+        };
+        let kept = || -> Result<()> {
+            let scores = q.as_tensor().matmul(&k.as_tensor().t()?)?.reshape((1, kv, rep, queries, keys))?;
+            let p = scores.apply_op1(CausalSoftmax)?.reshape((1, kv, rep * queries, keys))?;
+            (p.matmul(v.as_tensor())? * &w)?.sum_all()?.backward()?;
+            Ok(())
+        };
+        let time = |f: &dyn Fn() -> Result<()>| -> Result<f64> {
+            f()?;
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t = Instant::now();
+                f()?;
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            Ok(best * 1e3)
+        };
+        // Alternate the two, so a noisy neighbour hits both alike.
+        let (mut fused_ms, mut scores_kept_ms) = (f64::MAX, f64::MAX);
+        for _ in 0..3 {
+            fused_ms = fused_ms.min(time(&fused)?);
+            scores_kept_ms = scores_kept_ms.min(time(&kept)?);
+        }
+        out.push(AttentionBench {
+            what: what.into(),
+            queries,
+            keys,
+            heads: (heads, kv),
+            fused_ms,
+            scores_kept_ms,
+            speedup: scores_kept_ms / fused_ms,
+            scores_kept_mib: (2 * heads * queries * keys * 4) as f64 / (1 << 20) as f64,
+        });
+    }
+    Ok(out)
+}

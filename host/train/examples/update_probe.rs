@@ -9,7 +9,8 @@
 //! TRACE is an eval trace (groups of four in order) or a training run's `episodes.jsonl`
 //! (its own groups).
 //! `PROBE_N` caps the episodes (16); `PROBE_FREE=1` drops the constraints (a trace recorded
-//! under an older grammar no longer replays).
+//! under an older grammar no longer replays); `PROBE_ALLOWED_LOGITS=1` takes logits only over
+//! each position's allowed tokens (`allowed_logits`).
 use std::path::Path;
 use std::time::Instant;
 
@@ -27,7 +28,8 @@ fn main() {
     let cfg = if dense {
         ModelConfig { learner_weights: LearnerWeights::Dense, ..Default::default() }
     } else {
-        ModelConfig { lora_rank: Some(8), lora_targets: Some(vec!["q_proj".into(), "v_proj".into()]), ..Default::default() }
+        let allowed_logits = std::env::var("PROBE_ALLOWED_LOGITS").is_ok_and(|v| v == "1");
+        ModelConfig { lora_rank: Some(8), lora_targets: Some(vec!["q_proj".into(), "v_proj".into()]), allowed_logits, ..Default::default() }
     };
     let brain = Brain::load(&cfg).unwrap();
     eprintln!("sampler weights: {}, rss {:?}", brain.learns_on_sampler_weights(), onebrain_model::rss_mib());

@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
 use onebrain_bench::Table;
-use onebrain_model::{bench_inference, bench_matmul, bench_training, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
+use onebrain_model::{bench_attention, bench_inference, bench_matmul, bench_training, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
 use onebrain_runtime::{bench_plugins, BenchOptions};
 
 use crate::cmd::print_json;
@@ -110,6 +110,26 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                     us(p.candle_us),
                     us(p.candle_padded_us),
                     p.speedup.map_or("-".into(), |s| format!("{s:.2}×")),
+                ]);
+            }
+            out!("{t}")?;
+        }
+        BenchTarget::Attention => {
+            let r = bench_attention()?;
+            if args.json {
+                return print_json(&r);
+            }
+            outln!("## The learner's causal attention, one layer forward + backward, 14 query heads over 2 kv heads (onebrain bench attention)\n")?;
+            let mut t = Table::new(["shape", "queries", "keys", "fused", "matmul, softmax, matmul", "speed-up", "score matrices kept before"]);
+            for p in &r {
+                t.row([
+                    p.what.clone(),
+                    p.queries.to_string(),
+                    p.keys.to_string(),
+                    format!("{:.1} ms", p.fused_ms),
+                    format!("{:.1} ms", p.scores_kept_ms),
+                    format!("{:.2}×", p.speedup),
+                    format!("{:.0} MiB a layer", p.scores_kept_mib),
                 ]);
             }
             out!("{t}")?;
