@@ -52,11 +52,6 @@ impl Dims {
         if !ok {
             candle_core::bail!("causal-attention: q {q:?}, k {k:?}, v {v:?}, q_len {q_len}");
         }
-        for l in [ql, kl, vl] {
-            if !l.is_contiguous() {
-                candle_core::bail!("causal-attention needs contiguous inputs, got strides {:?}", l.stride());
-            }
-        }
         Ok(Dims { heads: q[0] * q[1], rows: q[2], keys: k[2], d: q[3], q_len })
     }
 
@@ -92,20 +87,11 @@ fn product(
     rhs: &[f32],
     (rhs_rs, rhs_cs): (usize, usize),
 ) {
-    if m == 0 || n == 0 {
-        return;
-    }
+    // Every caller multiplies at least one row, one key and one feature.
+    assert!(m > 0 && n > 0 && k > 0, "product: empty {m} × {k} · {k} × {n}");
     // The last element each operand's strides reach must lie inside its slice.
     let reach = |rs: usize, cs: usize, r: usize, c: usize| (r - 1) * rs + (c - 1) * cs + 1;
     assert!(reach(dst_rs, 1, m, n) <= dst.len(), "product: destination too short");
-    if k == 0 {
-        if !accumulate {
-            for r in 0..m {
-                dst[r * dst_rs..][..n].fill(0.0);
-            }
-        }
-        return;
-    }
     assert!(reach(lhs_rs, lhs_cs, m, k) <= lhs.len(), "product: lhs too short");
     assert!(reach(rhs_rs, rhs_cs, k, n) <= rhs.len(), "product: rhs too short");
     // SAFETY: the asserts above keep every element gemm reads or writes inside its slice.
@@ -156,8 +142,31 @@ fn probabilities(dims: &Dims, q: &[f32], k: &[f32], first: usize, n: usize, wide
 
 /// A contiguous input's elements.
 fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
-    let (start, end) = l.contiguous_offsets().ok_or_else(|| candle_core::Error::Msg("causal-attention: strided input".into()))?;
+    let Some((start, end)) = l.contiguous_offsets() else {
+        candle_core::bail!("causal-attention needs contiguous inputs, got strides {:?}", l.stride());
+    };
     Ok(&s.as_slice::<f32>()?[start..end])
+}
+
+/// One call's inputs, checked: their shape and their elements.
+struct Inputs<'a> {
+    dims: Dims,
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+}
+
+impl<'a> Inputs<'a> {
+    fn of(q_len: usize, (qs, ql): (&'a CpuStorage, &Layout), (ks, kl): (&'a CpuStorage, &Layout), (vs, vl): (&'a CpuStorage, &Layout)) -> candle_core::Result<Self> {
+        let dims = Dims::of(q_len, ql, kl, vl)?;
+        Ok(Inputs { dims, q: slice(qs, ql)?, k: slice(ks, kl)?, v: slice(vs, vl)? })
+    }
+
+    /// Head `h`'s queries, keys and values.
+    fn head(&self, h: usize) -> (&'a [f32], &'a [f32], &'a [f32]) {
+        let Dims { rows, keys, d, .. } = self.dims;
+        (&self.q[h * rows * d..][..rows * d], &self.k[h * keys * d..][..keys * d], &self.v[h * keys * d..][..keys * d])
+    }
 }
 
 /// Elements `start..start + len` of the `f32` buffer at `addr`, for one of the pool's tasks.
@@ -183,8 +192,8 @@ impl CustomOp3 for CausalAttention {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let dims = Dims::of(self.q_len, ql, kl, vl)?;
-        let (q, k, v) = (slice(qs, ql)?, slice(ks, kl)?, slice(vs, vl)?);
+        let input = Inputs::of(self.q_len, (qs, ql), (ks, kl), (vs, vl))?;
+        let dims = input.dims;
         let Dims { heads, rows, keys, d, .. } = dims;
         let blocks = dims.blocks();
         let mut out = vec![0f32; heads * rows * d];
@@ -194,7 +203,7 @@ impl CustomOp3 for CausalAttention {
             for item in items {
                 let (h, blk) = (item / blocks, item % blocks);
                 let (first, n, widest) = dims.block(blk);
-                let (qh, kh, vh) = (&q[h * rows * d..][..rows * d], &k[h * keys * d..][..keys * d], &v[h * keys * d..][..keys * d]);
+                let (qh, kh, vh) = input.head(h);
                 probabilities(&dims, qh, kh, first, n, widest, &mut p);
                 // SAFETY: rows `first..first + n` of head `h` belong to this item alone.
                 let o = unsafe { span(addr, (h * rows + first) * d, n * d) };
@@ -240,17 +249,17 @@ impl CustomOp3 for CausalAttentionGrad {
         vs: &CpuStorage,
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let dims = Dims::of(self.q_len, ql, kl, vl)?;
-        let (q, k, v) = (slice(qs, ql)?, slice(ks, kl)?, slice(vs, vl)?);
+        let input = Inputs::of(self.q_len, (qs, ql), (ks, kl), (vs, vl))?;
+        let dims = input.dims;
         let Dims { heads, rows, keys, d, .. } = dims;
-        if self.grad.len() != q.len() {
-            candle_core::bail!("causal-attention-grad: {} gradient elements for {} outputs", self.grad.len(), q.len());
+        if self.grad.len() != input.q.len() {
+            candle_core::bail!("causal-attention-grad: {} gradient elements for {} outputs", self.grad.len(), input.q.len());
         }
         let blocks = dims.blocks();
         // Each head's blocks are split into parts, so that even one head keeps every core
         // busy; each part sums its own dK and dV, added up below.
         let parts = (2 * candle_core::utils::get_num_threads()).div_ceil(heads).clamp(1, blocks);
-        let (nq, nk) = (q.len(), k.len());
+        let (nq, nk) = (input.q.len(), input.k.len());
         let mut dq = vec![0f32; nq];
         let mut partial = vec![0f32; heads * parts * 2 * keys * d];
         let (dq_addr, partial_addr) = (dq.as_mut_ptr() as usize, partial.as_mut_ptr() as usize);
@@ -259,7 +268,7 @@ impl CustomOp3 for CausalAttentionGrad {
             let mut dp = vec![0f32; ROWS * keys];
             for item in items {
                 let (h, part) = (item / parts, item % parts);
-                let (qh, kh, vh) = (&q[h * rows * d..][..rows * d], &k[h * keys * d..][..keys * d], &v[h * keys * d..][..keys * d]);
+                let (qh, kh, vh) = input.head(h);
                 let go = &self.grad[h * rows * d..][..rows * d];
                 // SAFETY: each item owns its own dK and dV partial sums.
                 let acc = unsafe { span(partial_addr, item * 2 * keys * d, 2 * keys * d) };
