@@ -264,7 +264,8 @@ pub enum BenchTarget {
     Verifier,
     /// The plugin host: call overhead, cached loads, WASM against native.
     Plugins,
-    /// Generation: prefill and decode tokens/s, batching, prefix reuse, peak memory (both models).
+    /// Generation: prefill and decode tokens/s, batching, prefix reuse, peak memory, and one cold
+    /// prefill of 4k and 16k tokens each against the memory budget's estimate (both models).
     Model,
     /// CPU Q8_0 matrix products of 1 to 64 rows: our AVX-512 VNNI kernel against candle's.
     Matmul,

@@ -2,6 +2,7 @@
 # Candle (this crate) and llama.cpp on the same GGUFs, one after the other, same thread
 # count: `host/model/benches/peer.sh [THREADS] [LLAMA_PYTHON]`. Prints JSON lines; pipe them
 # to `python3 host/model/benches/peer_table.py` for the README's table with ratios.
+# PEER_LONG=1 adds one cold prefill of 4k and 16k tokens each (issue 35; minutes per model).
 set -euo pipefail
 threads="${1:-2}"
 py="${2:-/tmp/llamavenv/bin/python}"
@@ -15,5 +16,11 @@ for m in SmolLM2-135M-Instruct.Q4_1.gguf qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
     "$py" host/model/benches/llama_cpp_peer.py ".cache/models/$m" 512 64 "$threads"
   else
     echo "{\"peer\": \"llama.cpp\", \"skipped\": \"no llama-cpp-python at $py\"}"
+  fi
+  if [ "${PEER_LONG:-0}" = 1 ]; then
+    RAYON_NUM_THREADS="$threads" "$CARGO_TARGET_DIR/release/examples/bench" long "$m"
+    if [ -x "$py" ]; then
+      "$py" host/model/benches/llama_cpp_long.py ".cache/models/$m" "$threads" 4096 16384
+    fi
   fi
 done

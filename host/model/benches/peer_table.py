@@ -7,13 +7,19 @@ import os
 import sys
 
 ours, peer = {}, {}
+# Long-prompt prefills (PEER_LONG=1), keyed by (model, prompt tokens).
+ours_long, peer_long = {}, {}
 for line in sys.stdin:
     line = line.strip()
     if not line.startswith("{"):
         continue
     r = json.loads(line)
     name = os.path.basename(r.get("model", ""))
-    (peer if r.get("peer") == "llama.cpp" else ours)[name] = r
+    is_peer = r.get("peer") == "llama.cpp"
+    if "decode_tok_per_s" in r:
+        (peer if is_peer else ours)[name] = r
+    elif "prefill_secs" in r:
+        (peer_long if is_peer else ours_long)[(name, r["prompt_tokens"])] = r
 
 threads = next((r.get("threads") for r in peer.values() if r.get("threads")), "?")
 print(f"| tok/s, {threads} thread(s) | onebrain | llama.cpp | ratio |")
@@ -34,3 +40,17 @@ for name, o in ours.items():
         agg = o.get(f"batch{n}_decode_tok_per_s")
         if agg:
             print(f"| {short} batch-{n} aggregate decode (vs onebrain batch 1) | {agg:.1f} | | {agg / o['decode_tok_per_s']:.2f}× |")
+
+if ours_long:
+    print()
+    print(f"| long prompt, {threads} thread(s) | onebrain tok/s | llama.cpp tok/s | ratio | onebrain peak | llama.cpp peak | onebrain estimate |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for (name, n), o in ours_long.items():
+        p = peer_long.get((name, n), {})
+        short = name.split("-Instruct")[0].split("-instruct")[0]
+        a, b = o["prefill_tok_per_s"], p.get("prefill_tok_per_s")
+        mib = lambda v: f"{v:.0f} MiB" if v else "–"
+        ratio = f"{a / b:.2f}×" if b else "–"
+        print(f"| {short} prefill, {n} tokens | {a:.1f} | {b:.1f} | {ratio} | {mib(o.get('peak_rss_mib'))} | "
+              f"{mib(p.get('peak_rss_mib'))} | {mib(o.get('estimated_mib'))} |" if b else
+              f"| {short} prefill, {n} tokens | {a:.1f} | – | – | {mib(o.get('peak_rss_mib'))} | – | {mib(o.get('estimated_mib'))} |")

@@ -1,10 +1,11 @@
 //! The model benchmarks, as JSON lines:
-//! `cargo run --release -p onebrain-model --example bench -- [inference|train|all] [MODEL...]`.
-//! Defaults: both models for inference; SmolLM2 4 × 512 for training (adapters, full).
+//! `cargo run --release -p onebrain-model --example bench -- [inference|long|train|all] [MODEL...]`.
+//! Defaults: both models for inference and long prompts (cold prefill of 4k and 16k tokens
+//! where the model's context holds them); SmolLM2 4 × 512 for training (adapters, full).
 
 use std::path::PathBuf;
 
-use onebrain_model::{bench_inference, bench_training, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
+use onebrain_model::{bench_inference, bench_long_prefill, bench_training, DEFAULT_MODEL_FILE, LONG_PREFILL_TOKENS, TEST_MODEL_FILE};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -17,6 +18,13 @@ fn main() -> anyhow::Result<()> {
         for m in &models {
             let r = bench_inference(m, 512, 64)?;
             println!("{}", serde_json::to_string(&r)?);
+        }
+    }
+    if what == "long" || what == "all" {
+        for m in &models {
+            for r in bench_long_prefill(m, &LONG_PREFILL_TOKENS)? {
+                println!("{}", serde_json::to_string(&r)?);
+            }
         }
     }
     if what == "train" || what == "all" {

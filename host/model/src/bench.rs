@@ -48,6 +48,23 @@ pub struct InferenceBench {
     pub peak_rss_mib: Option<f64>,
 }
 
+/// Prefill of one long prompt, cold: what a long task costs before its first token.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LongPrefillBench {
+    /// Model file name.
+    pub model: String,
+    /// Prompt length, tokens.
+    pub prompt_tokens: usize,
+    /// Prefill throughput (positions/s).
+    pub prefill_tok_per_s: f64,
+    /// Seconds to the first token.
+    pub prefill_secs: f64,
+    /// Peak resident memory of the process during this prefill (weights included), MiB.
+    pub peak_rss_mib: Option<f64>,
+    /// What the memory budget estimates the same request to hold (weights included), MiB.
+    pub estimated_mib: f64,
+}
+
 /// One training step's cost.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TrainBench {
@@ -160,6 +177,34 @@ pub fn bench_inference(model: &Path, prompt_tokens: usize, decode_tokens: usize)
         cold_first_token_secs: cold,
         peak_rss_mib: peak_rss_mib(),
     })
+}
+
+/// The prompt lengths of issue 35's long-prompt figures.
+pub const LONG_PREFILL_TOKENS: [usize; 2] = [4096, 16384];
+
+/// Cold prefill of one prompt of each length in `lengths` that fits `model`'s context
+/// (SmolLM2's is 8,192), each with the process's peak memory reset before it, so the figure
+/// is the weights plus that prompt's keys, values and prefill work.
+pub fn bench_long_prefill(model: &Path, lengths: &[usize]) -> Result<Vec<LongPrefillBench>> {
+    let mut brain = Brain::load(&ModelConfig { path: model.to_path_buf(), ..Default::default() })?;
+    let mut out = Vec::new();
+    let fits = brain.context_len() - brain.config().role_tokens - 1;
+    for &tokens in lengths.iter().filter(|&&n| n < fits) {
+        let body = filler(&brain, tokens)?;
+        brain.clear_prefix_cache();
+        reset_peak_rss();
+        let g = brain.generate(Role::Actor, &body, &SamplingConfig { ignore_eos: true, ..SamplingConfig::greedy(1) })?;
+        out.push(LongPrefillBench {
+            model: model.display().to_string(),
+            prompt_tokens: tokens,
+            prefill_tok_per_s: g.prefill_tokens_per_sec(),
+            prefill_secs: g.prefill_secs,
+            peak_rss_mib: peak_rss_mib(),
+            // The positions `generate` asks the budget for: role tokens, prompt, one new token.
+            estimated_mib: brain.memory_estimate(1, brain.config().role_tokens + tokens + 1).total_mib(),
+        });
+    }
+    Ok(out)
 }
 
 /// Times one forward + backward of the log-probabilities of `batch × seq_len` tokens

@@ -2,7 +2,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
 use onebrain_bench::Table;
-use onebrain_model::{bench_attention, bench_inference, bench_matmul, bench_training, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
+use onebrain_model::{
+    bench_attention, bench_inference, bench_long_prefill, bench_matmul, bench_training, DEFAULT_MODEL_FILE, LONG_PREFILL_TOKENS, TEST_MODEL_FILE,
+};
 use onebrain_runtime::{bench_plugins, BenchOptions};
 
 use crate::cmd::print_json;
@@ -90,7 +92,27 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                     64,
                 )?)?);
             }
-            print_reports("Generation (onebrain bench model)", &reports, args.json)?;
+            let mut long = Vec::new();
+            for file in [TEST_MODEL_FILE, DEFAULT_MODEL_FILE] {
+                long.extend(bench_long_prefill(Path::new(file), &LONG_PREFILL_TOKENS)?);
+            }
+            if args.json {
+                return print_json(&serde_json::json!({ "generation": reports, "long_prompts": long }));
+            }
+            print_reports("Generation (onebrain bench model)", &reports, false)?;
+            outln!("\n## Long prompts: one cold prefill each, peak memory against the budget's estimate\n")?;
+            let mut t = Table::new(["model", "prompt tokens", "prefill tok/s", "seconds", "peak resident", "estimated"]);
+            for r in &long {
+                t.row([
+                    r.model.clone(),
+                    r.prompt_tokens.to_string(),
+                    format!("{:.1}", r.prefill_tok_per_s),
+                    format!("{:.1}", r.prefill_secs),
+                    r.peak_rss_mib.map_or("-".into(), |m| format!("{m:.0} MiB")),
+                    format!("{:.0} MiB", r.estimated_mib),
+                ]);
+            }
+            out!("{t}")?;
         }
         BenchTarget::Matmul => {
             let r = bench_matmul()?;
