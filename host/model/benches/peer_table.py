@@ -21,9 +21,10 @@ for line in sys.stdin:
     elif "prefill_secs" in r:
         (peer_long if is_peer else ours_long)[(name, r["prompt_tokens"])] = r
 
-threads = next((r.get("threads") for r in peer.values() if r.get("threads")), "?")
-print(f"| tok/s, {threads} thread(s) | onebrain | llama.cpp | ratio |")
-print("|---|---:|---:|---:|")
+threads = next((r.get("threads") for r in [*peer.values(), *peer_long.values()] if r.get("threads")), "?")
+if ours:
+    print(f"| tok/s, {threads} thread(s) | onebrain | llama.cpp | ratio |")
+    print("|---|---:|---:|---:|")
 for name, o in ours.items():
     p = peer.get(name, {})
     short = name.split("-Instruct")[0].split("-instruct")[0]
@@ -42,7 +43,8 @@ for name, o in ours.items():
             print(f"| {short} batch-{n} aggregate decode (vs onebrain batch 1) | {agg:.1f} | | {agg / o['decode_tok_per_s']:.2f}× |")
 
 if ours_long:
-    print()
+    if ours:
+        print()
     print(f"| long prompt, {threads} thread(s) | onebrain tok/s | llama.cpp tok/s | ratio | onebrain peak | llama.cpp peak | onebrain estimate |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for (name, n), o in ours_long.items():
