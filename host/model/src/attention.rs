@@ -70,6 +70,35 @@ pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     p * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
+/// Independent accumulators of [`row_max`]: a reduction through one accumulator is a chain
+/// the compiler may not reorder, so it would not vectorize.
+const LANES: usize = 16;
+
+/// `row ← softmax(row)`, the maximum and e^x each in a loop that vectorizes (a long prompt's
+/// prefill spent most of its attention time in one loop that did both with the sum). The
+/// sum stays one sequential chain: summed in lanes, the learner's log-probabilities moved
+/// by more than its tests allow on the quantized weights (8-bit activations amplify a last
+/// bit through the layers), where the order below reproduces the earlier results bit for bit.
+pub(crate) fn softmax_in_place(row: &mut [f32]) {
+    let max = row_max(row);
+    row.iter_mut().for_each(|x| *x = exp_nonpositive(*x - max));
+    let inv = 1.0 / row.iter().sum::<f32>();
+    row.iter_mut().for_each(|x| *x *= inv);
+}
+
+/// The largest entry of `row`, in [`LANES`] accumulators (exact in any order).
+fn row_max(row: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let rest = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for c in chunks {
+        for i in 0..LANES {
+            acc[i] = acc[i].max(c[i]);
+        }
+    }
+    acc.into_iter().fold(rest, f32::max)
+}
+
 /// `out += Σ_j p_j · v_j` over value rows `v[base + j · stride ..][..D]`, the `D` sums held in
 /// registers (a width known at compile time lets the loop keep them there).
 fn weighted_rows<const D: usize>(p: &[f32], v: &[f32], base: usize, stride: usize, out: &mut [f32]) {
@@ -341,14 +370,9 @@ impl CustomOp1 for CausalSoftmax {
         let offset = kv - q;
         for_each_row(&mut dst, kv, |r, out| {
             let visible = offset + r % q + 1;
-            let row = &src[r * kv..][..visible];
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             let out = &mut out[..visible];
-            for (o, &x) in out.iter_mut().zip(row) {
-                *o = exp_nonpositive(x - max);
-            }
-            let inv = 1.0 / out.iter().sum::<f32>();
-            out.iter_mut().for_each(|o| *o *= inv);
+            out.copy_from_slice(&src[r * kv..][..visible]);
+            softmax_in_place(out);
         });
         Ok((CpuStorage::F32(dst), layout.shape().clone()))
     }

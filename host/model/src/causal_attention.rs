@@ -12,7 +12,7 @@
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 
-use crate::attention::exp_nonpositive;
+use crate::attention::softmax_in_place;
 
 /// `(b, kv_heads, rows, d)` queries (already scaled by 1/√d; the `rep` query heads that share a
 /// kv head folded into `rows = rep × q_len`) against `(b, kv_heads, keys, d)` keys and values.
@@ -26,6 +26,10 @@ pub(crate) struct CausalAttention {
 
 /// Rows per block: a block's scores (`ROWS × keys` floats) stay in L2 at a 1,400-key prompt.
 const ROWS: usize = 64;
+
+/// Keys per step of the forward's p·V: its sums split at multiples of this, the same for
+/// every row however wide its block is.
+const KEYS: usize = 256;
 
 /// The shape of one call, checked.
 #[derive(Clone, Copy, Debug)]
@@ -120,22 +124,18 @@ fn product(
     }
 }
 
-/// The probabilities of rows `first..first + n` of one head in `p` (`n × widest`, row-major):
+/// The probabilities of rows `first..first + n` of one head in `p` (`m × widest`, row-major),
+/// from their queries `qb` (`m × d`, `m ≥ n`; rows past `n` are padding and get zeros):
 /// scores `q·Kᵀ`, then a softmax over each row's visible keys, zero past them.
-fn probabilities(dims: &Dims, q: &[f32], k: &[f32], first: usize, n: usize, widest: usize, p: &mut [f32]) {
+fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, widest: usize, p: &mut [f32]) {
     let d = dims.d;
-    product((n, widest, d), p, widest, false, &q[first * d..], (d, 1), k, (1, d));
+    let m = qb.len() / d;
+    product((m, widest, d), p, widest, false, qb, (d, 1), k, (1, d));
+    p[n * widest..m * widest].fill(0.0);
     for (i, row) in p.chunks_exact_mut(widest).take(n).enumerate() {
         let visible = dims.visible(first + i);
         let (seen, hidden) = row.split_at_mut(visible);
-        let max = seen.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0f32;
-        for x in seen.iter_mut() {
-            *x = exp_nonpositive(*x - max);
-            sum += *x;
-        }
-        let inv = 1.0 / sum;
-        seen.iter_mut().for_each(|x| *x *= inv);
+        softmax_in_place(seen);
         hidden.fill(0.0);
     }
 }
@@ -198,16 +198,27 @@ impl CustomOp3 for CausalAttention {
         let blocks = dims.blocks();
         let mut out = vec![0f32; heads * rows * d];
         let addr = out.as_mut_ptr() as usize;
+        // A row's output must not depend on which block holds it: a prompt prefilled after a
+        // cached head must give the bits of the same prompt prefilled at once (prefix reuse
+        // may not change what greedy decoding writes). gemm's kernels differ with the row
+        // count, so every block is padded to ROWS rows, and p·V runs in blocks of keys
+        // counted from key 0, so that each row's sum splits the same way.
         candle_core::utils::barrier_pool().execute_chunked(heads * blocks, |items| {
-            let mut p = vec![0f32; ROWS * keys];
+            let (mut p, mut qb, mut ob) = (vec![0f32; ROWS * keys], vec![0f32; ROWS * d], vec![0f32; ROWS * d]);
             for item in items {
                 let (h, blk) = (item / blocks, item % blocks);
                 let (first, n, widest) = dims.block(blk);
                 let (qh, kh, vh) = input.head(h);
-                probabilities(&dims, qh, kh, first, n, widest, &mut p);
+                qb[..n * d].copy_from_slice(&qh[first * d..][..n * d]);
+                qb[n * d..].fill(0.0);
+                probabilities(&dims, &qb, kh, first, n, widest, &mut p);
+                for k0 in (0..widest).step_by(KEYS) {
+                    let kn = KEYS.min(widest - k0);
+                    product((ROWS, d, kn), &mut ob, d, k0 > 0, &p[k0..], (widest, 1), &vh[k0 * d..], (d, 1));
+                }
                 // SAFETY: rows `first..first + n` of head `h` belong to this item alone.
                 let o = unsafe { span(addr, (h * rows + first) * d, n * d) };
-                product((n, d, widest), o, d, false, &p, (widest, 1), vh, (d, 1));
+                o.copy_from_slice(&ob[..n * d]);
             }
         });
         Ok((CpuStorage::F32(out), ql.shape().clone()))
@@ -275,7 +286,7 @@ impl CustomOp3 for CausalAttentionGrad {
                 let (dk, dv) = acc.split_at_mut(keys * d);
                 for blk in (part..blocks).step_by(parts) {
                     let (first, n, widest) = dims.block(blk);
-                    probabilities(&dims, qh, kh, first, n, widest, &mut p);
+                    probabilities(&dims, &qh[first * d..][..n * d], kh, first, n, widest, &mut p);
                     let go_blk = &go[first * d..][..n * d];
                     // dV[..widest] += Pᵀ·dO
                     product((widest, d, n), dv, d, true, &p, (1, widest), go_blk, (d, 1));
@@ -366,6 +377,32 @@ mod tests {
         check(2, 3, 2, 7, 11, 16);
         check(1, 2, 7, 40, 300, 64);
         check(1, 1, 3, 130, 2, 24);
+    }
+
+    /// A prompt's last `tail` queries, attended after a cached head, give the bits of the same
+    /// rows of the whole prompt attended at once: prefix reuse may not change what greedy
+    /// decoding writes (`prefix_reuse_gives_the_same_tokens_as_a_cold_run`).
+    fn check_tail_is_exact(kv: usize, rep: usize, len: usize, tail: usize, d: usize) {
+        let (q, k, v) = (wavy((1, kv, rep * len, d), 0.0), wavy((1, kv, len, d), 1.0), wavy((1, kv, len, d), 2.0));
+        let whole = q.as_tensor().apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention { q_len: len }).unwrap();
+        let whole = whole.reshape((kv, rep, len, d)).unwrap().narrow(2, len - tail, tail).unwrap();
+        let q_tail = q.as_tensor().reshape((kv, rep, len, d)).unwrap().narrow(2, len - tail, tail).unwrap();
+        let q_tail = q_tail.contiguous().unwrap().reshape((1, kv, rep * tail, d)).unwrap();
+        let alone = q_tail.apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention { q_len: tail }).unwrap();
+        let (a, b): (Vec<f32>, Vec<f32>) = (whole.flatten_all().unwrap().to_vec1().unwrap(), alone.flatten_all().unwrap().to_vec1().unwrap());
+        let differ = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
+        assert_eq!(differ, 0, "kv {kv}, rep {rep}, len {len}, tail {tail}, d {d}: {differ} of {} outputs differ", a.len());
+    }
+
+    #[test]
+    fn a_tail_after_a_head_gives_the_bits_of_the_whole() {
+        check_tail_is_exact(1, 1, 40, 7, 64);
+        check_tail_is_exact(3, 3, 45, 6, 64);
+        // 66 tail rows leave a block of 2: gemm's kernel for 2 rows rounded differently
+        // before blocks were padded to 64 rows.
+        check_tail_is_exact(3, 3, 120, 22, 64);
+        check_tail_is_exact(2, 7, 300, 50, 64);
+        check_tail_is_exact(1, 2, 700, 130, 64);
     }
 
     #[test]

@@ -486,6 +486,13 @@ impl Backbone {
         self.cos.device()
     }
 
+    /// Whether a causal step's attention runs as one fused op ([`CausalAttention`]: CPU, f32
+    /// activations), which holds no score matrix: a prefill chunk is then bounded by its
+    /// positions alone, not by its positions times the keys.
+    pub(crate) fn fuses_causal_attention(&self) -> bool {
+        self.device().is_cpu() && self.norm.dtype() == DType::F32
+    }
+
     /// Largest number of positions the rotary tables cover.
     pub(crate) fn max_positions(&self) -> usize {
         self.cos.dim(0).unwrap_or(0)
@@ -552,9 +559,10 @@ impl Backbone {
         let mask = match (&step.mask, q, mode) {
             (Some(m), _, _) => Some(m.clone()),
             (None, 1, _) => None,
-            // The differentiable causal softmax masks by itself, past included (query i
-            // sees keys 0 ..= past + i), keeping two tensors per layer instead of seven.
+            // The fused attention masks by itself, past included (query i sees keys
+            // 0 ..= past + i), and so does the differentiable path elsewhere.
             (None, _, Mode::Diff) => None,
+            (None, _, Mode::Fast) if fused_causal(x) => None,
             (None, _, Mode::Fast) => Some(causal_mask(q, past, self.device())?),
         };
         let mut x = x.clone();
@@ -684,11 +692,16 @@ impl Backbone {
         // The 1/√d scale goes on q (small) rather than on the scores (q_len × kv_len).
         let qg = (q * (1.0 / (hd as f64).sqrt()))?.reshape((b, n_kv, n_rep * q_len, hd))?;
         let attn = match (mode, mask) {
-            // Training's plain causal case: one op that keeps no score matrix for the
-            // backward (a 384-token Judge tail against a 1,400-token prompt kept 1.4 GB of
-            // them over the 0.5B model's layers), recomputing them there instead.
-            (Mode::Diff, None) if qg.device().is_cpu() && qg.dtype() == DType::F32 => {
-                qg.contiguous()?.apply_op3(&k.contiguous()?, &v.contiguous()?, CausalAttention { q_len })?
+            // The plain causal case: one op that builds no score matrix. In training it keeps
+            // none for the backward either (a 384-token Judge tail against a 1,400-token
+            // prompt kept 1.4 GB of them over the 0.5B model's layers), recomputing them
+            // there instead; in prefill it skips the masked half of a long prompt's scores.
+            (mode, None) if fused_causal(&qg) => {
+                let (qg, k, v, op) = (qg.contiguous()?, k.contiguous()?, v.contiguous()?, CausalAttention { q_len });
+                match mode {
+                    Mode::Diff => qg.apply_op3(&k, &v, op)?,
+                    Mode::Fast => qg.apply_op3_no_bwd(&k, &v, &op)?,
+                }
             }
             _ => {
                 let scores = qg.matmul(&k.t()?)?.reshape((b, n_kv, n_rep, q_len, kv_len))?;
@@ -721,6 +734,11 @@ impl Backbone {
 }
 
 /// Causal mask `(1, 1, 1, q, past + q)` for `q` new positions after `past` cached ones.
+/// Whether attention over `x`'s activations runs as the fused [`CausalAttention`] (CPU, f32).
+fn fused_causal(x: &Tensor) -> bool {
+    x.device().is_cpu() && x.dtype() == DType::F32
+}
+
 pub(crate) fn causal_mask(q: usize, past: usize, dev: &Device) -> Result<Tensor> {
     let kv = past + q;
     let data: Vec<f32> = (0..q)

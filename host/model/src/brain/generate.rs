@@ -588,7 +588,7 @@ impl Brain {
                     let n = x.dim(1)?;
                     computed += n;
                     // In chunks of columns, as the tails below: a long prompt is mostly head.
-                    let cols = prefill_columns(1, kv.len + n, backbone.cfg.num_attention_heads);
+                    let cols = causal_columns(&backbone, 1, kv.len + n);
                     let mut c0 = 0;
                     while c0 < n {
                         let c1 = (c0 + cols).min(n);
@@ -650,7 +650,10 @@ impl Brain {
         // of Judge prompts) never holds more than PREFILL_POSITIONS positions' activations,
         // nor more than PREFILL_SCORES attention scores and mask entries, at once.
         let q_all = lead + t_max;
-        let cols = prefill_columns(b, past + q_all, backbone.cfg.num_attention_heads);
+        let cols = match pads.iter().all(|&p| p == 0) {
+            true => causal_columns(&backbone, b, past + q_all),
+            false => prefill_columns(b, past + q_all, backbone.cfg.num_attention_heads),
+        };
         let mut last_hidden = None;
         let mut g0 = 0;
         while g0 < q_all {
@@ -698,6 +701,16 @@ impl Brain {
 /// Columns per prefill forward for `b` rows attending to up to `keys` positions.
 pub(super) fn prefill_columns(b: usize, keys: usize, heads: usize) -> usize {
     (PREFILL_POSITIONS / b).min(PREFILL_SCORES / (b * heads * keys).max(1)).max(1)
+}
+
+/// Columns per prefill forward of a causal step (no padding to mask) for `b` rows attending
+/// to up to `keys` positions: where the backbone fuses causal attention there is no score
+/// matrix, so only the positions bound a chunk.
+fn causal_columns(backbone: &Backbone, b: usize, keys: usize) -> usize {
+    match backbone.fuses_causal_attention() {
+        true => (PREFILL_POSITIONS / b).max(1),
+        false => prefill_columns(b, keys, backbone.cfg.num_attention_heads),
+    }
 }
 
 /// Positions and mask for columns `cols` of a batch's tails, after `past` cached slots: row
