@@ -125,13 +125,13 @@ fn product(
 }
 
 /// The probabilities of rows `first..first + n` of one head in `p` (`m × widest`, row-major),
-/// from their queries `qb` (`m × d`, `m ≥ n`; rows past `n` are padding and get zeros):
-/// scores `q·Kᵀ`, then a softmax over each row's visible keys, zero past them.
+/// from their queries `qb` (`m × d`, `m ≥ n`): scores `q·Kᵀ`, then a softmax over each row's
+/// visible keys, zero past them. Rows past `n` are padding: they keep their raw scores, and
+/// the caller drops what they produce.
 fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, widest: usize, p: &mut [f32]) {
     let d = dims.d;
     let m = qb.len() / d;
     product((m, widest, d), p, widest, false, qb, (d, 1), k, (1, d));
-    p[n * widest..m * widest].fill(0.0);
     for (i, row) in p.chunks_exact_mut(widest).take(n).enumerate() {
         let visible = dims.visible(first + i);
         let (seen, hidden) = row.split_at_mut(visible);
