@@ -6,7 +6,13 @@ mod common;
 use std::path::Path;
 
 use onebrain_faithful::{check, Limits};
-use onebrain_runtime::{HostOptions, InstancePolicy, PluginHost, PluginRegistry, WasmChecker};
+use onebrain_runtime::{HostOptions, InstancePolicy, Limits as CallLimits, PluginHost, PluginRegistry, WasmChecker};
+
+/// The wall clock each call gets. These tests compare verdicts, not speed: the checker's
+/// work is bounded by its own node limits and by fuel, both the same on every machine,
+/// while the default 2 s clock is not: the 9-block `dropped-goal-fact` case ran past it on
+/// CI, and here beside a training run (0.8 s natively, about 2.5x that in the guest).
+const CALL_TIMEOUT_MS: u64 = 60_000;
 
 /// Builds and installs the bundled plugins (the runtime's script; quick when nothing changed).
 fn checker() -> WasmChecker {
@@ -14,7 +20,7 @@ fn checker() -> WasmChecker {
     let status = std::process::Command::new(root.join("scripts/build-plugins.sh")).status().expect("run scripts/build-plugins.sh");
     assert!(status.success(), "scripts/build-plugins.sh failed");
     let registry = PluginRegistry::discover(&[root.join("plugins")]).unwrap();
-    let host = PluginHost::new(HostOptions::default()).unwrap();
+    let host = PluginHost::new(HostOptions { limits: CallLimits { timeout_ms: CALL_TIMEOUT_MS, ..CallLimits::default() }, ..HostOptions::default() }).unwrap();
     let plugin = host.load(registry.get("reference-checker").expect("plugins/reference-checker is installed")).unwrap();
     WasmChecker::new(&plugin, InstancePolicy::Reuse).unwrap()
 }
