@@ -502,6 +502,20 @@ impl Brain {
         Ok(of_row.iter().map(|&r| 1.0 / (1.0 + (-logits[r as usize]).exp())).collect())
     }
 
+    /// The final hidden state h of the last token of each prompt in the Judge's role: what
+    /// [`Brain::judge_tokens`] scores with w·h + b, for a head fitted elsewhere (a probe of
+    /// the Judge's features, `host/train/examples/judge_probe.rs`). Prompts are prefilled
+    /// together, as there.
+    pub fn judge_features(&mut self, prompts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>> {
+        if prompts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (distinct, of_row) = distinct_prompts(prompts);
+        let pre = self.prefill(Role::Judge, &distinct, distinct.len(), 0)?;
+        let rows = pre.last_hidden.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+        Ok(of_row.iter().map(|&r| rows[r as usize].clone()).collect())
+    }
+
     /// The checks every prompt passes before a forward (not empty, ids inside the
     /// vocabulary, room for at least one new token in the context). A failing row fails a
     /// whole [`Brain::generate_rows`] or [`Brain::judge_batch`] call, so a caller that
