@@ -733,12 +733,12 @@ impl Backbone {
     }
 }
 
-/// Causal mask `(1, 1, 1, q, past + q)` for `q` new positions after `past` cached ones.
 /// Whether attention over `x`'s activations runs as the fused [`CausalAttention`] (CPU, f32).
 fn fused_causal(x: &Tensor) -> bool {
     x.device().is_cpu() && x.dtype() == DType::F32
 }
 
+/// Causal mask `(1, 1, 1, q, past + q)` for `q` new positions after `past` cached ones.
 pub(crate) fn causal_mask(q: usize, past: usize, dev: &Device) -> Result<Tensor> {
     let kv = past + q;
     let data: Vec<f32> = (0..q)
