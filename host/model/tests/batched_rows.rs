@@ -322,6 +322,22 @@ fn the_batched_judge_scores_each_prompt_as_the_single_judge_does() {
     let spread = batch.iter().fold(0f32, |m, x| m.max(*x)) - batch.iter().fold(1f32, |m, x| m.min(*x));
     assert!(spread > 0.05, "the scores must differ for the comparison to mean something: {batch:?}");
     assert!(brain.judge_batch(&[]).unwrap().is_empty());
+    // The features a head fitted elsewhere reads (`judge_features`) are the ones the head
+    // scores: σ(w·h + b) of each is its prompt's score.
+    let tokens: Vec<Vec<u32>> = prompts.iter().map(|p| brain.encode(p).unwrap()).collect();
+    let features = brain.judge_features(&tokens).unwrap();
+    let (w, b) = {
+        let data = brain.trainable().data().lock().unwrap();
+        let w: Vec<f32> = data["judge.head.weight"].as_tensor().to_vec1().unwrap();
+        let b: Vec<f32> = data["judge.head.bias"].as_tensor().to_vec1().unwrap();
+        (w, b[0])
+    };
+    for (h, score) in features.iter().zip(&batch) {
+        let z: f32 = h.iter().zip(&w).map(|(x, y)| x * y).sum::<f32>() + b;
+        let from_features = 1.0 / (1.0 + (-z).exp());
+        assert!((from_features - score).abs() < 1e-4, "σ(w·h + b) {from_features} vs score {score}");
+    }
+    assert!(brain.judge_features(&[]).unwrap().is_empty());
 }
 
 /// Wall time of 16 constrained rows (4 prompts × 4 seeds) as one batch and as 16 batch-1
