@@ -490,7 +490,7 @@ impl Backbone {
     /// activations), which holds no score matrix: a prefill chunk is then bounded by its
     /// positions alone, not by its positions times the keys.
     pub(crate) fn fuses_causal_attention(&self) -> bool {
-        self.device().is_cpu() && self.norm.dtype() == DType::F32
+        fuses_on(self.device(), self.norm.dtype())
     }
 
     /// Largest number of positions the rotary tables cover.
@@ -733,9 +733,14 @@ impl Backbone {
     }
 }
 
-/// Whether attention over `x`'s activations runs as the fused [`CausalAttention`] (CPU, f32).
+/// Whether attention over `x`'s activations runs as the fused [`CausalAttention`].
 fn fused_causal(x: &Tensor) -> bool {
-    x.device().is_cpu() && x.dtype() == DType::F32
+    fuses_on(x.device(), x.dtype())
+}
+
+/// The fused [`CausalAttention`] is a CPU op on f32 activations.
+fn fuses_on(dev: &Device, dtype: DType) -> bool {
+    dev.is_cpu() && dtype == DType::F32
 }
 
 /// Causal mask `(1, 1, 1, q, past + q)` for `q` new positions after `past` cached ones.

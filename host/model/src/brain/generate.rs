@@ -493,11 +493,10 @@ impl Brain {
         if prompts.is_empty() {
             return Ok(Vec::new());
         }
-        let (distinct, of_row) = distinct_prompts(prompts);
-        let pre = self.prefill(Role::Judge, &distinct, distinct.len(), 0)?;
+        let (last_hidden, of_row) = self.judge_hidden(prompts)?;
         let w = self.judge_head.w.as_detached_tensor();
         let b = self.judge_head.b.as_detached_tensor();
-        let logits = pre.last_hidden.broadcast_mul(&w)?.sum(1)?.broadcast_add(&b)?;
+        let logits = last_hidden.broadcast_mul(&w)?.sum(1)?.broadcast_add(&b)?;
         let logits = logits.to_dtype(DType::F32)?.to_vec1::<f32>()?;
         Ok(of_row.iter().map(|&r| 1.0 / (1.0 + (-logits[r as usize]).exp())).collect())
     }
@@ -510,10 +509,17 @@ impl Brain {
         if prompts.is_empty() {
             return Ok(Vec::new());
         }
+        let (last_hidden, of_row) = self.judge_hidden(prompts)?;
+        let rows = last_hidden.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+        Ok(of_row.iter().map(|&r| rows[r as usize].clone()).collect())
+    }
+
+    /// The Judge's final hidden states `(distinct prompts, hidden)` of `prompts`, each prompt
+    /// prefilled once, and the row of each prompt among them.
+    fn judge_hidden(&mut self, prompts: &[Vec<u32>]) -> Result<(Tensor, Vec<u32>)> {
         let (distinct, of_row) = distinct_prompts(prompts);
         let pre = self.prefill(Role::Judge, &distinct, distinct.len(), 0)?;
-        let rows = pre.last_hidden.to_dtype(DType::F32)?.to_vec2::<f32>()?;
-        Ok(of_row.iter().map(|&r| rows[r as usize].clone()).collect())
+        Ok((pre.last_hidden, of_row))
     }
 
     /// The checks every prompt passes before a forward (not empty, ids inside the
