@@ -22,10 +22,12 @@ for arm in "$@"; do
   if [[ ! -e "$dir" && -f "$results/checkpoints/LATEST" ]]; then
     scripts/snapshot-run.sh --restore "$results" "$dir" || exit 2
   fi
-  resume=()
-  [[ -f "$dir/checkpoints/LATEST" ]] && resume=(--resume)
-  echo "run-arms: $arm in $dir ${resume[*]:-(new)} at $(date -u +%FT%TZ)"
-  "$bin" train --config "$cfg" --out-dir "$dir" "${resume[@]}" -v >> "$dir.log" 2>&1
+  # Always --resume: it starts a run in an empty folder, and continues one killed before its
+  # first checkpoint (in its base held-out evaluation) where its trace stands.
+  state=new
+  [[ -e "$dir/episodes.jsonl" ]] && state=resumed
+  echo "run-arms: $arm in $dir ($state) at $(date -u +%FT%TZ)"
+  "$bin" train --config "$cfg" --out-dir "$dir" --resume -v >> "$dir.log" 2>&1
   status=$?
   echo "run-arms: $arm stopped with status $status at $(date -u +%FT%TZ)"
   # Keep the results folder's own README: the snapshot replaces only the run's files.

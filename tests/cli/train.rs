@@ -44,7 +44,9 @@ fn train_runs_checkpoints_and_resumes() {
     }
     let dir = tempfile::tempdir().unwrap();
     let run = dir.path().join("run");
-    let (out, err) = train(&run, &[]).output_text();
+    // `--resume` on an empty folder starts the run: scripts/run-arms.sh always passes it, so
+    // that a run killed before its first checkpoint continues instead of being refused.
+    let (out, err) = train(&run, &["--resume"]).output_text();
     assert!(out.contains("checkpoints:"), "{out}");
     assert!(err.contains("update   1: b0 "), "{err}");
     let metrics = lines(&run.join("metrics.jsonl"));

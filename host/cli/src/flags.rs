@@ -58,7 +58,8 @@ pub struct TrainArgs {
     /// The training config (`configs/train-*.toml`).
     #[arg(long)]
     pub config: PathBuf,
-    /// Continue the run in the config's out-dir from its newest checkpoint.
+    /// Continue the run in the config's out-dir from its newest checkpoint (or from its
+    /// held-out trace, if killed before the first); an empty out-dir starts a new run.
     #[arg(long)]
     pub resume: bool,
     /// Override the config's total number of updates.
