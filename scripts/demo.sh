@@ -6,8 +6,9 @@
 # Judge's score, the Editor's repair, then the rewards, faithfulness, final PDDL and plan.
 #
 # Each task runs twice, side by side: the base model, then the same model with the role
-# parameters the learning run's `full` arm (the paper's method) ended with, committed under
-# results/. The table after each pair says, for both, whether it was solved, how long the plan
+# parameters the learning run's best arm, `text-agreement` (the paper's method with a reward for
+# agreeing with the task's text: it games the planner least without solving less), ended with,
+# committed under results/. The table after each pair says, for both, whether it was solved, how long the plan
 # is, and whether the answer still means the task; if not, what differs (a goal that already
 # holds, objects or facts missing or invented).
 #
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 BIN=${ONEBRAIN_BIN:-target/release/onebrain}
 DATA=${ONEBRAIN_DATA:-../shared/data}
 CONFIG=${DEMO_CONFIG:-configs/solve-demo.toml}
-TRAINED=${DEMO_TRAINED-results/train-cpu-full/checkpoints/update-000030}
+TRAINED=${DEMO_TRAINED-results/train-cpu-text-agreement/checkpoints/update-000030}
 # Three small tasks of three domains: 3-block BlocksWorld, 3-object Mystery BlocksWorld
 # (the same states with obfuscated names) and a one-package Logistics task.
 TASKS=${DEMO_TASKS:-"blocksworld_3/2 mystery_blocksworld_3/4 logistics/2"}
