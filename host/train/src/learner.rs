@@ -98,6 +98,8 @@ pub struct UpdateStats {
     pub skipped: usize,
     /// Seconds of the scoring pass.
     pub score_secs: f64,
+    /// Seconds spent computing the head-only Judge's states (`judge-head-only`).
+    pub judge_states_secs: f64,
     /// Seconds of the whole update.
     pub secs: f64,
 }
@@ -115,6 +117,9 @@ pub struct Learner {
     /// Per policy sample of the current update, the masks its constraint gave each output
     /// token (absent for free decoding): rebuilt by replay at the start of every update.
     masks: HashMap<usize, Vec<TokenSet>>,
+    /// With `judge-head-only`, per Judge example of the current update, the final hidden
+    /// state h its head reads: computed once at the start of every update, without a graph.
+    judge_states: HashMap<usize, Vec<f32>>,
 }
 
 impl std::fmt::Debug for Learner {
@@ -145,7 +150,10 @@ impl Learner {
         let mut named: Vec<(String, Var)> = Vec::new();
         for role in Role::ALL.into_iter().filter(|r| ablation.trains(*r)) {
             for (name, var) in brain.role_named_vars(role) {
-                if !named.iter().any(|(n, _)| *n == name) {
+                // A head-only Judge keeps its role parameters as initialised (see
+                // `judge-head-only`): its states must stay the ones the sampler computed.
+                let frozen = args.judge_head_only && role == Role::Judge && !name.starts_with("judge.head.");
+                if !frozen && !named.iter().any(|(n, _)| *n == name) {
                     named.push((name, var));
                 }
             }
@@ -180,6 +188,7 @@ impl Learner {
             seed,
             updates: 0,
             masks: HashMap::new(),
+            judge_states: HashMap::new(),
         })
     }
 
@@ -255,6 +264,13 @@ impl Learner {
                 let masks = self.brain.constraint_masks(spec, *max_tokens, &s.output)?;
                 self.masks.insert(i, masks);
             }
+        }
+        // The head-only Judge's states h, on the sampler's kernels (as it scored them).
+        self.judge_states.clear();
+        if args.judge_head_only && self.ablation.trains(Role::Judge) && !batch.judge.is_empty() {
+            let t = Instant::now();
+            self.judge_states = self.judge_states_of(batch)?;
+            stats.judge_states_secs = t.elapsed().as_secs_f64();
         }
         // 1. The old policy's log-probabilities, on the learner's own numerics. The sampler's
         //    (recorded at rollout, at the same temperature, on the same quantized weights) are
@@ -618,6 +634,16 @@ impl Learner {
         batch: &Batch,
         heads: &mut Heads,
     ) -> Result<Vec<(Vec<usize>, Tensor, usize)>, TrainError> {
+        if self.args.judge_head_only {
+            // Only the head has a graph: no Judge position runs through the backbone.
+            let hidden = self.brain.arch().hidden_size;
+            let mut rows = Vec::with_capacity(idx.len() * hidden);
+            for i in idx {
+                rows.extend_from_slice(&self.judge_states[i]);
+            }
+            let h = Tensor::from_vec(rows, (idx.len(), hidden), self.brain.device())?;
+            return Ok(vec![(idx.to_vec(), self.brain.judge_head_logits(&h)?, 0)]);
+        }
         if !self.args.detach_prompt {
             let prompts: Vec<Vec<u32>> =
                 idx.iter().map(|&i| batch.judge[i].prompt.clone()).collect();
@@ -634,6 +660,23 @@ impl Learner {
                 .judge_tail_logit(head, &p[split..])?
                 .unsqueeze(0)?;
             out.push((vec![i], logit, p.len() - split));
+        }
+        Ok(out)
+    }
+
+    /// The Judge's final hidden state h of every Judge example of `batch`, by index, from
+    /// the Judge's role on the sampler's kernels without a graph. Examples that share a
+    /// task go in one call, so their common prefix is prefilled once.
+    fn judge_states_of(&mut self, batch: &Batch) -> Result<HashMap<usize, Vec<f32>>, TrainError> {
+        /// Prompts per prefill: as the sampler's Judge calls batch them.
+        const ROWS: usize = 4;
+        let mut order: Vec<usize> = (0..batch.judge.len()).collect();
+        order.sort_by(|&a, &b| batch.judge[a].prompt.cmp(&batch.judge[b].prompt));
+        let mut out = HashMap::with_capacity(order.len());
+        for rows in order.chunks(ROWS) {
+            let prompts: Vec<Vec<u32>> = rows.iter().map(|&i| batch.judge[i].prompt.clone()).collect();
+            // A state that is not finite makes the gradient so, and the step is dropped.
+            out.extend(rows.iter().copied().zip(self.brain.judge_features(&prompts)?));
         }
         Ok(out)
     }

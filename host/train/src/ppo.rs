@@ -55,6 +55,13 @@ pub struct PpoArgs {
     /// candidate (at most the episode's `max-tokens`) and the closing question. The Judge's
     /// share of an update's time grows with it.
     pub judge_tail: usize,
+    /// The Judge learns its head w·h + b alone: h, the final hidden state of its prompt, comes
+    /// from the Judge's role at its initial parameters on the sampler's kernels, without a
+    /// graph, so no Judge token runs through the update's forward and backward (about half
+    /// of them otherwise). The role's soft tokens and adapters stay as initialised, so h is
+    /// the one the sampler computed when it scored the candidate. Off: the Judge's last
+    /// `judge-tail` tokens (or whole prompt) train its role parameters too.
+    pub judge_head_only: bool,
     /// PPO clip ε (paper: 0.2).
     pub clip_coef: f32,
     /// γ across an episode's steps (paper: 0.9).
@@ -99,6 +106,7 @@ impl Default for PpoArgs {
             micro_batch: 1,
             detach_prompt: false,
             judge_tail: 384,
+            judge_head_only: false,
             clip_coef: 0.2,
             gamma: 0.9,
             gae_lambda: 0.95,

@@ -212,3 +212,40 @@ fn a_detached_prompt_update_lowers_the_loss_and_moves_the_role_tokens() {
         assert!(before[&k] != after[&k], "{k} did not move");
     }
 }
+
+#[test]
+fn a_head_only_judge_moves_its_head_alone_and_keeps_the_samplers_states() {
+    let b = brain();
+    let mut batch = batch(&b, "");
+    // Both candidates solved: whatever their states, the head must raise both scores.
+    for j in &mut batch.judge {
+        j.label = true;
+    }
+    let prompts: Vec<Vec<u32>> = batch.judge.iter().map(|j| j.prompt.clone()).collect();
+    let before = snapshot(&b);
+    let args = PpoArgs {
+        judge_head_only: true,
+        detach_prompt: true,
+        ..args()
+    };
+    let mut learner = Learner::new(b, None, args, Ablation::Full, 3).unwrap();
+    let states_before = learner.brain().judge_features(&prompts).unwrap();
+    let scores_before = learner.brain().judge_tokens(&prompts).unwrap();
+    let stats = learner.update(&mut batch).unwrap();
+    assert!(stats.judge.is_some_and(f32::is_finite), "{:?}", stats.judge);
+    let after = snapshot(learner.brain_ref());
+    for (name, value) in &before {
+        let moved = *value != after[name];
+        if name.starts_with("judge.head.") || name == "actor.lora.29.down_proj.b" {
+            assert!(moved, "{name} did not move");
+        } else if name.starts_with("judge.") {
+            assert!(!moved, "{name} moved, though a head-only Judge keeps its role parameters");
+        }
+    }
+    // The states the sampler scores with are the ones the head learned on, at every update.
+    assert_eq!(learner.brain().judge_features(&prompts).unwrap(), states_before);
+    let scores_after = learner.brain().judge_tokens(&prompts).unwrap();
+    for (s0, s1) in scores_before.iter().zip(&scores_after) {
+        assert!(s1 > s0, "a solved candidate's score fell: {scores_before:?} -> {scores_after:?}");
+    }
+}

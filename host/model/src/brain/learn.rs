@@ -387,8 +387,10 @@ impl Brain {
         self.judge_head_logits(&last)
     }
 
-    /// The Judge head's logits w·h + b `(n,)` of final hidden states `(n, hidden)`.
-    fn judge_head_logits(&self, last: &Tensor) -> Result<Tensor> {
+    /// The Judge head's logits w·h + b `(n,)` of final hidden states `(n, hidden)`, with
+    /// gradients to w and b. The states may come from anywhere: a graph, or
+    /// [`Brain::judge_features`] when only the head learns (`judge-head-only`).
+    pub fn judge_head_logits(&self, last: &Tensor) -> Result<Tensor> {
         let w = self.judge_head.w.as_tensor().unsqueeze(1)?;
         Ok(last.matmul(&w)?.squeeze(1)?.broadcast_add(self.judge_head.b.as_tensor())?)
     }
