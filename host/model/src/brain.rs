@@ -1,6 +1,7 @@
 //! [`Brain`]: the one backbone with its three roles, for generation and for training.
 
 use std::{
+    collections::HashMap,
     sync::{Arc, OnceLock},
     time::Instant,
 };
@@ -46,6 +47,32 @@ impl ParamCounts {
     /// `per_role / backbone`.
     pub fn role_fraction(&self) -> f64 {
         self.per_role as f64 / self.backbone as f64
+    }
+}
+
+/// The Judge's final hidden states of the prompts it scored lately, by the Judge role's
+/// parameter fingerprint and the prompt. A Judge that learns its head alone (training's
+/// `judge-head-only`) reads at the update the very states the sampler scored with, instead
+/// of prefilling every Judge prompt again (3.5 s a prompt of the 0.5B model on 2 cores).
+#[derive(Debug, Default)]
+struct JudgeStates {
+    entries: HashMap<(u64, Vec<u32>), Vec<f32>>,
+}
+
+impl JudgeStates {
+    /// States kept at most (an update's Judge prompts, with room for a held-out
+    /// evaluation's); past it the oldest batch is not worth tracking, so all are dropped.
+    const CAPACITY: usize = 1024;
+
+    fn get(&self, fp: u64, prompt: &[u32]) -> Option<&Vec<f32>> {
+        self.entries.get(&(fp, prompt.to_vec()))
+    }
+
+    fn insert(&mut self, fp: u64, prompt: Vec<u32>, state: Vec<f32>) {
+        if self.entries.len() >= Self::CAPACITY {
+            self.entries.clear();
+        }
+        self.entries.insert((fp, prompt), state);
     }
 }
 
@@ -176,6 +203,7 @@ pub struct Brain {
     rank: usize,
     scale: f64,
     cache: PrefixCache,
+    judge_states: JudgeStates,
     /// The vocabulary as llguidance sees it, built on the first constrained generation.
     token_env: OnceLock<Arc<TokenEnv>>,
     /// The weights' resident size, for [`Brain::memory_estimate`].
@@ -246,6 +274,7 @@ impl Brain {
             rank,
             scale: f64::from(cfg.lora_alpha) / rank as f64,
             cache: PrefixCache { capacity: cfg.prefix_cache_entries, ..Default::default() },
+            judge_states: JudgeStates::default(),
             token_env: OnceLock::new(),
             model_bytes,
             base,
@@ -349,9 +378,10 @@ impl Brain {
         chat_prompt(system, user)
     }
 
-    /// Forgets all cached prompt prefixes.
+    /// Forgets all cached prompt prefixes and the Judge states kept for the next update.
     pub fn clear_prefix_cache(&mut self) {
         self.cache.entries.clear();
+        self.judge_states.entries.clear();
     }
 
     fn role_params(&self, role: Role) -> &RoleParams {

@@ -153,6 +153,26 @@ fn prompts_of_two_domains_prefill_their_heads_once_and_decode_as_alone() {
 }
 
 #[test]
+fn the_judge_reuses_a_state_only_under_the_parameters_that_computed_it() {
+    let Some(mut brain) = smol(ModelConfig::default()) else { return };
+    let prompts: Vec<Vec<u32>> = [QUESTION, "Which river flows through Cairo?"]
+        .iter()
+        .map(|q| brain.encode(&brain.chat_prompt(SYSTEM, q)).unwrap())
+        .collect();
+    let batched = brain.judge_features(&prompts).unwrap();
+    // Kept: asked again, alone, a prompt gets the very state its batch computed.
+    assert_eq!(brain.judge_features(&prompts[1..]).unwrap()[0], batched[1]);
+    // Other Judge parameters (a step, a loaded checkpoint) compute a state of their own.
+    perturb_adapters(&brain, 0.05);
+    let moved = brain.judge_features(&prompts[1..]).unwrap().remove(0);
+    assert!(max_diff(&moved, &batched[1]) > 1e-3, "a state of the old parameters was reused");
+    // Forgotten with the prompt caches: computed again, the same state.
+    brain.clear_prefix_cache();
+    let again = brain.judge_features(&prompts[1..]).unwrap().remove(0);
+    assert!(max_diff(&again, &moved) < 1e-5, "{}", max_diff(&again, &moved));
+}
+
+#[test]
 fn batched_generation_matches_one_at_a_time() {
     let Some(mut brain) = smol(ModelConfig { prefix_cache_entries: 0, ..Default::default() }) else { return };
     let prompts = batch_prompts(&brain);

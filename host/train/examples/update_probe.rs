@@ -11,7 +11,9 @@
 //! `PROBE_N` caps the episodes (16); `PROBE_FREE=1` drops the constraints (a trace recorded
 //! under an older grammar no longer replays); `PROBE_ALLOWED_LOGITS=1` takes logits only over
 //! each position's allowed tokens (`allowed_logits`); `PROBE_JUDGE_HEAD_ONLY=1` trains the
-//! Judge's head alone on states computed without a graph (`judge-head-only`).
+//! Judge's head alone on states computed without a graph (`judge-head-only`);
+//! `PROBE_SAMPLER_JUDGE=1` first scores the Judge prompts as a run's rollouts do, so the
+//! update finds their states kept.
 use std::path::Path;
 use std::time::Instant;
 
@@ -43,6 +45,15 @@ fn main() {
     eprintln!("policy samples {}, tokens {}, judge {}", batch.policy.len(), batch.policy_tokens(), batch.judge.len());
     let args = PpoArgs { batch_size: 16, group_size: 4, advantage: Advantage::Group, detach_prompt: true, judge_tail: tail, judge_head_only: std::env::var("PROBE_JUDGE_HEAD_ONLY").is_ok_and(|v| v == "1"), learning_rate: 2e-4, update_epochs: 1, num_minibatches: 1, ..Default::default() };
     let mut learner = Learner::new(brain, None, args, Ablation::Full, 0).unwrap();
+    if std::env::var("PROBE_SAMPLER_JUDGE").is_ok_and(|v| v == "1") {
+        // As in a run: the sampler's Judge scores each candidate before the update.
+        let t = Instant::now();
+        for rows in batch.judge.chunks(4) {
+            let prompts: Vec<Vec<u32>> = rows.iter().map(|j| j.prompt.clone()).collect();
+            learner.brain().judge_tokens(&prompts).unwrap();
+        }
+        eprintln!("sampler's Judge scoring {:.1} s (a run's rollouts pay it anyway)", t.elapsed().as_secs_f64());
+    }
     let t = Instant::now();
     let st = learner.update(&mut batch).unwrap();
     eprintln!("update {:.1} s (score {:.1}, Judge states {:.1}), tokens {}, steps {}, peak {:?} MiB", t.elapsed().as_secs_f64(), st.score_secs, st.judge_states_secs, st.tokens, st.steps, onebrain_model::peak_rss_mib());

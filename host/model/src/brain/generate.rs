@@ -514,12 +514,34 @@ impl Brain {
         Ok(of_row.iter().map(|&r| rows[r as usize].clone()).collect())
     }
 
-    /// The Judge's final hidden states `(distinct prompts, hidden)` of `prompts`, each prompt
-    /// prefilled once, and the row of each prompt among them.
+    /// The Judge's final hidden states `(distinct prompts, hidden)` of `prompts`, and the row
+    /// of each prompt among them. A state computed lately under the same Judge parameters
+    /// is reused as it was (the exact one, whatever batch it was prefilled in); the others
+    /// are prefilled together, each prompt once, and kept.
     fn judge_hidden(&mut self, prompts: &[Vec<u32>]) -> Result<(Tensor, Vec<u32>)> {
         let (distinct, of_row) = distinct_prompts(prompts);
-        let pre = self.prefill(Role::Judge, &distinct, distinct.len(), 0)?;
-        Ok((pre.last_hidden, of_row))
+        let fp = self.fingerprint(Role::Judge)?;
+        let missing: Vec<Vec<u32>> =
+            distinct.iter().filter(|p| self.judge_states.get(fp, p).is_none()).cloned().collect();
+        let mut fresh: HashMap<&[u32], Vec<f32>> = HashMap::new();
+        if !missing.is_empty() {
+            let pre = self.prefill(Role::Judge, &missing, missing.len(), 0)?;
+            let rows = pre.last_hidden.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+            fresh.extend(missing.iter().map(Vec::as_slice).zip(rows));
+        }
+        let hidden = self.base.cfg.hidden_size;
+        let mut flat = Vec::with_capacity(distinct.len() * hidden);
+        for p in &distinct {
+            let state = match fresh.get(p.as_slice()) {
+                Some(h) => h,
+                None => self.judge_states.get(fp, p).expect("kept: looked up above"),
+            };
+            flat.extend_from_slice(state);
+        }
+        for (p, h) in fresh {
+            self.judge_states.insert(fp, p.to_vec(), h);
+        }
+        Ok((Tensor::from_vec(flat, (distinct.len(), hidden), self.device())?, of_row))
     }
 
     /// The checks every prompt passes before a forward (not empty, ids inside the
