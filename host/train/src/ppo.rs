@@ -53,7 +53,7 @@ pub struct PpoArgs {
     pub detach_prompt: bool,
     /// With `detach-prompt`, the Judge prompt's last tokens that keep their gradient: the
     /// candidate (at most the episode's `max-tokens`) and the closing question. The Judge's
-    /// share of an update's time grows with it.
+    /// share of an update's time grows with it. Unused with `judge-head-only`.
     pub judge_tail: usize,
     /// The Judge learns its head w·h + b alone: h, the final hidden state of its prompt, comes
     /// from the Judge's role at its initial parameters on the sampler's kernels, without a
