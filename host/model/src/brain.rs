@@ -50,13 +50,15 @@ impl ParamCounts {
     }
 }
 
-/// The Judge's final hidden states of the prompts it scored lately, by the Judge role's
-/// parameter fingerprint and the prompt. A Judge that learns its head alone (training's
+/// The Judge's final hidden states of the prompts it scored lately, under one set of Judge
+/// role parameters (their fingerprint). A Judge that learns its head alone (training's
 /// `judge-head-only`) reads at the update the very states the sampler scored with, instead
 /// of prefilling every Judge prompt again (3.5 s a prompt of the 0.5B model on 2 cores).
+/// Parameters never return to old values, so states of other parameters are dropped.
 #[derive(Debug, Default)]
 struct JudgeStates {
-    entries: HashMap<(u64, Vec<u32>), Vec<f32>>,
+    fingerprint: u64,
+    entries: HashMap<Vec<u32>, Vec<f32>>,
 }
 
 impl JudgeStates {
@@ -65,14 +67,15 @@ impl JudgeStates {
     const CAPACITY: usize = 1024;
 
     fn get(&self, fp: u64, prompt: &[u32]) -> Option<&Vec<f32>> {
-        self.entries.get(&(fp, prompt.to_vec()))
+        (self.fingerprint == fp).then(|| self.entries.get(prompt)).flatten()
     }
 
     fn insert(&mut self, fp: u64, prompt: Vec<u32>, state: Vec<f32>) {
-        if self.entries.len() >= Self::CAPACITY {
+        if self.fingerprint != fp || self.entries.len() >= Self::CAPACITY {
             self.entries.clear();
+            self.fingerprint = fp;
         }
-        self.entries.insert((fp, prompt), state);
+        self.entries.insert(prompt, state);
     }
 }
 
