@@ -8,9 +8,10 @@
 # Each task runs twice, side by side: the base model, then the same model with the role
 # parameters the learning run's best arm ended with, committed under results/: `text-agreement`,
 # the paper's method with a reward for agreeing with the task's text, which games the planner
-# less than solver-only RL without solving less. The table after each pair says, for both,
-# whether it was solved, how long the plan is, and whether the answer still means the task;
-# if not, what differs (a goal that already holds, objects or facts missing or invented).
+# less than solver-only RL, its b_0 change inside the interval (-12 [-29, +5]). The table
+# after each pair says, for both, whether it was solved, how long the plan is, and whether
+# the answer still means the task; if not, what differs (a goal that already holds, objects
+# or facts missing or invented).
 #
 # Then the LLM+P baseline on the first task: the planner solves what it writes, and the
 # reference checker says whether it still means the task. scripts/demo-verifier.sh shows the
