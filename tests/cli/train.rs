@@ -60,6 +60,8 @@ fn train_runs_checkpoints_and_resumes() {
     ] {
         assert!(metrics[0].get(key).is_some(), "{key} in {}", metrics[0]);
     }
+    // The update prefilled no prompt again: it took the heads its rollouts' sampler kept.
+    assert_eq!(metrics[0]["perf/prompt_heads_computed"], 0, "{}", metrics[0]);
     let episodes = lines(&run.join("episodes.jsonl"));
     assert_eq!(episodes.len(), 2);
     assert!(episodes

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 mod generate;
 mod learn;
+mod prompt_heads;
 
 pub use generate::StopReason;
 pub use generate::Generation;
@@ -207,6 +208,8 @@ pub struct Brain {
     scale: f64,
     cache: PrefixCache,
     judge_states: JudgeStates,
+    /// Prompt heads kept from a training step's rollouts for its update.
+    prompt_heads: prompt_heads::PromptHeads,
     /// The vocabulary as llguidance sees it, built on the first constrained generation.
     token_env: OnceLock<Arc<TokenEnv>>,
     /// The weights' resident size, for [`Brain::memory_estimate`].
@@ -278,6 +281,7 @@ impl Brain {
             scale: f64::from(cfg.lora_alpha) / rank as f64,
             cache: PrefixCache { capacity: cfg.prefix_cache_entries, ..Default::default() },
             judge_states: JudgeStates::default(),
+            prompt_heads: Default::default(),
             token_env: OnceLock::new(),
             model_bytes,
             base,
@@ -381,10 +385,26 @@ impl Brain {
         chat_prompt(system, user)
     }
 
-    /// Forgets all cached prompt prefixes and the Judge states kept for the next update.
+    /// Forgets all cached prompt prefixes, and the Judge states and prompt heads kept for
+    /// the next update.
     pub fn clear_prefix_cache(&mut self) {
         self.cache.entries.clear();
         self.judge_states.entries.clear();
+        self.prompt_heads.clear();
+    }
+
+    /// Makes generation keep, for prompts of `roles`, the keys and values of each prompt but
+    /// its last token, for the learner's next [`Brain::extend_prompt_head`] of the same prompt
+    /// under the same parameters (up to 1 GiB; [`Brain::clear_prefix_cache`] drops them).
+    /// A training step's rollouts turn it on and the update reads them, so that no prompt is
+    /// prefilled twice; no roles turns it off and leaves what is kept.
+    pub fn keep_prompt_heads(&mut self, roles: &[Role]) {
+        self.prompt_heads.set_roles(roles);
+    }
+
+    /// Bytes of prompt heads kept now (see [`Brain::keep_prompt_heads`]).
+    pub fn kept_prompt_head_bytes(&self) -> u64 {
+        self.prompt_heads.bytes()
     }
 
     fn role_params(&self, role: Role) -> &RoleParams {

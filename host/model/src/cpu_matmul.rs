@@ -328,11 +328,29 @@ impl TiledMatrix {
                 format!("{} × {} cannot be tiled the other way round", self.rows, self.cols),
             ));
         }
-        let wt = self.dequantize()?.t()?.contiguous()?;
-        let q = QTensor::quantize(&wt, GgmlDType::Q8_0)?;
-        drop(wt);
-        let t = TiledMatrix::from_qtensor_on(&q, self.kernel)?
-            .ok_or_else(|| Error::meta("transposed matrix", "the tiled kernel refused its own transpose".to_string()))?;
+        // A band of Wᵀ's strips at a time, so the f32 copy never holds the whole matrix (the
+        // 0.5B model's output matrix is 0.5 GB in f32, and its transpose was a second one).
+        const BAND: usize = 4 * TILE_ROWS;
+        let blocks_t = self.rows / QK;
+        let mut tiles = Vec::with_capacity(self.cols / TILE_ROWS * blocks_t);
+        let mut band = Vec::with_capacity(BAND * self.rows);
+        for c0 in (0..self.cols).step_by(BAND) {
+            let c1 = (c0 + BAND).min(self.cols);
+            band.clear();
+            for col in c0..c1 {
+                band.extend((0..self.rows).map(|row| self.weight(row, col)));
+            }
+            let q = QTensor::quantize(&Tensor::from_slice(&band, (c1 - c0, self.rows), &self.device)?, GgmlDType::Q8_0)?;
+            tiles.extend(q8_tiles(&q.data()?, c1 - c0, blocks_t));
+        }
+        let t = TiledMatrix {
+            kernel: self.kernel,
+            tiles: Tiles::Q8(tiles),
+            rows: self.cols,
+            cols: self.rows,
+            device: self.device.clone(),
+            transposed: OnceLock::new(),
+        };
         Ok(self.transposed.get_or_init(|| Arc::new(t)).clone())
     }
 
@@ -632,6 +650,40 @@ mod tests {
             assert_eq!(got, want, "{dtype:?}");
             assert_eq!(tiles.rows_f32(&[17]).unwrap(), want[17 * 64..18 * 64]);
             assert!(tiles.rows_f32(&[32]).is_err());
+        }
+    }
+
+    /// Wᵀ, built a band of strips at a time (96 columns: a whole band and a part one), holds
+    /// every weight of W at its transposed place, re-rounded by about half a Q8_0 step: bit
+    /// for bit the Q8_0 of the whole matrix's transpose.
+    #[test]
+    fn the_transpose_holds_every_weight_at_its_transposed_place() {
+        if !TiledMatrix::available() {
+            return;
+        }
+        for dtype in [GgmlDType::Q8_0, GgmlDType::Q5_0] {
+            let q = QTensor::quantize(&matrix(64, 96), dtype).unwrap();
+            let tiles = TiledMatrix::from_qtensor(&q).unwrap().unwrap();
+            let t = tiles.transposed().unwrap();
+            assert_eq!((t.rows(), t.cols()), (96, 64));
+            let w: Vec<f32> = tiles.dequantize().unwrap().flatten_all().unwrap().to_vec1().unwrap();
+            let wt: Vec<f32> = t.dequantize().unwrap().flatten_all().unwrap().to_vec1().unwrap();
+            for c in 0..96 {
+                for b in 0..2 {
+                    let block: Vec<f32> = (32 * b..32 * b + 32).map(|r| w[r * 96 + c]).collect();
+                    let step = block.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0;
+                    for (k, r) in (32 * b..32 * b + 32).enumerate() {
+                        let err = (wt[c * 64 + r] - block[k]).abs();
+                        // Half a step, and the f16 rounding of the block's scale (2⁻¹¹ of it,
+                        // times up to 127).
+                        assert!(err <= step * (0.5 + 127.0 / 2048.0), "{dtype:?} ({r}, {c}): {} vs {}", wt[c * 64 + r], block[k]);
+                    }
+                }
+            }
+            assert!(Arc::ptr_eq(&t, &tiles.transposed().unwrap()), "built once");
+            let whole = QTensor::quantize(&tiles.dequantize().unwrap().t().unwrap().contiguous().unwrap(), GgmlDType::Q8_0).unwrap();
+            let whole: Vec<f32> = whole.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+            assert_eq!(wt, whole, "{dtype:?}: in bands, the whole matrix's transpose");
         }
     }
 

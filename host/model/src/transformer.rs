@@ -336,6 +336,11 @@ impl KvCache {
         Ok(KvCache { layers, len: self.len })
     }
 
+    /// The cache with its live keys and values in `dtype`.
+    pub(crate) fn to_dtype(&self, dtype: DType) -> Result<Self> {
+        self.map_live(|t| Ok(t.to_dtype(dtype)?))
+    }
+
     /// The cache of batch row 0 repeated `b` times.
     pub(crate) fn expand(&self, b: usize) -> Result<Self> {
         self.map_live(|t| {
@@ -390,6 +395,33 @@ impl KvCache {
             layers.push(Some(LayerKv::exact(Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?)?));
         }
         Ok(KvCache { layers, len })
+    }
+
+    /// Batch row `row`'s positions `[0, end)` less the slots `hidden` (its padding), as a
+    /// batch-1 cache of its own buffers.
+    pub(crate) fn row_without(&self, row: usize, hidden: std::ops::Range<usize>, end: usize) -> Result<Self> {
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| match l {
+                Some(l) => {
+                    let pick = |t: &Tensor| -> Result<Tensor> {
+                        let t = t.narrow(0, row, 1)?;
+                        let mut parts = Vec::with_capacity(2);
+                        if hidden.start > 0 {
+                            parts.push(t.narrow(2, 0, hidden.start)?);
+                        }
+                        if end > hidden.end {
+                            parts.push(t.narrow(2, hidden.end, end - hidden.end)?);
+                        }
+                        Ok(Tensor::cat(&parts, 2)?.contiguous()?)
+                    };
+                    Ok(Some(LayerKv::exact(pick(&l.k)?, pick(&l.v)?)?))
+                }
+                None => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(KvCache { layers, len: end - hidden.len() })
     }
 
     /// Keeps only the batch rows in `rows`.

@@ -13,7 +13,8 @@
 //! each position's allowed tokens (`allowed_logits`); `PROBE_JUDGE_HEAD_ONLY=1` trains the
 //! Judge's head alone on states computed without a graph (`judge-head-only`);
 //! `PROBE_SAMPLER_JUDGE=1` first scores the Judge prompts as a run's rollouts do, so the
-//! update finds their states kept.
+//! update finds their states kept; `PROBE_SAMPLER_HEADS=1` prefills the policy prompts so,
+//! so the update finds their heads kept (`PROBE_PREFILL_ROWS` prompts a call, 4).
 use std::path::Path;
 use std::time::Instant;
 
@@ -45,6 +46,31 @@ fn main() {
     eprintln!("policy samples {}, tokens {}, judge {}", batch.policy.len(), batch.policy_tokens(), batch.judge.len());
     let args = PpoArgs { batch_size: 16, group_size: 4, advantage: Advantage::Group, detach_prompt: true, judge_tail: tail, judge_head_only: std::env::var("PROBE_JUDGE_HEAD_ONLY").is_ok_and(|v| v == "1"), learning_rate: 2e-4, update_epochs: 1, num_minibatches: 1, ..Default::default() };
     let mut learner = Learner::new(brain, None, args, Ablation::Full, 0).unwrap();
+    if std::env::var("PROBE_PREFILL_AB").is_ok_and(|v| v == "1") {
+        // The same prompts' keys and values, twice each way: the sampler's prefill (one
+        // prompt a call, its prefix cache on) against the learner's prompt heads.
+        let mut prompts: Vec<(onebrain_model::Role, Vec<u32>)> =
+            batch.policy.iter().map(|s| (s.role, s.prompt.clone())).collect();
+        prompts.sort();
+        prompts.dedup();
+        let n: usize = prompts.iter().map(|(_, p)| p.len()).sum();
+        for round in 0..2 {
+            learner.brain().clear_prefix_cache();
+            let t = Instant::now();
+            for (role, p) in &prompts {
+                learner.brain().next_token_logits(*role, std::slice::from_ref(p)).unwrap();
+            }
+            eprintln!("round {round}: sampler prefill of {} prompts ({n} tokens) {:.1} s", prompts.len(), t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            let mut last: Option<onebrain_model::PromptHead> = None;
+            for (role, p) in &prompts {
+                let h = learner.brain_ref().extend_prompt_head(*role, &p[..p.len() - 1], last.as_ref()).unwrap();
+                last = Some(h);
+            }
+            eprintln!("round {round}: learner heads {:.1} s", t.elapsed().as_secs_f64());
+        }
+        return;
+    }
     if std::env::var("PROBE_SAMPLER_JUDGE").is_ok_and(|v| v == "1") {
         // As in a run: the sampler's Judge scores each candidate before the update.
         let t = Instant::now();
@@ -54,6 +80,29 @@ fn main() {
         }
         eprintln!("sampler's Judge scoring {:.1} s (a run's rollouts pay it anyway)", t.elapsed().as_secs_f64());
     }
+    if std::env::var("PROBE_SAMPLER_HEADS").is_ok_and(|v| v == "1") {
+        // As in a run: the sampler prefills each policy prompt, and keeps its head.
+        let t = Instant::now();
+        let roles = learner.prompt_head_roles();
+        learner.brain().keep_prompt_heads(&roles);
+        for role in roles {
+            let mut prompts: Vec<Vec<u32>> =
+                batch.policy.iter().filter(|s| s.role == role).map(|s| s.prompt.clone()).collect();
+            prompts.dedup();
+            let per_call = std::env::var("PROBE_PREFILL_ROWS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+            for rows in prompts.chunks(per_call) {
+                learner.brain().next_token_logits(role, rows).unwrap();
+            }
+        }
+        learner.brain().keep_prompt_heads(&[]);
+        eprintln!(
+            "sampler's prompt prefill {:.1} s, {:.0} MiB of heads kept (a run's rollouts pay it anyway)",
+            t.elapsed().as_secs_f64(),
+            learner.brain_ref().kept_prompt_head_bytes() as f64 / (1 << 20) as f64
+        );
+    }
+    eprintln!("peak before the update {:?} MiB, now {:?} MiB", onebrain_model::peak_rss_mib(), onebrain_model::rss_mib());
+    onebrain_model::reset_peak_rss();
     let t = Instant::now();
     let st = learner.update(&mut batch).unwrap();
     eprintln!("update {:.1} s (score {:.1}, Judge states {:.1}), tokens {}, steps {}, peak {:?} MiB", t.elapsed().as_secs_f64(), st.score_secs, st.judge_states_secs, st.tokens, st.steps, onebrain_model::peak_rss_mib());

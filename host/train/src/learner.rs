@@ -100,6 +100,12 @@ pub struct UpdateStats {
     pub score_secs: f64,
     /// Seconds spent computing the head-only Judge's states (`judge-head-only`).
     pub judge_states_secs: f64,
+    /// The Actor's and Editor's prompt heads (`detach-prompt`) taken as the rollouts'
+    /// sampler computed them.
+    pub prompt_heads_kept: usize,
+    /// The Actor's and Editor's prompt heads the update computed itself (a resumed step's
+    /// recorded episodes, a later minibatch, a head past the kept ones' memory cap).
+    pub prompt_heads_computed: usize,
     /// Seconds of the whole update.
     pub secs: f64,
 }
@@ -202,6 +208,16 @@ impl Learner {
         &self.brain
     }
 
+    /// The roles whose prompt heads the update computes (with `detach-prompt`, each policy
+    /// role it trains): a step's rollouts keep these from sampling
+    /// ([`Brain::keep_prompt_heads`]), so the update prefills no prompt again.
+    pub fn prompt_head_roles(&self) -> Vec<Role> {
+        if !self.args.detach_prompt {
+            return Vec::new();
+        }
+        [Role::Actor, Role::Editor].into_iter().filter(|&r| self.ablation.trains(r)).collect()
+    }
+
     /// Updates done so far.
     pub fn updates(&self) -> u64 {
         self.updates
@@ -258,13 +274,7 @@ impl Learner {
         let mut stats = UpdateStats::default();
 
         // 0. The constrained samples' masks, replayed once for the whole update.
-        self.masks.clear();
-        for (i, s) in batch.policy.iter().enumerate() {
-            if let Some((spec, max_tokens)) = &s.constraint {
-                let masks = self.brain.constraint_masks(spec, *max_tokens, &s.output)?;
-                self.masks.insert(i, masks);
-            }
-        }
+        self.masks = replay_masks(&self.brain, batch)?;
         // The head-only Judge's states h, on the sampler's kernels (as it scored them).
         self.judge_states.clear();
         if args.judge_head_only && self.ablation.trains(Role::Judge) && !batch.judge.is_empty() {
@@ -370,6 +380,7 @@ impl Learner {
             }
         }
         stats.sampler_gap = (gap.1 > 0).then(|| gap.0 / gap.1 as f32);
+        (stats.prompt_heads_kept, stats.prompt_heads_computed) = (heads.kept, heads.computed);
         self.updates += 1;
         self.masks.clear();
         // Generation must not reuse prompt caches computed under the old parameters; the
@@ -736,8 +747,8 @@ fn release_free_memory() {
     }
 }
 
-/// Prompt heads, by role and tokens: keys and values computed with the current parameters,
-/// dropped after every optimizer step.
+/// Prompt heads, by role and tokens: keys and values of the current parameters, taken from
+/// those the rollouts' sampler kept or computed here, dropped after every optimizer step.
 ///
 /// At most one head per role is kept: a new head is grown from the role's previous one (the
 /// longest shared prefix it has: prompts of one domain share ~800 tokens of system text and
@@ -746,7 +757,12 @@ fn release_free_memory() {
 /// the most with the one before. Keeping every head of a minibatch instead held about 35 MB
 /// per distinct prompt on the 0.5B model, over a gigabyte for 16 episodes.
 #[derive(Default)]
-struct Heads(HashMap<Role, PromptHead>);
+struct Heads {
+    by_role: HashMap<Role, PromptHead>,
+    /// The policy's heads taken from the sampler's, and computed here, since the update began.
+    kept: usize,
+    computed: usize,
+}
 
 impl Heads {
     /// The head of `tokens` for `role`, grown from the role's previous head.
@@ -756,17 +772,52 @@ impl Heads {
         role: Role,
         tokens: &[u32],
     ) -> Result<&PromptHead, TrainError> {
-        if self.0.get(&role).is_none_or(|h| h.tokens() != tokens) {
-            let h = brain.extend_prompt_head(role, tokens, self.0.get(&role))?;
-            self.0.insert(role, h);
+        if self.by_role.get(&role).is_none_or(|h| h.tokens() != tokens) {
+            let h = brain.extend_prompt_head(role, tokens, self.by_role.get(&role))?;
+            // The Judge's heads end `judge-tail` tokens early: never the sampler's.
+            match (role, h.was_kept()) {
+                (Role::Judge, _) => {}
+                (_, true) => self.kept += 1,
+                (_, false) => self.computed += 1,
+            }
+            self.by_role.insert(role, h);
         }
-        Ok(&self.0[&role])
+        Ok(&self.by_role[&role])
     }
 
     /// Drops every head (the parameters they were computed with are about to change).
     fn clear(&mut self) {
-        self.0.clear();
+        self.by_role.clear();
     }
+}
+
+/// The masks of `batch`'s constrained samples, by index: the grammar replayed over each
+/// output, on every core (one sample after another it was 12 s of an update of 16 episodes
+/// on 2 cores).
+fn replay_masks(brain: &Brain, batch: &Batch) -> Result<HashMap<usize, Vec<TokenSet>>, TrainError> {
+    let todo: Vec<usize> = (0..batch.policy.len()).filter(|&i| batch.policy[i].constraint.is_some()).collect();
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, todo.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| -> Result<Vec<(usize, Vec<TokenSet>)>, TrainError> {
+                    let mut out = Vec::new();
+                    while let Some(&i) = todo.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
+                        let s = &batch.policy[i];
+                        let (spec, max_tokens) = s.constraint.as_ref().expect("constrained");
+                        out.push((i, brain.constraint_masks(spec, *max_tokens, &s.output)?));
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        let mut masks = HashMap::with_capacity(todo.len());
+        for h in handles {
+            masks.extend(h.join().expect("a mask replay panicked")?);
+        }
+        Ok(masks)
+    })
 }
 
 /// `idx` sorted by the prompt `prompt_of` gives each (stable: equal prompts keep their order),

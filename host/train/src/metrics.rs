@@ -101,6 +101,13 @@ pub struct MetricsRow {
     /// Policy samples the update skipped: every loss term of theirs was zero.
     #[serde(rename = "perf/skipped_samples")]
     pub skipped_samples: usize,
+    /// The Actor's and Editor's prompt heads the update took as the rollouts' sampler
+    /// computed them (`detach-prompt`; inert samples need none).
+    #[serde(rename = "perf/prompt_heads_kept", default)]
+    pub prompt_heads_kept: usize,
+    /// The Actor's and Editor's prompt heads the update computed itself.
+    #[serde(rename = "perf/prompt_heads_computed", default)]
+    pub prompt_heads_computed: usize,
     /// Generated tokens per second during the rollouts.
     #[serde(rename = "perf/gen_tokens_per_s")]
     pub gen_tokens_per_s: f64,
@@ -167,6 +174,8 @@ impl MetricsRow {
             grad_norm: u.grad_norm,
             dropped_steps: u.dropped_steps,
             skipped_samples: u.skipped,
+            prompt_heads_kept: u.prompt_heads_kept,
+            prompt_heads_computed: u.prompt_heads_computed,
             gen_tokens_per_s: if r.gen_secs > 0.0 {
                 r.gen_tokens as f64 / r.gen_secs
             } else {

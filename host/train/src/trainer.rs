@@ -339,7 +339,9 @@ impl Trainer {
             let mut taken: HashSet<usize> = records.keys().copied().collect();
             let mut done = records.len();
             let mut new: Vec<(usize, usize, EpisodeRecord)> = Vec::new();
-            run_pipelined(
+            let keep = self.learner.prompt_head_roles();
+            self.learner.brain().keep_prompt_heads(&keep);
+            let rollouts = run_pipelined(
                 todo,
                 &ep_cfg,
                 self.learner.brain(),
@@ -379,7 +381,10 @@ impl Trainer {
                     new.push((slot, line.group, line.record));
                     Ok(())
                 },
-            )?;
+            );
+            // Kept for this update only: a held-out evaluation keeps none.
+            self.learner.brain().keep_prompt_heads(&[]);
+            rollouts?;
             for (slot, group, rec) in new {
                 records.insert(slot, (group, rec));
             }

@@ -717,6 +717,18 @@ impl Brain {
             self.cache.insert(role, fp, &prompts[0], kv.clone());
         }
         let end = past + q_all;
+        if self.prompt_heads.keeps(role) {
+            // Each prompt but its last token, which the learner runs with a graph.
+            for (i, &r) in order.iter().enumerate() {
+                let p = &prompts[r];
+                if end - pads[i] != n_soft + p.len() {
+                    continue; // not this layout; the learner computes the head itself
+                }
+                let hidden = pad_start[i]..pad_start[i] + pads[i];
+                let head = kv.row_without(i, hidden, end - 1)?;
+                self.prompt_heads.insert(role, fp, &p[..p.len() - 1], &head)?;
+            }
+        }
         let next_pos = pads.iter().map(|&np| (end - np) as u32).collect();
         let pre = Prefilled { kv, last_hidden, next_pos, pads, pad_start, cached, computed };
         if order.iter().enumerate().all(|(i, &r)| i == r) {

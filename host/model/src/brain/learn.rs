@@ -10,6 +10,7 @@ pub struct PromptHead {
     role: Role,
     ids: Vec<u32>,
     kv: KvCache,
+    kept: bool,
 }
 
 impl PromptHead {
@@ -21,6 +22,12 @@ impl PromptHead {
     /// The prompt tokens it covers (role tokens not counted).
     pub fn tokens(&self) -> &[u32] {
         &self.ids
+    }
+
+    /// Whether it is a head the sampler kept ([`Brain::keep_prompt_heads`]) rather than one
+    /// computed here.
+    pub fn was_kept(&self) -> bool {
+        self.kept
     }
 }
 
@@ -77,9 +84,40 @@ impl Brain {
         Ok(&d[if d.len() == 3 { role.index() } else { 0 }])
     }
 
-    /// Builds the differentiable backbone now (it is otherwise built on first use).
+    /// Builds the differentiable backbone now (it is otherwise built on first use), and on
+    /// the sampler's weights the transposed tiles every block's backward reads: built on the
+    /// first backward, one matrix after another, they were 14 s of the first update of the
+    /// 0.5B model on 2 cores; here they build on every core, once per process. (The output
+    /// matrix's transpose, needed only where a position allows many tokens, stays lazy.)
     pub fn prepare_training(&self) -> Result<()> {
-        self.build_dense(None).map(|_| ())
+        let backbones = self.build_dense(None)?;
+        if !self.learns_on_sampler_weights() {
+            return Ok(());
+        }
+        let tiled: Vec<&crate::cpu_matmul::TiledMatrix> = backbones
+            .iter()
+            .flat_map(|b| b.blocks.iter().flat_map(|blk| blk.linears()))
+            .filter_map(|l| match &l.w {
+                Weight::Tiled(t) => Some(t.as_ref()),
+                _ => None,
+            })
+            .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let workers = candle_core::utils::get_num_threads().clamp(1, tiled.len().max(1));
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    scope.spawn(|| -> Result<()> {
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(t) = tiled.get(i) else { return Ok(()) };
+                            t.transposed()?;
+                        }
+                    })
+                })
+                .collect();
+            handles.into_iter().try_for_each(|h| h.join().expect("a transpose worker panicked"))
+        })
     }
 
     /// Differentiable forward over right-padded rows of tokens: the final hidden states
@@ -126,7 +164,17 @@ impl Brain {
     /// [`Brain::prompt_head`] that reuses the part `base` shares with `head` (the longest
     /// common prefix of their tokens) and computes only the rest: prompts of one domain
     /// share their system text, domain and example, and prompts of one task their task.
+    ///
+    /// A head the sampler kept (see [`Brain::keep_prompt_heads`]) under the same parameters
+    /// is taken as it is, when the learner runs generation's own weights (the sampler's
+    /// tiles, or a trained backbone): the keys and values the sampled tokens were drawn after.
     pub fn extend_prompt_head(&self, role: Role, head: &[u32], base: Option<&PromptHead>) -> Result<PromptHead> {
+        let same_weights = self.learns_on_sampler_weights() || self.cfg.train_backbone;
+        if same_weights && self.prompt_heads.has_any(role) {
+            if let Some(kv) = self.prompt_heads.take(role, self.fingerprint(role)?, head)? {
+                return Ok(PromptHead { role, ids: head.to_vec(), kv, kept: true });
+            }
+        }
         self.extend_prompt_head_in_chunks(role, head, base, None)
     }
 
@@ -186,7 +234,7 @@ impl Brain {
                 c0 = c1;
             }
         }
-        Ok(PromptHead { role, ids: head.to_vec(), kv })
+        Ok(PromptHead { role, ids: head.to_vec(), kv, kept: false })
     }
 
     /// Per-token log-probabilities of `continuation` after `head` + `tail`, with gradients
