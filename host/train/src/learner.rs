@@ -209,10 +209,11 @@ impl Learner {
     }
 
     /// The roles whose prompt heads the update computes (with `detach-prompt`, each policy
-    /// role it trains): a step's rollouts keep these from sampling
+    /// role it trains) and takes from sampling (`keep-sampler-heads`): a step's rollouts keep
+    /// these
     /// ([`Brain::keep_prompt_heads`]), so the update prefills no prompt again.
     pub fn prompt_head_roles(&self) -> Vec<Role> {
-        if !self.args.detach_prompt {
+        if !self.args.detach_prompt || !self.args.keep_sampler_heads {
             return Vec::new();
         }
         [Role::Actor, Role::Editor].into_iter().filter(|&r| self.ablation.trains(r)).collect()

@@ -62,6 +62,11 @@ pub struct PpoArgs {
     /// the one the sampler computed when it scored the candidate. Off: the Judge's last
     /// `judge-tail` tokens (or whole prompt) train its role parameters too.
     pub judge_head_only: bool,
+    /// With `detach-prompt`, the update takes each Actor and Editor prompt head as the
+    /// rollouts' sampler computed it (kept in f16 during the rollouts) instead of
+    /// prefilling the prompt again. Off: the update computes every head itself, as the four
+    /// committed arms did (`configs/train-arms-as-run.toml`, the benchmark's baseline).
+    pub keep_sampler_heads: bool,
     /// PPO clip ε (paper: 0.2).
     pub clip_coef: f32,
     /// γ across an episode's steps (paper: 0.9).
@@ -107,6 +112,7 @@ impl Default for PpoArgs {
             detach_prompt: false,
             judge_tail: 384,
             judge_head_only: false,
+            keep_sampler_heads: true,
             clip_coef: 0.2,
             gamma: 0.9,
             gae_lambda: 0.95,
