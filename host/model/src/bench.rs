@@ -361,6 +361,9 @@ pub struct AttentionBench {
     pub heads: (usize, usize),
     /// Forward + backward of one layer, fused (`CausalAttention`), ms.
     pub fused_ms: f64,
+    /// The same with the prompt's keys constants of the graph, as a detached prompt head's
+    /// are in training (no dK, dV computed for them), ms.
+    pub fused_constant_head_ms: f64,
     /// Forward + backward of one layer through matmul, causal softmax, matmul (the learner's
     /// path before), ms.
     pub scores_kept_ms: f64,
@@ -373,7 +376,8 @@ pub struct AttentionBench {
 
 /// Times one layer's attention forward and backward at the 0.5B model's training shapes
 /// (`judge-tail` 384 and a 320-token answer against about 1,400 prompt positions), fused
-/// against matmul, causal softmax and matmul, in the same run.
+/// against matmul, causal softmax and matmul, and fused with the prompt's keys constant (as
+/// the learner's detached heads are), in the same run.
 pub fn bench_attention() -> Result<Vec<AttentionBench>> {
     use crate::{attention::CausalSoftmax, causal_attention::CausalAttention};
     let dev = DeviceChoice::Cpu.open()?;
@@ -387,7 +391,13 @@ pub fn bench_attention() -> Result<Vec<AttentionBench>> {
         let v = candle_core::Var::randn(0f32, 1.0, (1, kv, keys, d), &dev)?;
         let w = Tensor::randn(0f32, 1.0, (1, kv, rep * queries, d), &dev)?;
         let fused = || -> Result<()> {
-            let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len: queries })?;
+            let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len: queries, constant_keys: (0, 0) })?;
+            (o * &w)?.sum_all()?.backward()?;
+            Ok(())
+        };
+        let constant_head = || -> Result<()> {
+            let op = CausalAttention { q_len: queries, constant_keys: (0, prompt) };
+            let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), op)?;
             (o * &w)?.sum_all()?.backward()?;
             Ok(())
         };
@@ -408,9 +418,10 @@ pub fn bench_attention() -> Result<Vec<AttentionBench>> {
             Ok(best * 1e3)
         };
         // Alternate the two, so a noisy neighbour hits both alike.
-        let (mut fused_ms, mut scores_kept_ms) = (f64::MAX, f64::MAX);
+        let (mut fused_ms, mut fused_constant_head_ms, mut scores_kept_ms) = (f64::MAX, f64::MAX, f64::MAX);
         for _ in 0..3 {
             fused_ms = fused_ms.min(time(&fused)?);
+            fused_constant_head_ms = fused_constant_head_ms.min(time(&constant_head)?);
             scores_kept_ms = scores_kept_ms.min(time(&kept)?);
         }
         out.push(AttentionBench {
@@ -419,6 +430,7 @@ pub fn bench_attention() -> Result<Vec<AttentionBench>> {
             keys,
             heads: (heads, kv),
             fused_ms,
+            fused_constant_head_ms,
             scores_kept_ms,
             speedup: scores_kept_ms / fused_ms,
             scores_kept_mib: (2 * heads * queries * keys * 4) as f64 / (1 << 20) as f64,

@@ -22,6 +22,11 @@ use crate::attention::softmax_in_place;
 pub(crate) struct CausalAttention {
     /// Queries per folded head: the causal diagonal restarts every `q_len` rows.
     pub(crate) q_len: usize,
+    /// Keys `[start, end)` that are constants of the graph (a detached prompt head's): the
+    /// backward gives them a zero gradient without computing it. On a 150-token tail after a
+    /// 1,300-token prompt they are most of the keys, and dK and dV two of the backward's
+    /// five products.
+    pub(crate) constant_keys: (usize, usize),
 }
 
 /// Rows per block: a block's scores (`ROWS × keys` floats) stay in L2 at a 1,400-key prompt.
@@ -226,7 +231,8 @@ impl CustomOp3 for CausalAttention {
 
     fn bwd(&self, q: &Tensor, k: &Tensor, v: &Tensor, _out: &Tensor, grad: &Tensor) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let grad = grad.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let all = q.apply_op3_no_bwd(k, v, &CausalAttentionGrad { q_len: self.q_len, grad })?;
+        let op = CausalAttentionGrad { q_len: self.q_len, constant_keys: self.constant_keys, grad };
+        let all = q.apply_op3_no_bwd(k, v, &op)?;
         let (nq, nk) = (q.elem_count(), k.elem_count());
         let dq = all.narrow(0, 0, nq)?.reshape(q.shape())?;
         let dk = all.narrow(0, nq, nk)?.reshape(k.shape())?;
@@ -242,6 +248,8 @@ impl CustomOp3 for CausalAttention {
 /// `dS = P ⊙ (dP − Σ_j P⊙dP)`, `dQ = dS·K`, `dK += dSᵀ·Q`.
 struct CausalAttentionGrad {
     q_len: usize,
+    /// See [`CausalAttention::constant_keys`]: their dK and dV stay zero.
+    constant_keys: (usize, usize),
     /// The output's gradient, `(b, kv_heads, rows, d)` flattened.
     grad: Vec<f32>,
 }
@@ -288,8 +296,14 @@ impl CustomOp3 for CausalAttentionGrad {
                     let (first, n, widest) = dims.block(blk);
                     probabilities(&dims, &qh[first * d..][..n * d], kh, first, n, widest, &mut p);
                     let go_blk = &go[first * d..][..n * d];
+                    // The keys whose dK and dV are wanted: those outside the constant run.
+                    let (c0, c1) = self.constant_keys;
+                    let wanted = [0..c0.min(widest), c1.max(c0).min(widest)..widest];
+                    let wanted = || wanted.iter().filter(|r| !r.is_empty());
                     // dV[..widest] += Pᵀ·dO
-                    product((widest, d, n), dv, d, true, &p, (1, widest), go_blk, (d, 1));
+                    for r in wanted() {
+                        product((r.len(), d, n), &mut dv[r.start * d..], d, true, &p[r.start..], (1, widest), go_blk, (d, 1));
+                    }
                     // dP = dO·Vᵀ
                     product((n, widest, d), &mut dp, widest, false, go_blk, (d, 1), vh, (1, d));
                     // dS = P ⊙ (dP − Σ_j P⊙dP), in dP's place.
@@ -304,7 +318,9 @@ impl CustomOp3 for CausalAttentionGrad {
                     let dq_blk = unsafe { span(dq_addr, (h * rows + first) * d, n * d) };
                     product((n, d, widest), dq_blk, d, false, &dp, (widest, 1), kh, (d, 1));
                     // dK[..widest] += dSᵀ·Q
-                    product((widest, d, n), dk, d, true, &dp, (1, widest), &qh[first * d..], (d, 1));
+                    for r in wanted() {
+                        product((r.len(), d, n), &mut dk[r.start * d..], d, true, &dp[r.start..], (1, widest), &qh[first * d..], (d, 1));
+                    }
                 }
             }
         });
@@ -342,6 +358,36 @@ mod tests {
         (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap()
     }
 
+    /// Keys marked constant get a zero gradient; every other gradient is the one the op gives
+    /// without the mark (a prompt head's keys, 3..40 of 48, with the role tokens 0..3 and
+    /// the 8-token tail still in the graph; blocks of 64 rows and the widest's edges).
+    #[test]
+    fn constant_keys_get_no_gradient_and_change_no_other() {
+        let (b, kv, rep, q_len, past, d) = (1, 2, 7, 8, 40, 16);
+        let (rows, keys) = (rep * q_len, past + q_len);
+        let q = wavy((b, kv, rows, d), 0.0);
+        let k = wavy((b, kv, keys, d), 1.0);
+        let v = wavy((b, kv, keys, d), 2.0);
+        let w = wavy((b, kv, rows, d), 3.0).as_tensor().detach();
+        let grads = |constant_keys| {
+            let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len, constant_keys }).unwrap();
+            let g = (&o * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            [&q, &k, &v].map(|x| g.get(x.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap())
+        };
+        let (all, marked) = (grads((0, 0)), grads((3, 40)));
+        assert_eq!(marked[0], all[0], "dq does not depend on the mark");
+        for (x, (got, want)) in ["k", "v"].iter().zip(marked[1..].iter().zip(&all[1..])) {
+            for (i, (g, e)) in got.iter().zip(want).enumerate() {
+                let key = (i / d) % keys;
+                match (3..40).contains(&key) {
+                    true => assert_eq!(*g, 0.0, "d{x} of constant key {key}"),
+                    false => assert!((g - e).abs() <= 1e-5 * e.abs().max(1.0), "d{x} of key {key}: {g} vs {e}"),
+                }
+            }
+            assert!(want.iter().enumerate().any(|(i, e)| (3..40).contains(&((i / d) % keys)) && *e != 0.0));
+        }
+    }
+
     /// The op against candle's matmul, additive causal mask, softmax and matmul, forward and
     /// all three gradients, over a weighted sum of the output.
     fn check(b: usize, kv: usize, rep: usize, q_len: usize, past: usize, d: usize) {
@@ -351,7 +397,7 @@ mod tests {
         let k = wavy((b, kv, keys, d), 1.0);
         let v = wavy((b, kv, keys, d), 2.0);
         let w = wavy((b, kv, rows, d), 3.0).as_tensor().detach();
-        let got = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len }).unwrap();
+        let got = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len, constant_keys: (0, 0) }).unwrap();
         let mask: Vec<f32> = (0..rows)
             .flat_map(|r| (0..keys).map(move |j| if j <= past + r % q_len { 0.0 } else { f32::NEG_INFINITY }))
             .collect();
@@ -384,11 +430,11 @@ mod tests {
     /// decoding writes (`prefix_reuse_gives_the_same_tokens_as_a_cold_run`).
     fn check_tail_is_exact(kv: usize, rep: usize, len: usize, tail: usize, d: usize) {
         let (q, k, v) = (wavy((1, kv, rep * len, d), 0.0), wavy((1, kv, len, d), 1.0), wavy((1, kv, len, d), 2.0));
-        let whole = q.as_tensor().apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention { q_len: len }).unwrap();
+        let whole = q.as_tensor().apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention { q_len: len, constant_keys: (0, 0) }).unwrap();
         let whole = whole.reshape((kv, rep, len, d)).unwrap().narrow(2, len - tail, tail).unwrap();
         let q_tail = q.as_tensor().reshape((kv, rep, len, d)).unwrap().narrow(2, len - tail, tail).unwrap();
         let q_tail = q_tail.contiguous().unwrap().reshape((1, kv, rep * tail, d)).unwrap();
-        let alone = q_tail.apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention { q_len: tail }).unwrap();
+        let alone = q_tail.apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention { q_len: tail, constant_keys: (0, 0) }).unwrap();
         let (a, b): (Vec<f32>, Vec<f32>) = (whole.flatten_all().unwrap().to_vec1().unwrap(), alone.flatten_all().unwrap().to_vec1().unwrap());
         let differ = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
         assert_eq!(differ, 0, "kv {kv}, rep {rep}, len {len}, tail {tail}, d {d}: {differ} of {} outputs differ", a.len());
@@ -410,11 +456,11 @@ mod tests {
         let q = Tensor::zeros((1, 2, 6, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
         let k = Tensor::zeros((1, 2, 4, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
         // 6 rows are not a whole number of 4-query heads.
-        assert!(q.apply_op3(&k, &k, CausalAttention { q_len: 4 }).is_err());
+        assert!(q.apply_op3(&k, &k, CausalAttention { q_len: 4, constant_keys: (0, 0) }).is_err());
         // More queries per head than keys.
-        assert!(q.apply_op3(&k, &k, CausalAttention { q_len: 6 }).is_err());
+        assert!(q.apply_op3(&k, &k, CausalAttention { q_len: 6, constant_keys: (0, 0) }).is_err());
         // Strided keys.
         let kt = Tensor::zeros((1, 2, 8, 4), candle_core::DType::F32, &Device::Cpu).unwrap().transpose(2, 3).unwrap();
-        assert!(q.apply_op3(&kt, &kt, CausalAttention { q_len: 3 }).is_err());
+        assert!(q.apply_op3(&kt, &kt, CausalAttention { q_len: 3, constant_keys: (0, 0) }).is_err());
     }
 }

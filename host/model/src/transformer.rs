@@ -458,19 +458,29 @@ pub(crate) struct Step {
     /// With `q = 1` and a `mask`: the one run of keys `(start, len)` each row's mask hides
     /// (its padding), so that decode attention can skip it instead of adding the mask.
     pub(crate) hidden: Option<Arc<[(usize, usize)]>>,
+    /// Cached keys `[start, end)` whose keys and values are constants of a training graph
+    /// (a detached prompt head): the attention's backward gives them no gradient.
+    pub(crate) constant_keys: (usize, usize),
 }
 
-/// What one layer's attention may see: a step's mask, and the run of keys it hides per row.
+/// What one layer's attention may see: a step's mask, and the run of keys it hides per row;
+/// and which keys need no gradient.
 #[derive(Clone, Copy)]
 pub(crate) struct Attend<'a> {
     mask: Option<&'a Tensor>,
     hidden: Option<&'a Arc<[(usize, usize)]>>,
+    constant_keys: (usize, usize),
 }
 
 impl Step {
     /// Plain causal attention at the cache's own positions.
     pub(crate) fn causal() -> Step {
-        Step { positions: None, mask: None, hidden: None }
+        Step { positions: None, mask: None, hidden: None, constant_keys: (0, 0) }
+    }
+
+    /// This step, with cached keys `keys` constants of the graph (see [`Step::constant_keys`]).
+    pub(crate) fn with_constant_keys(self, keys: std::ops::Range<usize>) -> Step {
+        Step { constant_keys: (keys.start, keys.end), ..self }
     }
 }
 
@@ -600,7 +610,7 @@ impl Backbone {
         let mut x = x.clone();
         for (i, block) in self.blocks.iter().enumerate() {
             let layer_cache = cache.as_mut().map(|c| &mut c.layers[i]);
-            let attend = Attend { mask: mask.as_ref(), hidden: step.hidden.as_ref() };
+            let attend = Attend { mask: mask.as_ref(), hidden: step.hidden.as_ref(), constant_keys: step.constant_keys };
             x = self.block_forward(i, block, &x, &cos, &sin, attend, layer_cache, past, role, mode)?;
         }
         if let Some(c) = cache {
@@ -729,7 +739,8 @@ impl Backbone {
             // prompt kept 1.4 GB of them over the 0.5B model's layers), recomputing them
             // there instead; in prefill it skips the masked half of a long prompt's scores.
             (mode, None) if fused_causal(&qg) => {
-                let (qg, k, v, op) = (qg.contiguous()?, k.contiguous()?, v.contiguous()?, CausalAttention { q_len });
+                let op = CausalAttention { q_len, constant_keys: attend.constant_keys };
+                let (qg, k, v) = (qg.contiguous()?, k.contiguous()?, v.contiguous()?);
                 match mode {
                     Mode::Diff => qg.apply_op3(&k, &v, op)?,
                     Mode::Fast => qg.apply_op3_no_bwd(&k, &v, &op)?,

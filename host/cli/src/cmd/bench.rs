@@ -142,13 +142,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 return print_json(&r);
             }
             outln!("## The learner's causal attention, one layer forward + backward, 14 query heads over 2 kv heads (onebrain bench attention)\n")?;
-            let mut t = Table::new(["shape", "queries", "keys", "fused", "matmul, softmax, matmul", "speed-up", "score matrices kept before"]);
+            let mut t = Table::new(["shape", "queries", "keys", "fused", "fused, prompt keys constant", "matmul, softmax, matmul", "speed-up", "score matrices kept before"]);
             for p in &r {
                 t.row([
                     p.what.clone(),
                     p.queries.to_string(),
                     p.keys.to_string(),
                     format!("{:.1} ms", p.fused_ms),
+                    format!("{:.1} ms ({:.2}×)", p.fused_constant_head_ms, p.fused_ms / p.fused_constant_head_ms),
                     format!("{:.1} ms", p.scores_kept_ms),
                     format!("{:.2}×", p.speedup),
                     format!("{:.0} MiB a layer", p.scores_kept_mib),

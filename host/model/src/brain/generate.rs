@@ -792,7 +792,12 @@ fn tail_step(pad_start: &[usize], pads: &[usize], past: usize, cols: std::ops::R
             row[slot + 1..].fill(MASKED);
         }
     }
-    Ok(Step { positions: Some(positions), mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, keys), dev)?), hidden: None })
+    Ok(Step {
+        positions: Some(positions),
+        mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, keys), dev)?),
+        hidden: None,
+        constant_keys: (0, 0),
+    })
 }
 
 /// Mask and positions for one decode step of `n` rows feeding `q` tokens each (`q > 1` only
@@ -821,6 +826,7 @@ fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], past: usiz
         positions: Some(positions),
         mask: Some(Tensor::from_vec(mask, (n, 1, 1, q, kv), dev)?),
         hidden,
+        constant_keys: (0, 0),
     })
 }
 

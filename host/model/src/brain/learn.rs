@@ -312,15 +312,16 @@ impl Brain {
         // The role tokens back in the graph: they come first and see nothing before them, so
         // their keys and values, recomputed here with a graph (a few positions), equal the
         // head's; the tail's attention to them then carries a gradient to the role tokens.
-        // The prompt's own positions stay constants.
-        let mut kv = match params.soft_tokens(false)? {
+        // The prompt's own positions stay constants, which the attention's backward skips.
+        let (mut kv, in_graph) = match params.soft_tokens(false)? {
             Some(soft) if head.kv.len > 0 => {
                 let mut role_kv = KvCache::new(backbone.blocks.len());
                 backbone.forward(&soft, &step, Some(&mut role_kv), &view, Mode::Diff)?;
-                head.kv.with_prefix(&role_kv)?
+                (head.kv.with_prefix(&role_kv)?, role_kv.len)
             }
-            _ => head.kv.clone(),
+            _ => (head.kv.clone(), 0),
         };
+        let step = step.with_constant_keys(in_graph.min(kv.len)..kv.len);
         let ids = Tensor::new(tokens, self.device())?.unsqueeze(0)?;
         let x = backbone.embed(&ids)?;
         Ok(backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?)
