@@ -210,8 +210,7 @@ impl Learner {
 
     /// The roles whose prompt heads the update computes (with `detach-prompt`, each policy
     /// role it trains) and takes from sampling (`keep-sampler-heads`): a step's rollouts keep
-    /// these
-    /// ([`Brain::keep_prompt_heads`]), so the update prefills no prompt again.
+    /// these ([`Brain::keep_prompt_heads`]), so the update prefills no prompt again.
     pub fn prompt_head_roles(&self) -> Vec<Role> {
         if !self.args.detach_prompt || !self.args.keep_sampler_heads {
             return Vec::new();
@@ -797,28 +796,22 @@ impl Heads {
 /// on 2 cores).
 fn replay_masks(brain: &Brain, batch: &Batch) -> Result<HashMap<usize, Vec<TokenSet>>, TrainError> {
     let todo: Vec<usize> = (0..batch.policy.len()).filter(|&i| batch.policy[i].constraint.is_some()).collect();
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, todo.len().max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                scope.spawn(|| -> Result<Vec<(usize, Vec<TokenSet>)>, TrainError> {
-                    let mut out = Vec::new();
-                    while let Some(&i) = todo.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
-                        let s = &batch.policy[i];
-                        let (spec, max_tokens) = s.constraint.as_ref().expect("constrained");
-                        out.push((i, brain.constraint_masks(spec, *max_tokens, &s.output)?));
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        let mut masks = HashMap::with_capacity(todo.len());
-        for h in handles {
-            masks.extend(h.join().expect("a mask replay panicked")?);
+    let slots: Vec<std::sync::Mutex<Option<onebrain_model::Result<Vec<TokenSet>>>>> =
+        todo.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    // candle's CPU pool, as the sampler's own per-row work.
+    candle_core::utils::barrier_pool().execute_chunked(todo.len(), |range| {
+        for k in range {
+            let s = &batch.policy[todo[k]];
+            let (spec, max_tokens) = s.constraint.as_ref().expect("constrained");
+            *slots[k].lock().expect("a sample is replayed by one thread") =
+                Some(brain.constraint_masks(spec, *max_tokens, &s.output));
         }
-        Ok(masks)
-    })
+    });
+    let mut masks = HashMap::with_capacity(todo.len());
+    for (i, slot) in todo.into_iter().zip(slots) {
+        masks.insert(i, slot.into_inner().expect("no thread panicked").expect("every sample replayed")?);
+    }
+    Ok(masks)
 }
 
 /// `idx` sorted by the prompt `prompt_of` gives each (stable: equal prompts keep their order),

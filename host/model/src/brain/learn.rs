@@ -102,6 +102,8 @@ impl Brain {
                 _ => None,
             })
             .collect();
+        // Threads of their own, not candle's pool: a transpose runs candle ops, and the pool's
+        // calling thread would deadlock on a call from inside its own share.
         let next = std::sync::atomic::AtomicUsize::new(0);
         let workers = candle_core::utils::get_num_threads().clamp(1, tiled.len().max(1));
         std::thread::scope(|scope| {
