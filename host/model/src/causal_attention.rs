@@ -12,7 +12,7 @@
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 
-use crate::attention::softmax_in_place;
+use crate::attention::softmax_rows_in_place;
 
 /// `(b, kv_heads, rows, d)` queries (already scaled by 1/√d; the `rep` query heads that share a
 /// kv head folded into `rows = rep × q_len`) against `(b, kv_heads, keys, d)` keys and values.
@@ -137,12 +137,13 @@ fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, wid
     let d = dims.d;
     let m = qb.len() / d;
     product((m, widest, d), p, widest, false, qb, (d, 1), k, (1, d));
+    let mut seen = Vec::with_capacity(n);
     for (i, row) in p.chunks_exact_mut(widest).take(n).enumerate() {
-        let visible = dims.visible(first + i);
-        let (seen, hidden) = row.split_at_mut(visible);
-        softmax_in_place(seen);
+        let (visible, hidden) = row.split_at_mut(dims.visible(first + i));
         hidden.fill(0.0);
+        seen.push(visible);
     }
+    softmax_rows_in_place(&mut seen);
 }
 
 /// A contiguous input's elements.
