@@ -107,6 +107,34 @@ pub fn rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// CPU seconds this process has run (user and system), from `/proc/self/stat`: unlike wall
+/// time, it does not grow while the hypervisor runs another guest on our cores.
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command's closing parenthesis (the command may hold spaces);
+    // utime and stime are the stat's 14th and 15th fields.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / clock_ticks_per_second())
+}
+
+/// Seconds of steal time summed over the machine's CPUs, from `/proc/stat`: time a virtual
+/// CPU was ready to run but the hypervisor ran something else. A timing taken while this
+/// grows measures the host's neighbours as much as our code.
+pub fn steal_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let steal: f64 = cpu.split_whitespace().nth(8)?.parse().ok()?;
+    Some(steal / clock_ticks_per_second())
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf reads a constant of the system and touches no memory of ours.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as f64 } else { 100.0 }
+}
+
 /// Filler text for long prompts: PDDL-like, as the real prompts are.
 fn filler(brain: &Brain, tokens: usize) -> Result<String> {
     let unit = "(:action stack :parameters (?x ?y) :precondition (and (holding ?x) (clear ?y)) :effect (and (on ?x ?y) (not (holding ?x))))\n";

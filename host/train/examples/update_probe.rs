@@ -104,8 +104,14 @@ fn main() {
     eprintln!("peak before the update {:?} MiB, now {:?} MiB", onebrain_model::peak_rss_mib(), onebrain_model::rss_mib());
     onebrain_model::reset_peak_rss();
     let t = Instant::now();
+    let (cpu, steal) = (onebrain_model::cpu_seconds().unwrap_or(0.0), onebrain_model::steal_seconds().unwrap_or(0.0));
     let st = learner.update(&mut batch).unwrap();
     eprintln!("update {:.1} s (score {:.1}, Judge states {:.1}), tokens {}, steps {}, peak {:?} MiB", t.elapsed().as_secs_f64(), st.score_secs, st.judge_states_secs, st.tokens, st.steps, onebrain_model::peak_rss_mib());
+    eprintln!(
+        "update's CPU time {:.1} s; steal on the machine meanwhile {:.1} s (a timing with steal measures the neighbours too)",
+        onebrain_model::cpu_seconds().unwrap_or(0.0) - cpu,
+        onebrain_model::steal_seconds().unwrap_or(0.0) - steal
+    );
 }
 
 /// One line of a training run's `episodes.jsonl` (the fields the probe reads).
