@@ -54,6 +54,10 @@ pub struct StepReport {
     pub clipfrac: Option<f64>,
     /// Mean b_0 of the step's episodes.
     pub success_b0: Option<f64>,
+    /// Steal time on the machine while the step ran, summed over its CPUs: seconds the
+    /// hypervisor gave our cores to another guest. Far from 0, the times above measure the
+    /// neighbours too.
+    pub steal_secs: Option<f64>,
 }
 
 /// Runs both paths (new first) and prints their table and ratios.
@@ -98,6 +102,12 @@ pub fn run(config: Option<PathBuf>, baseline: Option<PathBuf>, json: bool) -> an
         new.episodes_per_hour / old.episodes_per_hour.max(1e-9),
         old.old_logp_source.as_deref().unwrap_or("-")
     )?;
+    let secs = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1} s"));
+    outln!(
+        "steal time on the machine meanwhile (other guests on our cores; far from 0, the times measure them too): new {}, old {}",
+        secs(new.steal_secs),
+        secs(old.steal_secs)
+    )?;
     Ok(())
 }
 
@@ -111,6 +121,7 @@ fn one_step(path: &str, config: &Path, out: &Path) -> anyhow::Result<StepReport>
     }
     let exe = std::env::current_exe().context("cannot find the onebrain binary")?;
     errln!("bench training: {path} path, {} (one update) ...", config.display());
+    let steal_before = onebrain_model::steal_seconds();
     let status = Command::new(exe)
         .args(["train", "--updates", "1", "--skip-heldout", "--config"])
         .arg(config)
@@ -118,6 +129,7 @@ fn one_step(path: &str, config: &Path, out: &Path) -> anyhow::Result<StepReport>
         .arg(out)
         .status()
         .context("cannot start `onebrain train`")?;
+    let steal_secs = steal_before.zip(onebrain_model::steal_seconds()).map(|(a, b)| b - a);
     if !status.success() {
         bail!("the {path} path's training step failed ({status}); its run folder is {}", out.display());
     }
@@ -150,5 +162,6 @@ fn one_step(path: &str, config: &Path, out: &Path) -> anyhow::Result<StepReport>
         approx_kl: f("losses/approx_kl"),
         clipfrac: f("losses/clipfrac"),
         success_b0: f("charts/success_b0"),
+        steal_secs,
     })
 }
