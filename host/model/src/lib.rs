@@ -44,6 +44,7 @@ mod logprob;
 mod paths;
 mod roles;
 mod sampler;
+mod swiglu;
 mod tokenizer;
 mod transformer;
 mod weights;

@@ -23,6 +23,7 @@ use crate::{
     cpu_matmul::{FrozenProduct, TiledMatrix},
     error::Error,
     frozen::FrozenQuant,
+    swiglu::SwiGlu,
     Result,
 };
 
@@ -771,9 +772,22 @@ impl Backbone {
         let h = rms_norm(x, &blk.ffn_norm, self.cfg.rms_norm_eps, mode)?;
         let gate = blk.gate.forward(&h, role.get(layer, 4))?;
         let up = blk.up.forward(&h, role.get(layer, 5))?;
-        let mlp = blk.down.forward(&(gate.silu()? * up)?, role.get(layer, 6))?;
+        let mlp = blk.down.forward(&gated(&gate, &up, mode)?, role.get(layer, 6))?;
         Ok((x + mlp)?)
     }
+}
+
+/// `silu(gate) · up`: one op with its own backward where the attention fuses too (candle's
+/// formula, bit for bit), candle's two ops elsewhere.
+fn gated(gate: &Tensor, up: &Tensor, mode: Mode) -> Result<Tensor> {
+    if !fuses_on(gate.device(), gate.dtype()) {
+        return Ok((gate.silu()? * up)?);
+    }
+    let (gate, up) = (gate.contiguous()?, up.contiguous()?);
+    Ok(match mode {
+        Mode::Diff => gate.apply_op2(&up, SwiGlu)?,
+        Mode::Fast => gate.apply_op2_no_bwd(&up, &SwiGlu)?,
+    })
 }
 
 /// Whether attention over `x`'s activations runs as the fused [`CausalAttention`].
