@@ -123,12 +123,38 @@ pub struct MetricsRow {
     /// Seconds of the update.
     #[serde(rename = "time/update_s")]
     pub update_secs: f64,
+    /// CPU seconds the process ran (user and system) during the rollouts: on a shared virtual
+    /// machine a truer measure of our own work than wall time.
+    #[serde(rename = "time/rollout_cpu_s", default)]
+    pub rollout_cpu_secs: Option<f64>,
+    /// CPU seconds the process ran during the update.
+    #[serde(rename = "time/update_cpu_s", default)]
+    pub update_cpu_secs: Option<f64>,
+    /// Steal time on the machine during the step (rollouts and update), summed over its CPUs:
+    /// seconds the hypervisor gave our cores to another guest. Far from 0, the wall times
+    /// above measure the neighbours too.
+    #[serde(rename = "time/steal_s", default)]
+    pub steal_secs: Option<f64>,
     /// Resident memory after the update, MiB: a run's memory must stay flat.
     #[serde(rename = "perf/rss_mib", default)]
     pub rss_mib: Option<f64>,
     /// The process's peak resident memory so far, MiB (the kernel's high-water mark).
     #[serde(rename = "perf/peak_rss_mib", default)]
     pub peak_rss_mib: Option<f64>,
+}
+
+/// Where one step's time went besides its wall clock: what [`MetricsRow::new`] records of
+/// the rollouts and the update, read from `/proc` around each.
+#[derive(Clone, Debug, Default)]
+pub struct StepClock {
+    /// Wall seconds of the rollouts.
+    pub rollout_secs: f64,
+    /// CPU seconds of the rollouts (`None` where `/proc` cannot be read).
+    pub rollout_cpu_secs: Option<f64>,
+    /// CPU seconds of the update.
+    pub update_cpu_secs: Option<f64>,
+    /// The machine's steal seconds over the whole step.
+    pub steal_secs: Option<f64>,
 }
 
 impl MetricsRow {
@@ -138,7 +164,7 @@ impl MetricsRow {
         global_episodes: u64,
         r: &RolloutStats,
         u: &UpdateStats,
-        rollout_secs: f64,
+        clock: &StepClock,
     ) -> MetricsRow {
         let scores: Vec<f64> = r.judge.iter().map(|p| p.0).collect();
         let labels: Vec<bool> = r.judge.iter().map(|p| p.1).collect();
@@ -186,9 +212,12 @@ impl MetricsRow {
             } else {
                 0.0
             },
-            rollout_secs,
+            rollout_secs: clock.rollout_secs,
             verify_secs: r.verify_secs,
             update_secs: u.secs,
+            rollout_cpu_secs: clock.rollout_cpu_secs,
+            update_cpu_secs: clock.update_cpu_secs,
+            steal_secs: clock.steal_secs,
             rss_mib: onebrain_model::rss_mib(),
             peak_rss_mib: onebrain_model::peak_rss_mib(),
         }

@@ -31,7 +31,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::heldout::{HeldOut, HeldOutLog, HeldOutRow};
 use crate::learner::Learner;
-use crate::metrics::{MetricsLog, MetricsRow};
+use crate::metrics::{MetricsLog, MetricsRow, StepClock};
 
 /// What the loop reports as it goes.
 #[derive(Debug)]
@@ -313,6 +313,7 @@ impl Trainer {
 
         // Rollouts: the episodes of this update not yet recorded.
         let t0 = Instant::now();
+        let (cpu0, steal0) = (onebrain_model::cpu_seconds(), onebrain_model::steal_seconds());
         let mut records = std::mem::take(&mut self.resumed);
         let tasks: Vec<Task> = (0..n_tasks)
             .map(|g| {
@@ -390,6 +391,7 @@ impl Trainer {
             }
         }
         let rollout_secs = t0.elapsed().as_secs_f64();
+        let cpu1 = onebrain_model::cpu_seconds();
 
         // The update, on the episodes in slot order (the same order whatever finished first).
         let mut ordered: Vec<(usize, (usize, EpisodeRecord))> = records.into_iter().collect();
@@ -398,6 +400,14 @@ impl Trainer {
         let brain: &Brain = self.learner.brain_ref();
         let mut batch = Batch::from_records(&ordered, self.cfg.ablation, |p| brain.encode(p))?;
         let stats = self.learner.update(&mut batch)?;
+        let since = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| b - a);
+        let (cpu2, steal2) = (onebrain_model::cpu_seconds(), onebrain_model::steal_seconds());
+        let clock = StepClock {
+            rollout_secs,
+            rollout_cpu_secs: since(cpu0, cpu1),
+            update_cpu_secs: since(cpu1, cpu2),
+            steal_secs: since(steal0, steal2),
+        };
 
         self.state.updates += 1;
         self.state.tasks_consumed += n_tasks as u64;
@@ -408,7 +418,7 @@ impl Trainer {
             self.state.episodes,
             &batch.stats,
             &stats,
-            rollout_secs,
+            &clock,
         );
         self.metrics.append(&row)?;
         self.metrics.plot(&self.cfg.name)?;

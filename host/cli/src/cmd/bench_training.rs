@@ -54,6 +54,11 @@ pub struct StepReport {
     pub clipfrac: Option<f64>,
     /// Mean b_0 of the step's episodes.
     pub success_b0: Option<f64>,
+    /// CPU seconds of the rollouts (user and system): unlike wall time, they do not grow while
+    /// the hypervisor runs another guest on our cores.
+    pub rollout_cpu_secs: Option<f64>,
+    /// CPU seconds of the update.
+    pub update_cpu_secs: Option<f64>,
     /// Steal time on the machine while the step ran, summed over its CPUs: seconds the
     /// hypervisor gave our cores to another guest. Far from 0, the times above measure the
     /// neighbours too.
@@ -89,6 +94,8 @@ pub fn run(config: Option<PathBuf>, baseline: Option<PathBuf>, json: bool) -> an
     row("rollouts, s", Some(new.rollout_secs), Some(old.rollout_secs), 1)?;
     row("update, s", Some(new.update_secs), Some(old.update_secs), 1)?;
     row("step (rollouts + update), s", Some(new.step_secs), Some(old.step_secs), 1)?;
+    row("rollouts, CPU s", new.rollout_cpu_secs, old.rollout_cpu_secs, 1)?;
+    row("update, CPU s", new.update_cpu_secs, old.update_cpu_secs, 1)?;
     row("peak resident memory, MiB", new.peak_rss_mib, old.peak_rss_mib, 0)?;
     row("first minibatch mean |log ratio|", new.first_abs_log_ratio, old.first_abs_log_ratio, 6)?;
     row("sampler gap, mean |Δ log π| per token", new.sampler_gap, old.sampler_gap, 4)?;
@@ -104,7 +111,7 @@ pub fn run(config: Option<PathBuf>, baseline: Option<PathBuf>, json: bool) -> an
     )?;
     let secs = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1} s"));
     outln!(
-        "steal time on the machine meanwhile (other guests on our cores; far from 0, the times measure them too): new {}, old {}",
+        "steal time on the machine during each step (other guests on our cores; far from 0, the wall times measure them too): new {}, old {}",
         secs(new.steal_secs),
         secs(old.steal_secs)
     )?;
@@ -121,7 +128,6 @@ fn one_step(path: &str, config: &Path, out: &Path) -> anyhow::Result<StepReport>
     }
     let exe = std::env::current_exe().context("cannot find the onebrain binary")?;
     errln!("bench training: {path} path, {} (one update) ...", config.display());
-    let steal_before = onebrain_model::steal_seconds();
     let status = Command::new(exe)
         .args(["train", "--updates", "1", "--skip-heldout", "--config"])
         .arg(config)
@@ -129,7 +135,6 @@ fn one_step(path: &str, config: &Path, out: &Path) -> anyhow::Result<StepReport>
         .arg(out)
         .status()
         .context("cannot start `onebrain train`")?;
-    let steal_secs = steal_before.zip(onebrain_model::steal_seconds()).map(|(a, b)| b - a);
     if !status.success() {
         bail!("the {path} path's training step failed ({status}); its run folder is {}", out.display());
     }
@@ -162,6 +167,8 @@ fn one_step(path: &str, config: &Path, out: &Path) -> anyhow::Result<StepReport>
         approx_kl: f("losses/approx_kl"),
         clipfrac: f("losses/clipfrac"),
         success_b0: f("charts/success_b0"),
-        steal_secs,
+        rollout_cpu_secs: f("time/rollout_cpu_s"),
+        update_cpu_secs: f("time/update_cpu_s"),
+        steal_secs: f("time/steal_s"),
     })
 }
