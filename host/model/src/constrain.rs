@@ -28,7 +28,8 @@ pub(crate) fn logprob_at(logits: &[f32], t: u32, temperature: f32) -> f32 {
         return f32::NEG_INFINITY;
     }
     let inv_t = if temperature > 0.0 { 1.0 / f64::from(temperature) } else { 1.0 };
-    let sum: f64 = logits.iter().map(|&l| (f64::from(l - max) * inv_t).exp()).sum();
+    // Masked tokens (−∞) add exactly 0: skipped rather than exponentiated.
+    let sum: f64 = logits.iter().filter(|&&l| l != f32::NEG_INFINITY).map(|&l| (f64::from(l - max) * inv_t).exp()).sum();
     (f64::from(logits[t as usize] - max) * inv_t - sum.ln()) as f32
 }
 

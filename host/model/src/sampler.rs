@@ -52,10 +52,13 @@ impl Sampler {
         let inv_t = 1.0 / self.temperature;
         let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         probs.clear();
+        // A grammar mask leaves −∞ on all but a few of the 151,936 tokens: their weight is 0,
+        // which their exponentials (a libm call each) only confirmed.
         probs.extend(
             logits
                 .iter()
                 .enumerate()
+                .filter(|(_, &l)| l != f32::NEG_INFINITY)
                 .map(|(i, &l)| (i as u32, ((l - max) * inv_t).exp()))
                 .filter(|(_, p)| *p > 0.0),
         );
