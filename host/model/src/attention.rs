@@ -53,6 +53,48 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// Keys whose dot products with one query [`dots`] computes together.
+const DOTS: usize = 8;
+
+/// [`dot`] of `a` with each of `bs`, each bit for bit as `dot` gives it. One dot is one
+/// chain of dependent adds (a head's 64 features: eight, each waiting on the last), so a
+/// decode step's scores ran at an add's latency; the chains of several keys interleave.
+fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
+    let whole = a.len() / 8 * 8;
+    let mut acc = [[0f32; 8]; DOTS];
+    for c in (0..whole).step_by(8) {
+        let x: &[f32; 8] = a[c..c + 8].try_into().expect("eight features");
+        for (acc, b) in acc.iter_mut().zip(&bs) {
+            let y: &[f32; 8] = b[c..c + 8].try_into().expect("a key as wide as the query");
+            for i in 0..8 {
+                acc[i] += x[i] * y[i];
+            }
+        }
+    }
+    std::array::from_fn(|n| {
+        let tail: f32 = a[whole..].iter().zip(&bs[n][whole..]).map(|(x, y)| x * y).sum();
+        acc[n].iter().sum::<f32>() + tail
+    })
+}
+
+/// `out[j] = scale · q·k_j` for the keys `k_j = k[base + j · stride ..][..q.len()]`, `j` in
+/// `keys`, [`DOTS`] keys at a time.
+fn scaled_scores(q: &[f32], k: &[f32], base: usize, stride: usize, keys: std::ops::Range<usize>, scale: f32, out: &mut [f32]) {
+    let d = q.len();
+    let key = |j: usize| &k[base + j * stride..][..d];
+    let mut j = keys.start;
+    while j + DOTS <= keys.end {
+        let s = dots(q, std::array::from_fn(|n| key(j + n)));
+        for (o, s) in out[j..j + DOTS].iter_mut().zip(s) {
+            *o = scale * s;
+        }
+        j += DOTS;
+    }
+    for j in j..keys.end {
+        out[j] = scale * dot(q, key(j));
+    }
+}
+
 /// `e^x` for `x ≤ 0` (scores less their maximum), in plain arithmetic so that a loop of it
 /// vectorizes: libm's `expf` is a call per element, and its underflow path (scores far
 /// below the maximum) is slower still. `x = n ln 2 + r` with `|r| ≤ ln 2 / 2`, `e^r` by its
@@ -103,16 +145,29 @@ const CHAINS: usize = 8;
 /// time interleaved: each row's sum is still the one left-to-right chain, but the chains no
 /// longer wait on each other (one chain waits an add's whole latency per element; it was a
 /// third of the learner's softmax time).
-pub(crate) fn softmax_rows_in_place(rows: &mut [&mut [f32]]) {
+///
+/// Entries `hidden` of every row (a padded batch row's padding) take no part: they come out
+/// 0, and a row they cover whole comes out all 0 (a padding query, whose output nothing
+/// reads, stays finite).
+pub(crate) fn softmax_rows_in_place(rows: &mut [&mut [f32]], hidden: std::ops::Range<usize>) {
     for row in rows.iter_mut() {
+        let hide = hidden.start.min(row.len())..hidden.end.min(row.len());
+        row[hide.clone()].fill(f32::NEG_INFINITY);
         let max = row_max(row);
+        if max == f32::NEG_INFINITY {
+            row.fill(0.0);
+            continue;
+        }
         row.iter_mut().for_each(|x| *x = exp_nonpositive(*x - max));
+        row[hide].fill(0.0);
     }
     for group in rows.chunks_mut(CHAINS) {
         let sums = interleaved_sums(group);
         for (row, sum) in group.iter_mut().zip(sums) {
-            let inv = 1.0 / sum;
-            row.iter_mut().for_each(|x| *x *= inv);
+            if sum > 0.0 {
+                let inv = 1.0 / sum;
+                row.iter_mut().for_each(|x| *x *= inv);
+            }
         }
     }
 }
@@ -243,9 +298,9 @@ impl CustomOp3 for DecodeAttention {
                 for r in 0..rep {
                     let qrow = &q[qo + bi * qst[0] + (kh * rep + r) * qst[1]..][..d];
                     let pr = &mut p[r * n..][..n];
-                    for (j, pj) in pr.iter_mut().enumerate() {
-                        *pj = if skip.contains(&j) { f32::NEG_INFINITY } else { self.scale * dot(qrow, &k[kbase + j * kst[2]..][..d]) };
-                    }
+                    scaled_scores(qrow, k, kbase, kst[2], 0..skip.start, self.scale, pr);
+                    pr[skip.clone()].fill(f32::NEG_INFINITY);
+                    scaled_scores(qrow, k, kbase, kst[2], skip.end..n, self.scale, pr);
                     let max = pr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                     if max == f32::NEG_INFINITY {
                         // Every key of the block is hidden: it adds nothing.
@@ -336,6 +391,26 @@ mod tests {
     }
 
     #[test]
+    fn interleaved_dots_give_each_dot_bit_for_bit() {
+        for d in [64, 67, 5] {
+            let q: Vec<f32> = (0..d).map(|i| (i as f32 * 0.7).sin() * 3.0).collect();
+            let keys: Vec<Vec<f32>> = (0..DOTS).map(|n| (0..d).map(|i| ((i * 13 + n * 7) as f32 * 0.31).cos() * 2.0).collect()).collect();
+            let together = dots(&q, std::array::from_fn(|n| keys[n].as_slice()));
+            for (n, key) in keys.iter().enumerate() {
+                assert_eq!(together[n].to_bits(), dot(&q, key).to_bits(), "d {d}, key {n}");
+            }
+            // Through the scores of a strided block, hidden keys and a remainder included.
+            let flat: Vec<f32> = keys.iter().cycle().take(3 * DOTS + 3).flat_map(|k| [k.as_slice(), &[9.0; 4]].concat()).collect();
+            let mut got = vec![f32::NAN; 3 * DOTS + 3];
+            scaled_scores(&q, &flat, 0, d + 4, 1..3 * DOTS + 3, 0.125, &mut got);
+            assert!(got[0].is_nan(), "a key outside the range is left alone");
+            for (j, s) in got.iter().enumerate().skip(1) {
+                assert_eq!(s.to_bits(), (0.125 * dot(&q, &keys[j % DOTS])).to_bits(), "d {d}, score {j}");
+            }
+        }
+    }
+
+    #[test]
     fn softmax_rows_give_each_rows_softmax_bit_for_bit() {
         // Rows of unequal lengths (a causal block's), in groups of every size up to CHAINS.
         for count in 1..=2 * CHAINS + 3 {
@@ -351,7 +426,7 @@ mod tests {
                 })
                 .collect();
             let mut rows: Vec<&mut [f32]> = data.iter_mut().map(|r| r.as_mut_slice()).collect();
-            softmax_rows_in_place(&mut rows);
+            softmax_rows_in_place(&mut rows, 0..0);
             for (got, want) in data.iter().zip(&want) {
                 let bits = |r: &[f32]| r.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(got), bits(want), "{count} rows");

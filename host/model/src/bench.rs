@@ -419,12 +419,12 @@ pub fn bench_attention() -> Result<Vec<AttentionBench>> {
         let v = candle_core::Var::randn(0f32, 1.0, (1, kv, keys, d), &dev)?;
         let w = Tensor::randn(0f32, 1.0, (1, kv, rep * queries, d), &dev)?;
         let fused = || -> Result<()> {
-            let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len: queries, constant_keys: (0, 0) })?;
+            let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention::causal(queries))?;
             (o * &w)?.sum_all()?.backward()?;
             Ok(())
         };
         let constant_head = || -> Result<()> {
-            let op = CausalAttention { q_len: queries, constant_keys: (0, prompt) };
+            let op = CausalAttention { constant_keys: (0, prompt), ..CausalAttention::causal(queries) };
             let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), op)?;
             (o * &w)?.sum_all()?.backward()?;
             Ok(())

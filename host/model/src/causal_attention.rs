@@ -10,6 +10,8 @@
 //! The products run on the `gemm` crate (candle's own matmul kernels), one block of rows at a
 //! time inside candle's thread pool.
 
+use std::sync::Arc;
+
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 
 use crate::attention::softmax_rows_in_place;
@@ -18,7 +20,7 @@ use crate::attention::softmax_rows_in_place;
 /// kv head folded into `rows = rep × q_len`) against `(b, kv_heads, keys, d)` keys and values.
 /// Query `i` of each folded head sees keys `0 ..= keys − q_len + i`. Output `(b, kv_heads,
 /// rows, d)`. Every input must be contiguous.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct CausalAttention {
     /// Queries per folded head: the causal diagonal restarts every `q_len` rows.
     pub(crate) q_len: usize,
@@ -27,6 +29,43 @@ pub(crate) struct CausalAttention {
     /// 1,300-token prompt they are most of the keys, and dK and dV two of the backward's
     /// five products.
     pub(crate) constant_keys: (usize, usize),
+    /// Per batch row, a run of keys `(start, len)` none of its queries sees: a padded batch's
+    /// padding (the prefill of several prompts' tails at once). `None`: every key is seen
+    /// causally.
+    pub(crate) hidden: Option<Arc<[(usize, usize)]>>,
+}
+
+impl CausalAttention {
+    /// Plain causal attention of `q_len` queries per folded head, every key in the graph.
+    pub(crate) fn causal(q_len: usize) -> CausalAttention {
+        CausalAttention { q_len, constant_keys: (0, 0), hidden: None }
+    }
+}
+
+/// Each head's hidden run of keys: head `h` of `(b, kv_heads)` is batch row `h / kv_heads`.
+#[derive(Clone)]
+struct HiddenKeys {
+    runs: Option<Arc<[(usize, usize)]>>,
+    kv_heads: usize,
+}
+
+impl HiddenKeys {
+    fn of(runs: &Option<Arc<[(usize, usize)]>>, ql: &Layout, keys: usize) -> candle_core::Result<HiddenKeys> {
+        let dims = ql.shape().dims();
+        if let Some(r) = runs {
+            if r.len() != dims[0] || r.iter().any(|&(s, n)| s + n > keys) {
+                candle_core::bail!("causal-attention: hidden keys {r:?} for {} rows of {keys} keys", dims[0]);
+            }
+        }
+        Ok(HiddenKeys { runs: runs.clone(), kv_heads: dims[1] })
+    }
+
+    fn of_head(&self, h: usize) -> std::ops::Range<usize> {
+        self.runs.as_ref().map_or(0..0, |r| {
+            let (start, len) = r[h / self.kv_heads];
+            start..start + len
+        })
+    }
 }
 
 /// Rows per block: a block's scores (`ROWS × keys` floats) stay in L2 at a 1,400-key prompt.
@@ -132,8 +171,9 @@ fn product(
 /// The probabilities of rows `first..first + n` of one head in `p` (`m × widest`, row-major),
 /// from their queries `qb` (`m × d`, `m ≥ n`): scores `q·Kᵀ`, then a softmax over each row's
 /// visible keys, zero past them. Rows past `n` are padding: they keep their raw scores, and
-/// the caller drops what they produce.
-fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, widest: usize, p: &mut [f32]) {
+/// the caller drops what they produce. Keys `hidden` are seen by none of them.
+#[allow(clippy::too_many_arguments)]
+fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, widest: usize, hidden: std::ops::Range<usize>, p: &mut [f32]) {
     let d = dims.d;
     let m = qb.len() / d;
     product((m, widest, d), p, widest, false, qb, (d, 1), k, (1, d));
@@ -143,7 +183,7 @@ fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, wid
         hidden.fill(0.0);
         seen.push(visible);
     }
-    softmax_rows_in_place(&mut seen);
+    softmax_rows_in_place(&mut seen, hidden);
 }
 
 /// A contiguous input's elements.
@@ -201,6 +241,7 @@ impl CustomOp3 for CausalAttention {
         let input = Inputs::of(self.q_len, (qs, ql), (ks, kl), (vs, vl))?;
         let dims = input.dims;
         let Dims { heads, rows, keys, d, .. } = dims;
+        let hidden = HiddenKeys::of(&self.hidden, ql, keys)?;
         let blocks = dims.blocks();
         let mut out = vec![0f32; heads * rows * d];
         let addr = out.as_mut_ptr() as usize;
@@ -217,7 +258,7 @@ impl CustomOp3 for CausalAttention {
                 let (qh, kh, vh) = input.head(h);
                 qb[..n * d].copy_from_slice(&qh[first * d..][..n * d]);
                 qb[n * d..].fill(0.0);
-                probabilities(&dims, &qb, kh, first, n, widest, &mut p);
+                probabilities(&dims, &qb, kh, first, n, widest, hidden.of_head(h), &mut p);
                 for k0 in (0..widest).step_by(KEYS) {
                     let kn = KEYS.min(widest - k0);
                     product((ROWS, d, kn), &mut ob, d, k0 > 0, &p[k0..], (widest, 1), &vh[k0 * d..], (d, 1));
@@ -232,7 +273,7 @@ impl CustomOp3 for CausalAttention {
 
     fn bwd(&self, q: &Tensor, k: &Tensor, v: &Tensor, _out: &Tensor, grad: &Tensor) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let grad = grad.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
-        let op = CausalAttentionGrad { q_len: self.q_len, constant_keys: self.constant_keys, grad };
+        let op = CausalAttentionGrad { q_len: self.q_len, constant_keys: self.constant_keys, hidden: self.hidden.clone(), grad };
         let all = q.apply_op3_no_bwd(k, v, &op)?;
         let (nq, nk) = (q.elem_count(), k.elem_count());
         let dq = all.narrow(0, 0, nq)?.reshape(q.shape())?;
@@ -251,6 +292,8 @@ struct CausalAttentionGrad {
     q_len: usize,
     /// See [`CausalAttention::constant_keys`]: their dK and dV stay zero.
     constant_keys: (usize, usize),
+    /// See [`CausalAttention::hidden`].
+    hidden: Option<Arc<[(usize, usize)]>>,
     /// The output's gradient, `(b, kv_heads, rows, d)` flattened.
     grad: Vec<f32>,
 }
@@ -272,6 +315,7 @@ impl CustomOp3 for CausalAttentionGrad {
         let input = Inputs::of(self.q_len, (qs, ql), (ks, kl), (vs, vl))?;
         let dims = input.dims;
         let Dims { heads, rows, keys, d, .. } = dims;
+        let hidden = HiddenKeys::of(&self.hidden, ql, keys)?;
         if self.grad.len() != input.q.len() {
             candle_core::bail!("causal-attention-grad: {} gradient elements for {} outputs", self.grad.len(), input.q.len());
         }
@@ -295,7 +339,7 @@ impl CustomOp3 for CausalAttentionGrad {
                 let (dk, dv) = acc.split_at_mut(keys * d);
                 for blk in (part..blocks).step_by(parts) {
                     let (first, n, widest) = dims.block(blk);
-                    probabilities(&dims, &qh[first * d..][..n * d], kh, first, n, widest, &mut p);
+                    probabilities(&dims, &qh[first * d..][..n * d], kh, first, n, widest, hidden.of_head(h), &mut p);
                     let go_blk = &go[first * d..][..n * d];
                     // The keys whose dK and dV are wanted: those outside the constant run.
                     let (c0, c1) = self.constant_keys;
@@ -371,7 +415,7 @@ mod tests {
         let v = wavy((b, kv, keys, d), 2.0);
         let w = wavy((b, kv, rows, d), 3.0).as_tensor().detach();
         let grads = |constant_keys| {
-            let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len, constant_keys }).unwrap();
+            let o = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len, constant_keys, hidden: None }).unwrap();
             let g = (&o * &w).unwrap().sum_all().unwrap().backward().unwrap();
             [&q, &k, &v].map(|x| g.get(x.as_tensor()).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap())
         };
@@ -398,7 +442,7 @@ mod tests {
         let k = wavy((b, kv, keys, d), 1.0);
         let v = wavy((b, kv, keys, d), 2.0);
         let w = wavy((b, kv, rows, d), 3.0).as_tensor().detach();
-        let got = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention { q_len, constant_keys: (0, 0) }).unwrap();
+        let got = q.as_tensor().apply_op3(k.as_tensor(), v.as_tensor(), CausalAttention::causal(q_len)).unwrap();
         let mask: Vec<f32> = (0..rows)
             .flat_map(|r| (0..keys).map(move |j| if j <= past + r % q_len { 0.0 } else { f32::NEG_INFINITY }))
             .collect();
@@ -426,16 +470,54 @@ mod tests {
         check(1, 1, 3, 130, 2, 24);
     }
 
+    /// A padded batch: each row hides its own run of keys (its padding) from all its queries,
+    /// as the additive mask of the prefill's padded tails does; a query whose every key is
+    /// hidden (a padding position with nothing before it) gives 0, not NaN.
+    #[test]
+    fn hidden_runs_match_the_masked_softmax_of_a_padded_batch() {
+        let (b, kv, rep, q_len, past, d) = (3, 2, 3, 9, 20, 16);
+        let (rows, keys) = (rep * q_len, past + q_len);
+        // Row 0 hides part of its head, row 1 its head's end and its tail's first 4 queries,
+        // row 2 everything before its tail's 6th query (its first queries see nothing).
+        let runs: Arc<[(usize, usize)]> = vec![(3, 5), (14, 10), (0, past + 5)].into();
+        let q = wavy((b, kv, rows, d), 0.0);
+        let k = wavy((b, kv, keys, d), 1.0);
+        let v = wavy((b, kv, keys, d), 2.0);
+        let op = CausalAttention { hidden: Some(runs.clone()), ..CausalAttention::causal(q_len) };
+        let got = q.as_tensor().apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &op).unwrap();
+        let got = got.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        for bi in 0..b {
+            let (start, len) = runs[bi];
+            let sees = |r: usize, j: usize| j <= past + r % q_len && !(start..start + len).contains(&j);
+            let mask: Vec<f32> = (0..rows).flat_map(|r| (0..keys).map(move |j| if sees(r, j) { 0.0 } else { f32::NEG_INFINITY })).collect();
+            let mask = Tensor::from_vec(mask, (1, 1, rows, keys), &Device::Cpu).unwrap();
+            let [qb, kb, vb] = [&q, &k, &v].map(|t| t.as_tensor().narrow(0, bi, 1).unwrap());
+            let scores = qb.matmul(&kb.t().unwrap()).unwrap().broadcast_add(&mask).unwrap();
+            let want = candle_nn::ops::softmax(&scores, D::Minus1).unwrap().matmul(&vb).unwrap();
+            let want = want.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+            for (i, w) in want.iter().enumerate() {
+                let (r, x) = ((i / d) % rows, got[bi * kv * rows * d + i]);
+                match (0..keys).any(|j| sees(r, j)) {
+                    true => assert!((x - w).abs() < 1e-5, "row {bi}, query {r}: {x} against {w}"),
+                    false => assert_eq!(x, 0.0, "row {bi}, query {r} sees nothing"),
+                }
+            }
+        }
+        // A run past the keys is refused.
+        let bad = CausalAttention { hidden: Some(vec![(0, 1), (27, 3), (0, 1)].into()), ..CausalAttention::causal(q_len) };
+        assert!(q.as_tensor().apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &bad).is_err());
+    }
+
     /// A prompt's last `tail` queries, attended after a cached head, give the bits of the same
     /// rows of the whole prompt attended at once: prefix reuse may not change what greedy
     /// decoding writes (`prefix_reuse_gives_the_same_tokens_as_a_cold_run`).
     fn check_tail_is_exact(kv: usize, rep: usize, len: usize, tail: usize, d: usize) {
         let (q, k, v) = (wavy((1, kv, rep * len, d), 0.0), wavy((1, kv, len, d), 1.0), wavy((1, kv, len, d), 2.0));
-        let whole = q.as_tensor().apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention { q_len: len, constant_keys: (0, 0) }).unwrap();
+        let whole = q.as_tensor().apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention::causal(len)).unwrap();
         let whole = whole.reshape((kv, rep, len, d)).unwrap().narrow(2, len - tail, tail).unwrap();
         let q_tail = q.as_tensor().reshape((kv, rep, len, d)).unwrap().narrow(2, len - tail, tail).unwrap();
         let q_tail = q_tail.contiguous().unwrap().reshape((1, kv, rep * tail, d)).unwrap();
-        let alone = q_tail.apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention { q_len: tail, constant_keys: (0, 0) }).unwrap();
+        let alone = q_tail.apply_op3_no_bwd(k.as_tensor(), v.as_tensor(), &CausalAttention::causal(tail)).unwrap();
         let (a, b): (Vec<f32>, Vec<f32>) = (whole.flatten_all().unwrap().to_vec1().unwrap(), alone.flatten_all().unwrap().to_vec1().unwrap());
         let differ = a.iter().zip(&b).filter(|(x, y)| x.to_bits() != y.to_bits()).count();
         assert_eq!(differ, 0, "kv {kv}, rep {rep}, len {len}, tail {tail}, d {d}: {differ} of {} outputs differ", a.len());
@@ -457,11 +539,11 @@ mod tests {
         let q = Tensor::zeros((1, 2, 6, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
         let k = Tensor::zeros((1, 2, 4, 8), candle_core::DType::F32, &Device::Cpu).unwrap();
         // 6 rows are not a whole number of 4-query heads.
-        assert!(q.apply_op3(&k, &k, CausalAttention { q_len: 4, constant_keys: (0, 0) }).is_err());
+        assert!(q.apply_op3(&k, &k, CausalAttention::causal(4)).is_err());
         // More queries per head than keys.
-        assert!(q.apply_op3(&k, &k, CausalAttention { q_len: 6, constant_keys: (0, 0) }).is_err());
+        assert!(q.apply_op3(&k, &k, CausalAttention::causal(6)).is_err());
         // Strided keys.
         let kt = Tensor::zeros((1, 2, 8, 4), candle_core::DType::F32, &Device::Cpu).unwrap().transpose(2, 3).unwrap();
-        assert!(q.apply_op3(&kt, &kt, CausalAttention { q_len: 3, constant_keys: (0, 0) }).is_err());
+        assert!(q.apply_op3(&kt, &kt, CausalAttention::causal(3)).is_err());
     }
 }

@@ -456,8 +456,9 @@ pub(crate) struct Step {
     pub(crate) positions: Option<Vec<u32>>,
     /// Additive mask broadcastable to `(b, 1, 1, q, past + q)`; `None` means plain causal.
     pub(crate) mask: Option<Tensor>,
-    /// With `q = 1` and a `mask`: the one run of keys `(start, len)` each row's mask hides
-    /// (its padding), so that decode attention can skip it instead of adding the mask.
+    /// With a `mask`: the one run of keys `(start, len)` each row's mask hides beside the
+    /// causal structure (its padding), so that attention can skip it instead of adding the
+    /// mask. `None` where the mask is anything else.
     pub(crate) hidden: Option<Arc<[(usize, usize)]>>,
     /// Cached keys `[start, end)` whose keys and values are constants of a training graph
     /// (a detached prompt head): the attention's backward gives them no gradient.
@@ -734,13 +735,21 @@ impl Backbone {
         // KV head are folded into the query-length axis.
         // The 1/√d scale goes on q (small) rather than on the scores (q_len × kv_len).
         let qg = (q * (1.0 / (hd as f64).sqrt()))?.reshape((b, n_kv, n_rep * q_len, hd))?;
-        let attn = match (mode, mask) {
-            // The plain causal case: one op that builds no score matrix. In training it keeps
+        // What the fused op can attend: plain causal, or causal less one run of keys per row
+        // (a padded batch's padding, which the step names beside its mask).
+        let fusable = match mask {
+            None => Some(None),
+            Some(_) => attend.hidden.map(|h| Some(h.clone())),
+        };
+        let attn = match (mode, fusable) {
+            // The causal case: one op that builds no score matrix. In training it keeps
             // none for the backward either (a 384-token Judge tail against a 1,400-token
             // prompt kept 1.4 GB of them over the 0.5B model's layers), recomputing them
-            // there instead; in prefill it skips the masked half of a long prompt's scores.
-            (mode, None) if fused_causal(&qg) => {
-                let op = CausalAttention { q_len, constant_keys: attend.constant_keys };
+            // there instead; in prefill it skips the masked half of a long prompt's scores,
+            // and a padded batch's padding without adding a mask and taking e^−10⁹ (libm's
+            // slow underflow path) for every hidden key.
+            (mode, Some(hidden)) if fused_causal(&qg) => {
+                let op = CausalAttention { q_len, constant_keys: attend.constant_keys, hidden };
                 let (qg, k, v) = (qg.contiguous()?, k.contiguous()?, v.contiguous()?);
                 match mode {
                     Mode::Diff => qg.apply_op3(&k, &v, op)?,
@@ -777,8 +786,8 @@ impl Backbone {
     }
 }
 
-/// `silu(gate) · up`: one op with its own backward where the attention fuses too (candle's
-/// formula, bit for bit), candle's two ops elsewhere.
+/// `silu(gate) · up`: one op with its own backward where the attention fuses too (generation
+/// and the learner alike, so both compute one policy), candle's two ops elsewhere.
 fn gated(gate: &Tensor, up: &Tensor, mode: Mode) -> Result<Tensor> {
     if !fuses_on(gate.device(), gate.dtype()) {
         return Ok((gate.silu()? * up)?);

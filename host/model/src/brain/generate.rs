@@ -775,6 +775,9 @@ fn tail_step(pad_start: &[usize], pads: &[usize], past: usize, cols: std::ops::R
     let keys = past + cols.end;
     let mut positions = Vec::with_capacity(b * q);
     let mut mask = vec![0f32; b * q * keys];
+    // Each row's padding among this step's keys: the mask's hidden run (the rest is causal).
+    let runs: Arc<[(usize, usize)]> =
+        pad_start.iter().zip(pads).map(|(&s, &np)| (s.min(keys), (s + np).min(keys) - s.min(keys))).collect();
     for (r, (&start, &np)) in pad_start.iter().zip(pads).enumerate() {
         let hidden = start..start + np;
         for (i, g) in cols.clone().enumerate() {
@@ -795,7 +798,7 @@ fn tail_step(pad_start: &[usize], pads: &[usize], past: usize, cols: std::ops::R
     Ok(Step {
         positions: Some(positions),
         mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, keys), dev)?),
-        hidden: None,
+        hidden: Some(runs),
         constant_keys: (0, 0),
     })
 }
@@ -820,8 +823,8 @@ fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], past: usiz
             row[past + i + 1..].fill(MASKED);
         }
     }
-    // One new token per row: the mask hides each row's padding and nothing else.
-    let hidden = (q == 1).then(|| pad_start.iter().zip(pads).map(|(&s, &n)| (s, n)).collect());
+    // The mask hides each row's padding and, among the new tokens, what is causally ahead.
+    let hidden = Some(pad_start.iter().zip(pads).map(|(&s, &n)| (s, n)).collect());
     Ok(Step {
         positions: Some(positions),
         mask: Some(Tensor::from_vec(mask, (n, 1, 1, q, kv), dev)?),
