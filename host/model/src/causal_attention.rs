@@ -187,9 +187,9 @@ fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, wid
 }
 
 /// A contiguous input's elements.
-fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
+pub(crate) fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
     let Some((start, end)) = l.contiguous_offsets() else {
-        candle_core::bail!("causal-attention needs contiguous inputs, got strides {:?}", l.stride());
+        candle_core::bail!("a fused CPU op needs contiguous inputs, got strides {:?}", l.stride());
     };
     Ok(&s.as_slice::<f32>()?[start..end])
 }
@@ -220,7 +220,7 @@ impl<'a> Inputs<'a> {
 /// # Safety
 /// No other task touches those elements while the slice lives, and the buffer outlives the
 /// pool's run.
-unsafe fn span<'a>(addr: usize, start: usize, len: usize) -> &'a mut [f32] {
+pub(crate) unsafe fn span<'a>(addr: usize, start: usize, len: usize) -> &'a mut [f32] {
     std::slice::from_raw_parts_mut((addr as *mut f32).add(start), len)
 }
 

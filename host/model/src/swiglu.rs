@@ -12,7 +12,10 @@
 
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 
-use crate::attention::exp_nonpositive;
+use crate::{
+    attention::exp_nonpositive,
+    causal_attention::{slice, span},
+};
 
 /// `silu(gate) · up` element-wise, `silu(g) = g · σ(g)`. Both inputs f32, contiguous, of one
 /// shape.
@@ -22,14 +25,6 @@ pub(crate) struct SwiGlu;
 /// Elements per task of candle's pool: a few pages, so both cores share even a short tail.
 const CHUNK: usize = 16 * 1024;
 
-/// A contiguous f32 input's elements.
-fn elements<'a>(s: &'a CpuStorage, l: &Layout, what: &str) -> candle_core::Result<&'a [f32]> {
-    let Some((start, end)) = l.contiguous_offsets() else {
-        candle_core::bail!("swiglu: {what} is not contiguous (strides {:?})", l.stride());
-    };
-    Ok(&s.as_slice::<f32>()?[start..end])
-}
-
 /// Runs `f(range)` over `0..n` in chunks on candle's pool, each chunk's outputs its own.
 fn in_chunks(n: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
     candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(CHUNK), |items| {
@@ -37,14 +32,6 @@ fn in_chunks(n: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
             f(item * CHUNK..((item + 1) * CHUNK).min(n));
         }
     });
-}
-
-/// `out[range]` of a buffer that outlives the pool's run.
-///
-/// # Safety
-/// No other task touches those elements while the slice lives.
-unsafe fn part<'a>(addr: usize, range: std::ops::Range<usize>) -> &'a mut [f32] {
-    std::slice::from_raw_parts_mut((addr as *mut f32).add(range.start), range.len())
 }
 
 /// `σ(g) = 1 / (1 + e^−g)` from `t = e^−|g|`, which never overflows: `1 / (1 + t)` for
@@ -65,12 +52,12 @@ impl CustomOp2 for SwiGlu {
         if gl.shape() != ul.shape() {
             candle_core::bail!("swiglu: gate {:?} but up {:?}", gl.shape().dims(), ul.shape().dims());
         }
-        let (gate, up) = (elements(gs, gl, "gate")?, elements(us, ul, "up")?);
+        let (gate, up) = (slice(gs, gl)?, slice(us, ul)?);
         let mut out = vec![0f32; gate.len()];
         let addr = out.as_mut_ptr() as usize;
         in_chunks(gate.len(), |r| {
             // SAFETY: each chunk of `out` belongs to one task.
-            let o = unsafe { part(addr, r.clone()) };
+            let o = unsafe { span(addr, r.start, r.len()) };
             for ((o, &g), &u) in o.iter_mut().zip(&gate[r.clone()]).zip(&up[r]) {
                 *o = g * sigmoid(g) * u;
             }
@@ -108,13 +95,13 @@ impl CustomOp3 for SwiGluGrad {
         if gl.shape() != ul.shape() || gl.shape() != dl.shape() {
             candle_core::bail!("swiglu-grad: gate {:?}, up {:?}, gradient {:?}", gl.shape().dims(), ul.shape().dims(), dl.shape().dims());
         }
-        let (gate, up, d) = (elements(gs, gl, "gate")?, elements(us, ul, "up")?, elements(ds, dl, "gradient")?);
+        let (gate, up, d) = (slice(gs, gl)?, slice(us, ul)?, slice(ds, dl)?);
         let n = gate.len();
         let mut out = vec![0f32; 2 * n];
         let addr = out.as_mut_ptr() as usize;
         in_chunks(n, |r| {
             // SAFETY: each chunk's elements of both halves belong to one task.
-            let (dg, du) = unsafe { (part(addr, r.clone()), part(addr, n + r.start..n + r.end)) };
+            let (dg, du) = unsafe { (span(addr, r.start, r.len()), span(addr, n + r.start, r.len())) };
             for (i, (dg, du)) in r.zip(dg.iter_mut().zip(du.iter_mut())) {
                 let (g, u, d) = (gate[i], up[i], d[i]);
                 let s = sigmoid(g);
