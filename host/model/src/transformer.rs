@@ -398,6 +398,40 @@ impl KvCache {
         Ok(KvCache { layers, len })
     }
 
+    /// One batch from batches of different lengths, their rows in order: part `(cache, at)`
+    /// gets zeros at slots `[at, at + len - cache.len)`, its later slots moving up, so that
+    /// every row holds `len` slots (the zeros are slots a mask must hide). Every part holds
+    /// `at` positions or more, on every layer.
+    pub(crate) fn stack_widened(parts: &[(&KvCache, usize)], len: usize) -> Result<Self> {
+        let n_layers = parts.first().map_or(0, |(c, _)| c.layers.len());
+        let mut layers = Vec::with_capacity(n_layers);
+        for layer in 0..n_layers {
+            let (mut ks, mut vs) = (Vec::with_capacity(parts.len()), Vec::with_capacity(parts.len()));
+            for &(cache, at) in parts {
+                let l = cache.layers[layer].as_ref().ok_or_else(|| Error::meta("KV cache", "a part has no positions".to_string()))?;
+                let (k, v) = l.live(cache.len)?;
+                let widen = |t: &Tensor| -> Result<Tensor> {
+                    let (b, h, n, d) = t.dims4()?;
+                    if n == len {
+                        return Ok(t.clone());
+                    }
+                    let mut pieces = vec![Tensor::zeros((b, h, len - n, d), t.dtype(), t.device())?];
+                    if at > 0 {
+                        pieces.insert(0, t.narrow(2, 0, at)?);
+                    }
+                    if n > at {
+                        pieces.push(t.narrow(2, at, n - at)?);
+                    }
+                    Ok(Tensor::cat(&pieces, 2)?)
+                };
+                ks.push(widen(&k)?);
+                vs.push(widen(&v)?);
+            }
+            layers.push(Some(LayerKv::exact(Tensor::cat(&ks, 0)?.contiguous()?, Tensor::cat(&vs, 0)?.contiguous()?)?));
+        }
+        Ok(KvCache { layers, len })
+    }
+
     /// Batch row `row`'s positions `[0, end)` less the slots `hidden` (its padding), as a
     /// batch-1 cache of its own buffers.
     pub(crate) fn row_without(&self, row: usize, hidden: std::ops::Range<usize>, end: usize) -> Result<Self> {
@@ -1005,5 +1039,32 @@ mod tests {
         let v: Vec<f32> = m.flatten_all().unwrap().to_vec1().unwrap();
         assert_eq!(&v[..5], &[0.0, 0.0, 0.0, 0.0, MASKED]);
         assert_eq!(&v[5..], &[0.0; 5]);
+    }
+
+    /// A one-layer cache of `rows` rows whose slot `s` of row `r` holds `10 r + s + 1` in
+    /// keys and values alike (one head, head size 1).
+    fn numbered(rows: usize, len: usize) -> KvCache {
+        let data: Vec<f32> = (0..rows).flat_map(|r| (0..len).map(move |s| (10 * r + s + 1) as f32)).collect();
+        let t = Tensor::from_vec(data, (rows, 1, len, 1), &Device::Cpu).unwrap();
+        KvCache { layers: vec![Some(LayerKv::exact(t.clone(), t).unwrap())], len }
+    }
+
+    fn slots(cache: &KvCache) -> Vec<Vec<f32>> {
+        let (k, v) = cache.layers[0].as_ref().unwrap().live(cache.len).unwrap();
+        let (k, v) = (k.squeeze(3).unwrap().squeeze(1).unwrap(), v.squeeze(3).unwrap().squeeze(1).unwrap());
+        assert_eq!(k.to_vec2::<f32>().unwrap(), v.to_vec2::<f32>().unwrap());
+        k.to_vec2().unwrap()
+    }
+
+    #[test]
+    fn widened_batches_hold_zeros_where_each_part_says() {
+        // A 3-slot batch of one row widened at slot 2 and a 5-slot batch of two rows.
+        let (short, long) = (numbered(1, 3), numbered(2, 5));
+        let stacked = KvCache::stack_widened(&[(&short, 2), (&long, 4)], 5).unwrap();
+        assert_eq!(stacked.len, 5);
+        assert_eq!(slots(&stacked), vec![vec![1., 2., 0., 0., 3.], vec![1., 2., 3., 4., 5.], vec![11., 12., 13., 14., 15.]]);
+        // Widened at its end, or at its start.
+        assert_eq!(slots(&KvCache::stack_widened(&[(&short, 3)], 4).unwrap()), vec![vec![1., 2., 3., 0.]]);
+        assert_eq!(slots(&KvCache::stack_widened(&[(&short, 0)], 4).unwrap()), vec![vec![0., 1., 2., 3.]]);
     }
 }

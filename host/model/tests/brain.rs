@@ -152,6 +152,42 @@ fn prompts_of_two_domains_prefill_their_heads_once_and_decode_as_alone() {
     }
 }
 
+/// Two domains whose questions differ much in length (a repair of a long spec beside one of
+/// a short spec): each domain's tails run as a batch of their own, the short ones unpadded,
+/// and the caches join into one batch for decoding, which must change nothing on dense
+/// weights.
+#[test]
+fn short_tails_beside_long_ones_prefill_as_their_own_batch_and_decode_as_alone() {
+    let cfg = ModelConfig { train_backbone: true, prefix_cache_entries: 0, ..Default::default() };
+    let Some(mut brain) = smol(cfg) else { return };
+    let (geo, maths) = (
+        "You are a geography tutor. You answer questions about countries, capitals, rivers and mountains in one short, precise sentence.",
+        "You are a patient arithmetic teacher for children. Answer with the number first.",
+    );
+    let story = "Every morning the farmer walks to the market with a basket of eggs and a basket of pears, sells half of each, and gives one pear to the miller's daughter. ";
+    let long_question = |n: usize, what: &str| format!("{what} {}How many pears are left after {n} days?", story.repeat(n));
+    let prompts = vec![
+        brain.chat_prompt(geo, QUESTION),
+        brain.chat_prompt(maths, &long_question(6, "First story.")),
+        brain.chat_prompt(geo, "Which river flows through Cairo?"),
+        brain.chat_prompt(maths, &long_question(5, "A second, shorter story.")),
+    ];
+    let batch = assert_batch_is_exact(&mut brain, &prompts);
+    let rows: Vec<Vec<u32>> = prompts.iter().map(|p| brain.encode(p).unwrap()).collect();
+    // One batch of tails would pad all four rows to the longest maths tail (after the two
+    // maths prompts' common head): at least that many positions.
+    let shared = rows[1].iter().zip(&rows[3]).take_while(|(a, b)| a == b).count();
+    let longest_tail = rows[1].len().max(rows[3].len()) - shared;
+    assert!(longest_tail > 200, "{longest_tail}");
+    let computed = batch[0].prefill_tokens;
+    assert!(computed < rows.len() * longest_tail, "{computed} positions prefilled; one batch of tails computes {}", rows.len() * longest_tail);
+    let scores = brain.judge_tokens(&rows).unwrap();
+    for (row, got) in rows.iter().zip(scores) {
+        let alone = brain.judge_tokens(&[row.clone()]).unwrap()[0];
+        assert!((got - alone).abs() < 1e-4, "{got} vs {alone}");
+    }
+}
+
 #[test]
 fn the_judge_reuses_a_state_only_under_the_parameters_that_computed_it() {
     let Some(mut brain) = smol(ModelConfig::default()) else { return };

@@ -122,7 +122,7 @@ struct PrefixGroup {
 /// The prompts in groups whose shared heads are prefilled once each: the prompts sorted (so
 /// that prompts sharing a domain, then a task, sit together) and cut wherever neighbours
 /// share fewer than θ tokens, θ chosen to compute the fewest positions: every group's head
-/// once plus every row's tail padded to the longest tail. One group (the batch's common
+/// once plus every row's tail padded to the longest of its [`tail_batches`]. One group (the batch's common
 /// prefix, as before grouping) wins ties. Batches of one domain stay one group; the Judge's
 /// and the Editor's prompts of several domains and tasks share their domain and task text.
 fn prefix_groups(prompts: &[Vec<u32>]) -> Vec<PrefixGroup> {
@@ -150,10 +150,7 @@ fn prefix_groups(prompts: &[Vec<u32>]) -> Vec<PrefixGroup> {
         groups.push(close(rows, shared));
         groups
     };
-    let cost = |groups: &[PrefixGroup]| -> usize {
-        let longest_tail = groups.iter().flat_map(|g| g.rows.iter().map(|&r| prompts[r].len() - g.shared)).max().unwrap_or(0);
-        groups.iter().map(|g| g.shared).sum::<usize>() + prompts.len() * longest_tail
-    };
+    let cost = |groups: &[PrefixGroup]| -> usize { groups.iter().map(|g| g.shared).sum::<usize>() + tail_batches(prompts, groups).cost };
     let mut best = vec![PrefixGroup { rows: (0..prompts.len()).collect(), shared: cut(0)[0].shared }];
     let mut best_cost = cost(&best);
     let mut thetas = lcp.clone();
@@ -171,6 +168,98 @@ fn prefix_groups(prompts: &[Vec<u32>]) -> Vec<PrefixGroup> {
         }
     }
     best
+}
+
+/// A forward's own cost in prefill positions: every weight read once, whatever the batch
+/// (batch-1 decode runs at about a seventh of prefill's rate per position), with room for
+/// small chunks that do not fill the kernels.
+const TAIL_BATCH_POSITIONS: usize = 32;
+
+/// How the groups' tails run: `batches` of group indices, each batch's tails left-padded to
+/// its longest; `cost`, the positions that computes plus [`TAIL_BATCH_POSITIONS`] a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TailPlan {
+    batches: Vec<Vec<usize>>,
+    cost: usize,
+}
+
+/// The groups in tail batches: in order of their longest tail, cut where padding a group's
+/// tails to the next ones' longest costs more positions than a forward of their own
+/// ([`TAIL_BATCH_POSITIONS`]), so that a 900-token repair is not padded to a 2,200-token one
+/// of another task. Fewest positions in all (dynamic programming over the cuts).
+fn tail_batches(prompts: &[Vec<u32>], groups: &[PrefixGroup]) -> TailPlan {
+    let longest_tail = |g: &PrefixGroup| g.rows.iter().map(|&r| prompts[r].len() - g.shared).max().unwrap_or(0);
+    let mut by_tail: Vec<usize> = (0..groups.len()).collect();
+    by_tail.sort_by_key(|&g| longest_tail(&groups[g]));
+    // best[j]: the fewest positions for the first j groups, and where its last batch starts.
+    let mut best = vec![(0usize, 0usize); by_tail.len() + 1];
+    for j in 1..=by_tail.len() {
+        let t = longest_tail(&groups[by_tail[j - 1]]);
+        let mut rows = 0;
+        best[j] = (usize::MAX, 0);
+        for i in (0..j).rev() {
+            rows += groups[by_tail[i]].rows.len();
+            let cost = best[i].0 + TAIL_BATCH_POSITIONS + rows * t;
+            if cost < best[j].0 {
+                best[j] = (cost, i);
+            }
+        }
+    }
+    let mut batches = Vec::new();
+    let mut j = by_tail.len();
+    while j > 0 {
+        let i = best[j].1;
+        batches.push(by_tail[i..j].to_vec());
+        j = i;
+    }
+    batches.reverse();
+    TailPlan { batches, cost: best[by_tail.len()].0 }
+}
+
+/// One tail batch of [`Brain::prefill`], its rows in `order` (indices into the prompts).
+struct TailBatch {
+    order: Vec<usize>,
+    kv: KvCache,
+    last_hidden: Tensor,
+    pads: Vec<usize>,
+    pad_start: Vec<usize>,
+    cached: Vec<usize>,
+    /// Where the batch's padding slots meet (after the longest head and the role tokens,
+    /// before the tails' left padding): a wider batch beside it adds hidden slots here.
+    widen_at: usize,
+    computed: usize,
+}
+
+impl TailBatch {
+    /// The batches as one prefill (their rows in the returned order): each batch's cache
+    /// widened to the longest, the added slots joining every row's run of hidden ones.
+    fn stack(mut parts: Vec<TailBatch>, computed: usize) -> Result<(Vec<usize>, Prefilled)> {
+        let end = parts.iter().map(|p| p.kv.len).max().unwrap_or(0);
+        let kv = match parts.len() {
+            1 => parts[0].kv.clone(),
+            _ => {
+                let widened: Vec<(&KvCache, usize)> = parts.iter().map(|p| (&p.kv, p.widen_at)).collect();
+                KvCache::stack_widened(&widened, end)?
+            }
+        };
+        for p in &mut parts {
+            let added = end - p.kv.len;
+            p.pads.iter_mut().for_each(|np| *np += added);
+        }
+        let last_hidden = match parts.len() {
+            1 => parts[0].last_hidden.clone(),
+            _ => Tensor::cat(&parts.iter().map(|p| &p.last_hidden).collect::<Vec<_>>(), 0)?,
+        };
+        let (mut order, mut pads, mut pad_start, mut cached) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for p in parts {
+            order.extend(p.order);
+            pads.extend(p.pads);
+            pad_start.extend(p.pad_start);
+            cached.extend(p.cached);
+        }
+        let next_pos = pads.iter().map(|&np| (end - np) as u32).collect();
+        Ok((order, Prefilled { kv, last_hidden, next_pos, pads, pad_start, cached, computed }))
+    }
 }
 
 /// The distinct prompts, in order of first appearance, and for each prompt the index of its
@@ -643,28 +732,65 @@ impl Brain {
             }
             heads.push((cached, kv));
         }
+        // 2. Each row's own tail after its group's head: the groups in batches of similar
+        // longest tails, each batch's tails left-padded to its longest.
+        let mut parts = Vec::new();
+        for batch in tail_batches(prompts, &groups).batches {
+            let batch: Vec<(&PrefixGroup, &(usize, KvCache))> = batch.iter().map(|&g| (&groups[g], &heads[g])).collect();
+            parts.push(self.prefill_tails(role, fp, prompts, &batch, &backbone, &view, soft.as_ref())?);
+        }
+        computed += parts.iter().map(|p| p.computed).sum::<usize>();
+        let (order, pre) = TailBatch::stack(parts, computed)?;
+        if b == 1 {
+            // The whole prompt, for the next call that extends it (the next repair).
+            self.cache.insert(role, fp, &prompts[0], pre.kv.clone());
+        }
+        if order.iter().enumerate().all(|(i, &r)| i == r) {
+            return Ok(pre);
+        }
+        // Back to the callers' order.
+        let mut place = vec![0u32; b];
+        for (i, &r) in order.iter().enumerate() {
+            place[r] = i as u32;
+        }
+        pre.rows(&place)
+    }
+
+    /// Step 2 of [`Brain::prefill`] for the groups of one tail batch: each row's own tail,
+    /// left-padded to the batch's longest, as one batch after its group's head (heads of
+    /// different lengths sit in one cache padded to the longest, the padding hidden).
+    #[allow(clippy::too_many_arguments)]
+    fn prefill_tails(
+        &mut self,
+        role: Role,
+        fp: u64,
+        prompts: &[Vec<u32>],
+        groups: &[(&PrefixGroup, &(usize, KvCache))],
+        backbone: &Backbone,
+        view: &RoleView,
+        soft: Option<&Tensor>,
+    ) -> Result<TailBatch> {
+        let n_soft = self.cfg.role_tokens;
         // The rows in group order, and each row's place in it.
-        let order: Vec<usize> = groups.iter().flat_map(|g| g.rows.iter().copied()).collect();
-        let shared_of: Vec<usize> = groups.iter().flat_map(|g| g.rows.iter().map(|_| g.shared)).collect();
-        let past = heads.iter().map(|(_, kv)| kv.len).max().unwrap_or(0);
+        let order: Vec<usize> = groups.iter().flat_map(|(g, _)| g.rows.iter().copied()).collect();
+        let b = order.len();
+        let shared_of: Vec<usize> = groups.iter().flat_map(|(g, _)| g.rows.iter().map(|_| g.shared)).collect();
+        let past = groups.iter().map(|(_, (_, kv))| kv.len).max().unwrap_or(0);
         let mut kv = if groups.len() == 1 {
-            let kv = heads[0].1.clone();
+            let kv = groups[0].1 .1.clone();
             if b > 1 && kv.len > 0 {
                 kv.expand(b)?
             } else {
                 kv
             }
         } else {
-            let parts: Vec<(&KvCache, usize)> = heads.iter().zip(&groups).map(|((_, kv), g)| (kv, g.rows.len())).collect();
+            let parts: Vec<(&KvCache, usize)> = groups.iter().map(|(g, (_, kv))| (kv, g.rows.len())).collect();
             KvCache::stack_padded(&parts, past)?
         };
         // Per row (group order): where its head ends, so where its padding starts.
-        let head_len: Vec<usize> =
-            heads.iter().zip(&groups).flat_map(|((_, kv), g)| g.rows.iter().map(move |_| kv.len)).collect();
-        let cached: Vec<usize> =
-            heads.iter().zip(&groups).flat_map(|((c, _), g)| g.rows.iter().map(move |_| *c)).collect();
+        let head_len: Vec<usize> = groups.iter().flat_map(|(g, (_, kv))| g.rows.iter().map(move |_| kv.len)).collect();
+        let cached: Vec<usize> = groups.iter().flat_map(|(g, (c, _))| g.rows.iter().map(move |_| *c)).collect();
 
-        // 2. Each row's own tail, left-padded to a common length, as one batch.
         let tails: Vec<&[u32]> = order.iter().zip(&shared_of).map(|(&r, &s)| &prompts[r][s..]).collect();
         let t_max = tails.iter().map(|t| t.len()).max().unwrap_or(1);
         let pad_id = self.tokenizer.eos_ids()[0];
@@ -676,14 +802,14 @@ impl Brain {
         let ids = Tensor::from_vec(ids, (b, t_max), self.device())?;
         let mut x = backbone.embed(&ids)?;
         if past == 0 {
-            if let Some(s) = &soft {
+            if let Some(s) = soft {
                 // Nothing cached and no shared head: the role tokens lead every row.
                 let (_, n, h) = s.dims3()?;
                 x = Tensor::cat(&[&s.broadcast_as((b, n, h))?.contiguous()?, &x], 1)?;
             }
         }
         let lead = x.dim(1)? - t_max; // soft tokens placed in this step, if any
-        computed += b * t_max + lead;
+        let computed = b * t_max + lead;
         // Each row's hidden slots, one run: its head's padding up to `past`, then its tail's
         // left padding (after the soft tokens of this step).
         let pad_start: Vec<usize> = head_len.iter().map(|&h| if past == 0 { lead } else { h }).collect();
@@ -693,7 +819,7 @@ impl Brain {
         // nor more than PREFILL_SCORES attention scores and mask entries, at once.
         let q_all = lead + t_max;
         let cols = match pads.iter().all(|&p| p == 0) {
-            true => causal_columns(&backbone, b, past + q_all),
+            true => causal_columns(backbone, b, past + q_all),
             false => prefill_columns(b, past + q_all, backbone.cfg.num_attention_heads),
         };
         let mut last_hidden = None;
@@ -705,17 +831,13 @@ impl Brain {
                 false => Step::causal(),
             };
             let xc = x.narrow(1, g0, g1 - g0)?.contiguous()?;
-            let hidden = backbone.forward(&xc, &step, Some(&mut kv), &view, Mode::Fast)?;
+            let hidden = backbone.forward(&xc, &step, Some(&mut kv), view, Mode::Fast)?;
             if g1 == q_all {
                 last_hidden = Some(hidden.narrow(1, g1 - g0 - 1, 1)?.squeeze(1)?);
             }
             g0 = g1;
         }
         let last_hidden = last_hidden.expect("every prompt has a tail");
-        if b == 1 {
-            // The whole prompt, for the next call that extends it (the next repair).
-            self.cache.insert(role, fp, &prompts[0], kv.clone());
-        }
         let end = past + q_all;
         if self.prompt_heads.keeps(role) {
             // Each prompt but its last token, which the learner runs with a graph.
@@ -729,17 +851,7 @@ impl Brain {
                 self.prompt_heads.insert(role, fp, &p[..p.len() - 1], &head)?;
             }
         }
-        let next_pos = pads.iter().map(|&np| (end - np) as u32).collect();
-        let pre = Prefilled { kv, last_hidden, next_pos, pads, pad_start, cached, computed };
-        if order.iter().enumerate().all(|(i, &r)| i == r) {
-            return Ok(pre);
-        }
-        // Back to the callers' order.
-        let mut place = vec![0u32; b];
-        for (i, &r) in order.iter().enumerate() {
-            place[r] = i as u32;
-        }
-        pre.rows(&place)
+        Ok(TailBatch { order, kv, last_hidden, pads, pad_start, cached, widen_at: past + lead, computed })
     }
 
     /// Logits of the next token after each row of `prompts`, from the generation path
@@ -902,6 +1014,43 @@ mod tests {
         // split wins only where it computes fewer positions in all.
         let prompts = vec![prompt(&[(1, 50), (2, 10), (5, 400)]), prompt(&[(1, 50), (3, 10), (6, 400)])];
         assert_eq!(prefix_groups(&prompts), vec![PrefixGroup { rows: vec![0, 1], shared: 50 }]);
+    }
+
+    #[test]
+    fn a_long_groups_tails_do_not_pad_a_short_groups() {
+        // Two tasks' repairs, two each: one task's tails near 900 tokens, the other's near
+        // 2,200 (after a shared 400-token head each). One batch would pad all four to 2,200.
+        let prompts = vec![
+            prompt(&[(1, 50), (2, 350), (5, 900)]),
+            prompt(&[(1, 50), (3, 350), (6, 2200)]),
+            prompt(&[(1, 50), (2, 350), (7, 880)]),
+            prompt(&[(1, 50), (3, 350), (8, 2150)]),
+        ];
+        let groups = prefix_groups(&prompts);
+        assert_eq!(groups, vec![PrefixGroup { rows: vec![0, 2], shared: 400 }, PrefixGroup { rows: vec![1, 3], shared: 400 }]);
+        let plan = tail_batches(&prompts, &groups);
+        assert_eq!(plan.batches, vec![vec![0], vec![1]]);
+        assert_eq!(plan.cost, 2 * TAIL_BATCH_POSITIONS + 2 * 900 + 2 * 2200);
+    }
+
+    #[test]
+    fn tails_of_like_length_share_one_forward() {
+        // Three groups of one-token tails and one whose tails differ by less than a forward's
+        // own cost: one batch, groups in order of their longest tail.
+        let prompts = vec![
+            prompt(&[(1, 50), (2, 300), (5, 40)]),
+            prompt(&[(1, 50), (3, 300), (6, 44)]),
+            prompt(&[(1, 50), (2, 300), (7, 41)]),
+            prompt(&[(1, 50), (3, 300), (8, 30)]),
+        ];
+        let groups = prefix_groups(&prompts);
+        assert_eq!(groups.len(), 2);
+        let plan = tail_batches(&prompts, &groups);
+        assert_eq!(plan.batches, vec![vec![0, 1]]);
+        assert_eq!(plan.cost, TAIL_BATCH_POSITIONS + 4 * 44);
+        // A single group is a single batch.
+        let one = [PrefixGroup { rows: vec![0, 1, 2, 3], shared: 50 }];
+        assert_eq!(tail_batches(&prompts, &one).batches, vec![vec![0]]);
     }
 
     #[test]
