@@ -427,7 +427,7 @@ impl KvCache {
                 ks.push(widen(&k)?);
                 vs.push(widen(&v)?);
             }
-            layers.push(Some(LayerKv::exact(Tensor::cat(&ks, 0)?.contiguous()?, Tensor::cat(&vs, 0)?.contiguous()?)?));
+            layers.push(Some(LayerKv::exact(Tensor::cat(&ks, 0)?, Tensor::cat(&vs, 0)?)?));
         }
         Ok(KvCache { layers, len })
     }

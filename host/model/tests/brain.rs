@@ -121,6 +121,15 @@ fn assert_batch_is_exact(brain: &mut Brain, prompts: &[String]) -> Vec<Generatio
     batch
 }
 
+/// The Judge scores each of `rows`, batched, as it scores that row alone (to 1e-4).
+fn assert_judge_scores_as_alone(brain: &mut Brain, rows: &[Vec<u32>]) {
+    let scores = brain.judge_tokens(rows).unwrap();
+    for (row, got) in rows.iter().zip(scores) {
+        let alone = brain.judge_tokens(&[row.clone()]).unwrap()[0];
+        assert!((got - alone).abs() < 1e-4, "{got} vs {alone}");
+    }
+}
+
 /// Two "domains" (long system texts) with two questions each: the batch prefills each
 /// domain's head once and runs the four tails after heads of different lengths, which must
 /// change nothing on dense weights.
@@ -145,11 +154,7 @@ fn prompts_of_two_domains_prefill_their_heads_once_and_decode_as_alone() {
     // row's tail is padded to the longest).
     let total: usize = rows.iter().map(Vec::len).sum();
     assert!(batch[0].prefill_tokens < total, "{} positions prefilled for {total} prompt tokens", batch[0].prefill_tokens);
-    let scores = brain.judge_tokens(&rows).unwrap();
-    for (row, got) in rows.iter().zip(scores) {
-        let alone = brain.judge_tokens(&[row.clone()]).unwrap()[0];
-        assert!((got - alone).abs() < 1e-4, "{got} vs {alone}");
-    }
+    assert_judge_scores_as_alone(&mut brain, &rows);
 }
 
 /// Two domains whose questions differ much in length (a repair of a long spec beside one of
@@ -181,11 +186,7 @@ fn short_tails_beside_long_ones_prefill_as_their_own_batch_and_decode_as_alone()
     assert!(longest_tail > 200, "{longest_tail}");
     let computed = batch[0].prefill_tokens;
     assert!(computed < rows.len() * longest_tail, "{computed} positions prefilled; one batch of tails computes {}", rows.len() * longest_tail);
-    let scores = brain.judge_tokens(&rows).unwrap();
-    for (row, got) in rows.iter().zip(scores) {
-        let alone = brain.judge_tokens(&[row.clone()]).unwrap()[0];
-        assert!((got - alone).abs() < 1e-4, "{got} vs {alone}");
-    }
+    assert_judge_scores_as_alone(&mut brain, &rows);
 }
 
 #[test]

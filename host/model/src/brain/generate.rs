@@ -231,9 +231,11 @@ struct TailBatch {
 }
 
 impl TailBatch {
-    /// The batches as one prefill (their rows in the returned order): each batch's cache
-    /// widened to the longest, the added slots joining every row's run of hidden ones.
-    fn stack(mut parts: Vec<TailBatch>, computed: usize) -> Result<(Vec<usize>, Prefilled)> {
+    /// The batches as one prefill (their rows in the returned order), after heads that
+    /// computed `head_positions`: each batch's cache widened to the longest, the added slots
+    /// joining every row's run of hidden ones.
+    fn stack(mut parts: Vec<TailBatch>, head_positions: usize) -> Result<(Vec<usize>, Prefilled)> {
+        let computed = head_positions + parts.iter().map(|p| p.computed).sum::<usize>();
         let end = parts.iter().map(|p| p.kv.len).max().unwrap_or(0);
         let kv = match parts.len() {
             1 => parts[0].kv.clone(),
@@ -694,7 +696,7 @@ impl Brain {
         let soft = params.soft_tokens(true)?;
         let b = prompts.len();
         let groups = prefix_groups(prompts);
-        let mut computed = 0;
+        let mut head_positions = 0;
 
         // 1. Each group's head (and the soft tokens, if not cached), once, at batch 1.
         let mut heads = Vec::with_capacity(groups.len());
@@ -717,7 +719,7 @@ impl Brain {
                 }
                 if let Some(x) = x {
                     let n = x.dim(1)?;
-                    computed += n;
+                    head_positions += n;
                     // In chunks of columns, as the tails below: a long prompt is mostly head.
                     let cols = causal_columns(&backbone, 1, kv.len + n);
                     let mut c0 = 0;
@@ -739,8 +741,7 @@ impl Brain {
             let batch: Vec<(&PrefixGroup, &(usize, KvCache))> = batch.iter().map(|&g| (&groups[g], &heads[g])).collect();
             parts.push(self.prefill_tails(role, fp, prompts, &batch, &backbone, &view, soft.as_ref())?);
         }
-        computed += parts.iter().map(|p| p.computed).sum::<usize>();
-        let (order, pre) = TailBatch::stack(parts, computed)?;
+        let (order, pre) = TailBatch::stack(parts, head_positions)?;
         if b == 1 {
             // The whole prompt, for the next call that extends it (the next repair).
             self.cache.insert(role, fp, &prompts[0], pre.kv.clone());
