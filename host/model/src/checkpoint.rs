@@ -17,7 +17,7 @@ use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    config::{ModelConfig, DEFAULT_MODEL_FILE, TEST_MODEL_FILE},
+    config::{ModelConfig, DEFAULT_MODEL_FILE, QUICK_MODEL_FILE, TEST_MODEL_FILE},
     paths::ModelSource,
     transformer::{Arch, ArchConfig, LORA_TARGETS},
     weights::hf_linear_name,
@@ -265,7 +265,8 @@ impl Brain {
     fn base_model_name(&self) -> String {
         match self.model_name().as_str() {
             TEST_MODEL_FILE => "HuggingFaceTB/SmolLM2-135M-Instruct".into(),
-            DEFAULT_MODEL_FILE => "Qwen/Qwen2.5-Coder-0.5B-Instruct".into(),
+            DEFAULT_MODEL_FILE => "Qwen/Qwen2.5-Coder-1.5B-Instruct".into(),
+            QUICK_MODEL_FILE => "Qwen/Qwen2.5-Coder-0.5B-Instruct".into(),
             _ => self.source().path().display().to_string(),
         }
     }

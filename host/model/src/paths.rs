@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::{config::DEFAULT_MODEL_FILE, config::TEST_MODEL_FILE, Error, Result};
+use crate::{config::DEFAULT_MODEL_FILE, config::QUICK_MODEL_FILE, config::TEST_MODEL_FILE, Error, Result};
 
 /// Environment variable naming a directory that holds the model files.
 pub const MODEL_DIR_ENV: &str = "ONEBRAIN_MODEL_DIR";
@@ -17,7 +17,8 @@ pub const MODEL_DIR_ENV: &str = "ONEBRAIN_MODEL_DIR";
 /// `--models` argument fetches them.
 const KNOWN_FILES: &[(&str, u64, &str)] = &[
     (TEST_MODEL_FILE, 98_362_432, "test"),
-    (DEFAULT_MODEL_FILE, 491_400_064, "all"),
+    (DEFAULT_MODEL_FILE, 1_117_320_768, "default"),
+    (QUICK_MODEL_FILE, 491_400_064, "all"),
 ];
 
 /// What was found for a configured model path.
@@ -143,6 +144,11 @@ mod tests {
         let err = resolve_model(Path::new("no-such-model-anywhere.gguf")).unwrap_err();
         assert!(matches!(err, Error::ModelNotFound { .. }));
         assert!(err.to_string().contains("--models all"));
+        // The default backbone is fetched by `--models default`, the 0.5B by `all`.
+        let err = resolve_model(Path::new("/nonexistent/dir/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")).unwrap_err();
+        assert!(err.to_string().contains("scripts/setup.sh --models default"), "{err}");
+        let err = resolve_model(Path::new("/nonexistent/dir/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")).unwrap_err();
+        assert!(err.to_string().contains("scripts/setup.sh --models all"), "{err}");
     }
 
     #[test]
