@@ -63,14 +63,35 @@ fn sync_file(path: &Path) -> Result<(), TrainError> {
 }
 
 /// Writes checkpoint `state.updates` of `learner` into `checkpoints` and points `LATEST` at
-/// it, then removes all but the newest `keep`.
+/// it, then removes all but the newest `keep` and those at multiples of `keep_every`
+/// (when not 0).
 pub fn save(
     checkpoints: &Path,
     learner: &Learner,
     state: &TrainState,
     keep: usize,
+    keep_every: u64,
 ) -> Result<PathBuf, TrainError> {
-    save_with(checkpoints, learner, state, keep, &mut |_| Ok(()))
+    save_with(checkpoints, learner, state, Keep { newest: keep, every: keep_every }, &mut |_| Ok(()))
+}
+
+/// Which checkpoints [`save`] leaves on disk.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Keep {
+    /// The newest this many.
+    pub(crate) newest: usize,
+    /// And every one whose update is a multiple of this (0: none).
+    pub(crate) every: u64,
+}
+
+impl Keep {
+    fn forever(self, name: &str) -> bool {
+        self.every > 0
+            && name
+                .strip_prefix("update-")
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|u| u % self.every == 0)
+    }
 }
 
 /// [`save`] with a hook called after each file (tests inject a crash there).
@@ -78,7 +99,7 @@ pub(crate) fn save_with(
     checkpoints: &Path,
     learner: &Learner,
     state: &TrainState,
-    keep: usize,
+    keep: Keep,
     after_file: &mut dyn FnMut(&str) -> Result<(), TrainError>,
 ) -> Result<PathBuf, TrainError> {
     fs::create_dir_all(checkpoints).map_err(|e| TrainError::io(checkpoints, e))?;
@@ -132,16 +153,17 @@ pub(crate) fn save_with(
     Ok(dir)
 }
 
-/// Removes all but the newest `keep` complete checkpoints (never `current`).
-fn prune(checkpoints: &Path, keep: usize, current: &str) -> Result<(), TrainError> {
+/// Removes all but the complete checkpoints `keep` names (never `current`).
+fn prune(checkpoints: &Path, keep: Keep, current: &str) -> Result<(), TrainError> {
     let mut names: Vec<String> = fs::read_dir(checkpoints)
         .map_err(|e| TrainError::io(checkpoints, e))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("update-") && !n.ends_with(PARTIAL))
         .collect();
+    names.retain(|n| !keep.forever(n));
     names.sort();
-    let excess = names.len().saturating_sub(keep.max(1));
+    let excess = names.len().saturating_sub(keep.newest.max(1));
     for n in names.into_iter().take(excess).filter(|n| n != current) {
         let p = checkpoints.join(&n);
         fs::remove_dir_all(&p).map_err(|e| TrainError::io(&p, e))?;
@@ -224,10 +246,10 @@ mod tests {
         let brain = Brain::load(&ModelConfig::test_model())
             .expect("SmolLM2 test model (run scripts/setup.sh)");
         let mut learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
-        save(&ckpts, &learner, &state(1), 2).unwrap();
+        save(&ckpts, &learner, &state(1), 2, 0).unwrap();
         // The next write dies after each of its files in turn, as a kill would.
         for stage in ["model", "trainer", "state"] {
-            let err = save_with(&ckpts, &learner, &state(2), 2, &mut |s| {
+            let err = save_with(&ckpts, &learner, &state(2), Keep { newest: 2, every: 0 }, &mut |s| {
                 if s == stage {
                     Err(TrainError::Config(format!("killed after {s}")))
                 } else {
@@ -253,7 +275,7 @@ mod tests {
         assert_eq!(latest(&ckpts).unwrap().unwrap().1.updates, 1);
         // Later checkpoints replace it, and only the newest `keep` stay.
         for u in 2..=4 {
-            save(&ckpts, &learner, &state(u), 2).unwrap();
+            save(&ckpts, &learner, &state(u), 2, 0).unwrap();
         }
         assert_eq!(latest(&ckpts).unwrap().unwrap().1.updates, 4);
         assert!(!checkpoint_dir(&ckpts, 2).exists() && checkpoint_dir(&ckpts, 3).exists());
@@ -262,5 +284,28 @@ mod tests {
             onebrain_model::resolve_checkpoint(dir.path()),
             checkpoint_dir(&ckpts, 4)
         );
+    }
+
+    #[test]
+    fn checkpoints_at_multiples_of_keep_every_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpts = dir.path().join("checkpoints");
+        let brain = Brain::load(&ModelConfig::test_model())
+            .expect("SmolLM2 test model (run scripts/setup.sh)");
+        let learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
+        for u in 0..=7 {
+            save(&ckpts, &learner, &state(u), 2, 3).unwrap();
+        }
+        let mut names: Vec<String> = std::fs::read_dir(&ckpts)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("update-"))
+            .collect();
+        names.sort();
+        // 0, 3 and 6 forever; 6 and 7 are also the newest two.
+        let want: Vec<String> = [0, 3, 6, 7].iter().map(|&u| format!("update-{u:06}")).collect();
+        assert_eq!(names, want);
+        assert_eq!(latest(&ckpts).unwrap().unwrap().1.updates, 7);
     }
 }

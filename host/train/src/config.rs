@@ -115,6 +115,10 @@ pub struct TrainConfig {
     pub checkpoint_every: u64,
     /// Checkpoints kept on disk (the newest ones).
     pub keep_checkpoints: usize,
+    /// Also keep every checkpoint whose update is a multiple of this (0: none), so that the
+    /// parameters behind each held-out row can be evaluated again later, on other tasks or
+    /// with other code.
+    pub keep_checkpoints_every: u64,
     /// Episodes open at once during rollouts (the verifier checks one while the model writes
     /// another).
     pub in_flight: usize,
@@ -154,6 +158,7 @@ impl Default for TrainConfig {
             updates: 100,
             checkpoint_every: 1,
             keep_checkpoints: 2,
+            keep_checkpoints_every: 0,
             in_flight: 2,
             ablation: Ablation::Full,
             tasks: TaskStream::default(),
@@ -188,6 +193,16 @@ impl TrainConfig {
             path: path.to_path_buf(),
             message: e.to_string(),
         })
+    }
+
+    /// The config as its rollouts run it: sampling with the nucleus off (`top-p = 1`, what
+    /// [`TrainConfig::rollout_episode`] forces), so that a run's `config.json` records what
+    /// ran rather than a `top-p` nothing used.
+    pub fn as_run(&self) -> TrainConfig {
+        let mut cfg = self.clone();
+        cfg.episode.top_p = 1.0;
+        cfg.episode.greedy = false;
+        cfg
     }
 
     /// Checks the values that need no I/O.
@@ -231,8 +246,8 @@ impl TrainConfig {
     }
 
     /// The episode rollouts run: sampled (never greedy), with the ablation's roles, and with
-    /// the nucleus off (`top-p = 1`): the log-probabilities the sampler records are PPO's old
-    /// policy, and a nucleus cut would not be in them.
+    /// the nucleus off (`top-p = 1`): PPO's old policy is the distribution the samples were
+    /// drawn from, which a nucleus cut would leave (the learner scores full distributions).
     pub fn rollout_episode(&self) -> EpisodeConfig {
         let mut ep = self.episode.clone();
         ep.greedy = false;

@@ -122,6 +122,7 @@ fn config_digest(cfg: &TrainConfig) -> String {
     c.out_dir = PathBuf::new();
     c.eval_config = None;
     c.eval_every = 0;
+    c.keep_checkpoints_every = 0;
     let json = serde_json::to_string(&c).expect("config serialises");
     hex::encode(Sha256::digest(json.as_bytes()))
 }
@@ -131,6 +132,7 @@ impl Trainer {
     /// empty run folder; `resume` continues the run found there from its newest checkpoint.
     pub fn open(cfg: TrainConfig, base: &Path, resume: bool) -> Result<Trainer, TrainError> {
         cfg.validate()?;
+        let cfg = cfg.as_run();
         let run_dir = base.join(&cfg.out_dir);
         let checkpoints = run_dir.join("checkpoints");
         let found = checkpoint::latest(&checkpoints)?;
@@ -431,6 +433,7 @@ impl Trainer {
                 &self.learner,
                 &self.state,
                 self.cfg.keep_checkpoints,
+                self.cfg.keep_checkpoints_every,
             )?;
             on_event(&TrainEvent::Checkpoint(&dir));
         }
@@ -459,7 +462,7 @@ fn changed_keys(old: &TrainConfig, new: &TrainConfig) -> Vec<String> {
                 }
             }
         }
-        for free in ["updates", "out-dir", "eval-config", "eval-every"] {
+        for free in ["updates", "out-dir", "eval-config", "eval-every", "keep-checkpoints-every"] {
             out.remove(free);
         }
         out

@@ -157,7 +157,7 @@ fn checkpoint_then_resume_gives_the_same_next_update() {
         episodes: 4,
         config_sha256: "x".into(),
     };
-    let saved = save_checkpoint(&ckpts, &straight, &state, 2).unwrap();
+    let saved = save_checkpoint(&ckpts, &straight, &state, 2, 0).unwrap();
     assert_eq!(saved, checkpoint_dir(&ckpts, 1));
     straight.update(&mut b2.clone()).unwrap();
 
