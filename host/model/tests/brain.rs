@@ -568,10 +568,11 @@ fn a_prompt_head_in_chunks_matches_one_at_once() {
     assert_eq!(logprobs(None), whole, "a short head is one chunk");
 }
 
-/// The heads a training step's rollouts keep: the learner takes the keys and values the
+/// The heads a training step's rollouts keep: the learner reads the keys and values the
 /// sampler prefilled (from a padded batch of prompts of different lengths, in f16) and gets
-/// the log-probabilities of a head it computes itself; it takes each head once, and never one
-/// of other parameters. `agree` is the bar for the log-probabilities.
+/// the log-probabilities of a head it computes itself; a head serves every lookup under the
+/// parameters it was computed with (a PPO update's scoring pass and first minibatch), and a
+/// lookup under other parameters drops it. `agree` is the bar for the log-probabilities.
 fn check_kept_prompt_heads(mut brain: Brain, agree: &dyn Fn(&[f32], &[f32])) {
     perturb_adapters(&brain, 0.01);
     let rows: Vec<Vec<u32>> = [QUESTION, "Which river flows through Cairo, and into which sea?"]
@@ -587,27 +588,28 @@ fn check_kept_prompt_heads(mut brain: Brain, agree: &dyn Fn(&[f32], &[f32])) {
     for (row, g) in rows.iter().zip(&gens) {
         let (head, tail) = row.split_at(row.len() - 1);
         let before = brain.kept_prompt_head_bytes();
-        let taken = brain.extend_prompt_head(Role::Actor, head, None).unwrap();
-        let after = brain.kept_prompt_head_bytes();
-        assert!(after < before, "the kept head was not taken");
-        let computed = brain.extend_prompt_head(Role::Actor, head, None).unwrap();
-        assert_eq!(brain.kept_prompt_head_bytes(), after, "a head is taken once");
+        let read = brain.extend_prompt_head(Role::Actor, head, None).unwrap();
+        assert!(read.was_kept(), "the kept head was not read");
+        let again = brain.extend_prompt_head(Role::Actor, head, None).unwrap();
+        assert!(again.was_kept(), "a kept head serves every lookup under its parameters");
+        assert_eq!(brain.kept_prompt_head_bytes(), before);
+        let computed = brain.extend_prompt_head_in_chunks(Role::Actor, head, None, None).unwrap();
+        assert!(!computed.was_kept());
         let lp = |h| brain.tail_logprobs(h, tail, &g.tokens).unwrap().logprobs.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-        agree(&lp(&taken), &lp(&computed));
+        assert_eq!(lp(&read), lp(&again));
+        agree(&lp(&read), &lp(&computed));
     }
-    assert_eq!(brain.kept_prompt_head_bytes(), 0);
-    // Kept under other parameters (a step since): not taken.
-    brain.keep_prompt_heads(&[Role::Actor]);
-    brain.generate_rows(Role::Actor, &rows[..1], &greedy[..1]).unwrap();
-    brain.keep_prompt_heads(&[]);
+    // Under other parameters (a step since): not read, and dropped.
     let kept = brain.kept_prompt_head_bytes();
     assert!(kept > 0);
     perturb_adapters(&brain, 0.02);
-    brain.extend_prompt_head(Role::Actor, &rows[0][..rows[0].len() - 1], None).unwrap();
-    assert_eq!(brain.kept_prompt_head_bytes(), kept, "a head of old parameters was taken");
+    let head = &rows[0][..rows[0].len() - 1];
+    assert!(!brain.extend_prompt_head(Role::Actor, head, None).unwrap().was_kept(), "a head of old parameters was read");
+    assert!(brain.kept_prompt_head_bytes() < kept, "a head of old parameters stays held");
     // Turned off, generation keeps nothing; the prompt caches' clear drops what is kept.
+    let left = brain.kept_prompt_head_bytes();
     brain.generate_rows(Role::Actor, &rows[1..], &greedy[..1]).unwrap();
-    assert_eq!(brain.kept_prompt_head_bytes(), kept);
+    assert_eq!(brain.kept_prompt_head_bytes(), left);
     brain.clear_prefix_cache();
     assert_eq!(brain.kept_prompt_head_bytes(), 0);
 }

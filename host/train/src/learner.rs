@@ -100,8 +100,8 @@ pub struct UpdateStats {
     pub score_secs: f64,
     /// Seconds spent computing the head-only Judge's states (`judge-head-only`).
     pub judge_states_secs: f64,
-    /// The Actor's and Editor's prompt heads (`detach-prompt`) taken as the rollouts'
-    /// sampler computed them.
+    /// The Actor's and Editor's prompt heads (`detach-prompt`) read as the rollouts' sampler
+    /// computed them (a head serves the scoring pass and the first minibatch, before any step).
     pub prompt_heads_kept: usize,
     /// The Actor's and Editor's prompt heads the update computed itself (a resumed step's
     /// recorded episodes, a later minibatch, a head past the kept ones' memory cap).
@@ -747,7 +747,7 @@ fn release_free_memory() {
     }
 }
 
-/// Prompt heads, by role and tokens: keys and values of the current parameters, taken from
+/// Prompt heads, by role and tokens: keys and values of the current parameters, read from
 /// those the rollouts' sampler kept or computed here, dropped after every optimizer step.
 ///
 /// At most one head per role is kept: a new head is grown from the role's previous one (the

@@ -173,7 +173,7 @@ impl Brain {
     pub fn extend_prompt_head(&self, role: Role, head: &[u32], base: Option<&PromptHead>) -> Result<PromptHead> {
         let same_weights = self.learns_on_sampler_weights() || self.cfg.train_backbone;
         if same_weights && self.prompt_heads.has_any(role) {
-            if let Some(kv) = self.prompt_heads.take(role, self.fingerprint(role)?, head)? {
+            if let Some(kv) = self.prompt_heads.get(role, self.fingerprint(role)?, head)? {
                 return Ok(PromptHead { role, ids: head.to_vec(), kv, kept: true });
             }
         }

@@ -66,18 +66,23 @@ impl PromptHeads {
         Ok(())
     }
 
-    /// Takes `role`'s head `head` if it was computed under parameters `fp`. Taken, it is no
-    /// longer held here: an update reads each head once (its samples come in prompt order).
-    pub(super) fn take(&self, role: Role, fp: u64, head: &[u32]) -> Result<Option<KvCache>> {
+    /// `role`'s head `head` if it was computed under parameters `fp`. It stays held for
+    /// later lookups under the same parameters: a PPO update reads each head in its scoring
+    /// pass and again in its first minibatch, before the first step. A lookup under other
+    /// parameters (a step since) drops it: parameters only move on, so it can never serve.
+    pub(super) fn get(&self, role: Role, fp: u64, head: &[u32]) -> Result<Option<KvCache>> {
         let kv = {
             let mut kept = self.lock();
             let key = (role, head.to_vec());
-            if kept.entries.get(&key).is_none_or(|(f, _)| *f != fp) {
-                return Ok(None);
+            match kept.entries.get(&key) {
+                None => return Ok(None),
+                Some((f, kv)) if *f == fp => kv.clone(),
+                Some(_) => {
+                    let (_, stale) = kept.entries.remove(&key).expect("present");
+                    kept.bytes -= kv_bytes(&stale);
+                    return Ok(None);
+                }
             }
-            let Some((_, kv)) = kept.entries.remove(&key) else { return Ok(None) };
-            kept.bytes -= kv_bytes(&kv);
-            kv
         };
         Ok(Some(kv.to_dtype(DType::F32)?))
     }
