@@ -283,3 +283,32 @@ fn r35_soak_records_every_episode_and_counts_each_failed_step() {
     let md = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(md.contains("## Failed steps (by step and cause)"), "{md}");
 }
+
+/// Issue 46: with every request refused by the memory budget, `eval` wrote each episode as
+/// an unsolved answer ("the model wrote no PDDL"), reported 0 % solved and exited 0. Now the
+/// episodes are errors apart from the answers, and the run exits 1 with the refusal.
+#[test]
+fn r46_an_eval_whose_every_request_is_refused_exits_with_the_refusal() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path());
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    // Below the weights alone: every request is refused before its prefill.
+    let text = text.replace("[model]\n", "[model]\nmemory_budget_mb = 64\n");
+    std::fs::write(&cfg, text).unwrap();
+    let err = TestCommand::new(&["eval", "--config"]).arg(&cfg).fails_with(1);
+    assert!(err.contains("none of the 2 episode(s) in "), "{err}");
+    assert!(err.contains("model error (actor): ") && err.contains("past the memory budget of 64 MiB"), "{err}");
+    let run = dir.path().join("run");
+    for line in std::fs::read_to_string(run.join("trace.jsonl")).unwrap().lines() {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(rec["error"].as_str().unwrap().starts_with("model error (actor): "), "{rec}");
+        assert!(rec.get("faithfulness").is_none(), "no answer to check: {rec}");
+    }
+    let md = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(md.contains("1 of 1 episodes stopped on an error before their answer"), "{md}");
+    assert!(!md.contains("0.0 (0/1)"), "{md}");
+}

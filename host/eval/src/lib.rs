@@ -7,6 +7,10 @@
 //! SVG plots) next to the trace. [`write_report`] recomputes the report from a trace alone.
 //! Episodes whose model or plugins failed are recorded like the others; [`failures`] reads
 //! back which step failed and why (trap, NaN, timeout, fuel, …), and the report counts them.
+//! An episode that stopped on an error of its own (a model error, such as a request the
+//! memory budget refused) has no answer: the report counts it apart, in no rate's
+//! denominator, and a run whose every episode stopped so is [`EvalError::NoAnswers`] to
+//! `onebrain eval`.
 //!
 //! The metrics are the numbers the evaluation and training issues report, computed from the
 //! faithfulness checker's [`FaithfulnessReport`]s (one per task):

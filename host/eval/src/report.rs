@@ -111,9 +111,9 @@ pub struct TimingReport {
 pub struct StrategyReport {
     /// The strategy.
     pub strategy: Strategy,
-    /// Tasks.
+    /// Episodes, answered or not ([`StrategyReport::unanswered`]).
     pub n: usize,
-    /// Success (b_T) per domain.
+    /// Success (b_T) per domain, over the answered episodes; a domain with none is absent.
     pub success: BTreeMap<String, Rate>,
     /// Mean of the per-domain success rates (the paper's "Avg." column).
     pub average_success: f64,
@@ -148,8 +148,17 @@ pub struct StrategyReport {
     pub mean_rewards: Option<[f64; 3]>,
     /// Where the time went.
     pub timing: TimingReport,
-    /// Episodes that ended with an error note.
+    /// Episodes that ended with an error note (plugin failures on an answer included).
     pub errors: usize,
+    /// Episodes that stopped on an error of their own before their answer
+    /// ([`EpisodeRecord::stop_error`]: a model error, such as a request the memory budget
+    /// refused): counted apart from the answers. `n` includes them; no rate, mean or
+    /// table of answers does.
+    #[serde(default)]
+    pub unanswered: usize,
+    /// The first of their errors, as the trace has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unanswered_error: Option<String>,
     /// The failed steps of those episodes, by step and cause ([`count_failures`](crate::count_failures)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<FailureCount>,
@@ -197,13 +206,19 @@ fn success_attempt(r: &EpisodeRecord) -> Option<usize> {
 }
 
 impl StrategyReport {
-    /// Computes one strategy's results from its records.
+    /// Computes one strategy's results from its records. Those that stopped on an error of
+    /// their own are counted apart; every other figure is over the answered ones.
     pub fn from_records(
         strategy: Strategy,
-        records: &[&EpisodeRecord],
+        all: &[&EpisodeRecord],
         delta: f64,
         checkpoints: usize,
     ) -> StrategyReport {
+        // A refused request is not an answer: counted as unsolved, a run whose every request
+        // was refused reported 0 % solved (issue 46).
+        let (stopped, records): (Vec<&EpisodeRecord>, Vec<&EpisodeRecord>) =
+            all.iter().copied().partition(|r| r.stop_error().is_some());
+        let records = records.as_slice();
         let n = records.len();
         let mut by_domain: BTreeMap<String, Vec<&EpisodeRecord>> = BTreeMap::new();
         for r in records {
@@ -346,7 +361,7 @@ impl StrategyReport {
         };
         StrategyReport {
             strategy,
-            n,
+            n: all.len(),
             success,
             average_success,
             faithful,
@@ -362,8 +377,10 @@ impl StrategyReport {
             disagreement,
             mean_rewards,
             timing,
-            errors: records.iter().filter(|r| r.error.is_some()).count(),
-            failures: count_failures(records.iter().copied()),
+            errors: all.iter().filter(|r| r.error.is_some()).count(),
+            failures: count_failures(all.iter().copied()),
+            unanswered: stopped.len(),
+            unanswered_error: stopped.first().and_then(|r| r.stop_error()).map(str::to_string),
         }
     }
 }
@@ -407,9 +424,14 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(s, "# {}\n", self.name);
         let n: usize = self.strategies.iter().map(|x| x.n).sum();
+        let unanswered: usize = self.strategies.iter().map(|x| x.unanswered).sum();
+        let stopped = match unanswered {
+            0 => String::new(),
+            u => format!(", {u} of them stopped on an error before their answer (counted apart, below)"),
+        };
         let _ = writeln!(
             s,
-            "Model `{}`, mode {}, {n} episodes.\n",
+            "Model `{}`, mode {}, {n} episodes{stopped}.\n",
             self.model,
             self.modes.join(", ")
         );
@@ -436,14 +458,22 @@ impl Report {
                     })
                 })
                 .collect();
+            // With no answer there is no rate and no mean: a dash, never 0.
+            let (average, solver, planner) = match x.n - x.unanswered {
+                0 => ("–".to_string(), "–".to_string(), "–".to_string()),
+                _ => (pct(x.average_success), format!("{:.2}", x.avg_solver_calls), format!("{:.2}", x.avg_planner_calls)),
+            };
+            let _ = writeln!(s, "| {} | {} | {average} | {solver} | {planner} |", x.strategy, cells.join(" | "));
+        }
+        // On lines of their own, in the section the terminal shows: no rate counts them.
+        for x in self.strategies.iter().filter(|x| x.unanswered > 0) {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.2} | {:.2} |",
+                "\n**{}: {} of {} episodes stopped on an error before their answer** and are in no rate of this report. The first: {}",
                 x.strategy,
-                cells.join(" | "),
-                pct(x.average_success),
-                x.avg_solver_calls,
-                x.avg_planner_calls
+                x.unanswered,
+                x.n,
+                x.unanswered_error.as_deref().unwrap_or("(no message)")
             );
         }
 

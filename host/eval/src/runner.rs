@@ -39,6 +39,22 @@ pub enum EvalError {
     /// The transfer benchmarks could not be run.
     #[error(transparent)]
     Transfer(#[from] crate::transfer::TransferRunError),
+    /// Every episode of the run stopped on an error of its own (a model error, such as a
+    /// request the memory budget refused): the run has no answer to report. The trace
+    /// and the report are written all the same.
+    #[error(
+        "none of the {episodes} episode(s) in {} gave an answer: each stopped on an error, the first: {first}. \
+         A rerun skips the episodes in the trace: remove it to run them again",
+        trace.display()
+    )]
+    NoAnswers {
+        /// Episodes in the trace.
+        episodes: usize,
+        /// The first episode's error.
+        first: String,
+        /// The trace.
+        trace: PathBuf,
+    },
     /// The report could not be written.
     #[error("cannot write the report into {dir}: {source}")]
     Report {
@@ -63,6 +79,25 @@ pub struct EvalOutcome {
     pub ran: usize,
     /// Episodes found in the trace and skipped.
     pub skipped: usize,
+    /// Episodes in the trace, run now or before.
+    pub episodes: usize,
+    /// Of those, the ones that stopped on an error of their own before their answer
+    /// ([`EpisodeRecord::stop_error`]).
+    pub unanswered: usize,
+    /// The first of their errors.
+    pub unanswered_error: Option<String>,
+}
+
+impl EvalOutcome {
+    /// [`EvalError::NoAnswers`] when the trace has episodes and every one stopped on an
+    /// error of its own: `onebrain eval` then exits with it, not with a report of 0 %.
+    pub fn no_answers(&self) -> Option<EvalError> {
+        (self.unanswered > 0 && self.unanswered == self.episodes).then(|| EvalError::NoAnswers {
+            episodes: self.episodes,
+            first: self.unanswered_error.clone().unwrap_or_default(),
+            trace: self.trace_path.clone(),
+        })
+    }
 }
 
 /// Progress, for the terminal.
@@ -104,7 +139,11 @@ pub fn progress_line(done: usize, total: usize, r: &EpisodeRecord) -> String {
         ".".repeat(width - filled),
         r.strategy.as_str(),
         r.task_id,
-        if r.solved { "solved" } else { "unsolved" },
+        match (r.stop_error(), r.solved) {
+            (Some(_), _) => "error",
+            (None, true) => "solved",
+            (None, false) => "unsolved",
+        },
         r.solver_calls,
         r.timings.wall_ms / 1e3
     )
@@ -269,15 +308,30 @@ pub fn run_eval_with<'m>(
             )?;
         }
     }
-    let report_paths = write_report(&cfg.name, &trace, cfg.report.delta, cfg.report.checkpoints)?;
+    let (report, report_paths) = report_of(&cfg.name, &trace, cfg.report.delta, cfg.report.checkpoints)?;
     let summary = summary_table(&report_paths)?;
-    Ok(EvalOutcome {
-        trace_path: trace,
+    Ok(outcome(trace, report_paths, summary, &report, ran, skipped))
+}
+
+/// What the run produced, its counts read from its `report`.
+fn outcome(
+    trace_path: PathBuf,
+    report_paths: ReportPaths,
+    summary: String,
+    report: &Report,
+    ran: usize,
+    skipped: usize,
+) -> EvalOutcome {
+    EvalOutcome {
+        trace_path,
         report_paths,
         summary,
         ran,
         skipped,
-    })
+        episodes: report.strategies.iter().map(|x| x.n).sum(),
+        unanswered: report.strategies.iter().map(|x| x.unanswered).sum(),
+        unanswered_error: report.strategies.iter().find_map(|x| x.unanswered_error.clone()),
+    }
 }
 
 /// `onebrain eval --merge`: joins the shards of the run `cfg` into its trace
@@ -285,10 +339,10 @@ pub fn run_eval_with<'m>(
 pub fn merge_eval(cfg: &EvalConfig, base: &Path) -> Result<(Merged, EvalOutcome), EvalError> {
     let trace = trace_path(cfg, base);
     let merged = merge_shards(&base.join(&cfg.out_dir), &trace, &config_digest(cfg))?;
-    let report_paths = write_report(&cfg.name, &trace, cfg.report.delta, cfg.report.checkpoints)?;
+    let (report, report_paths) = report_of(&cfg.name, &trace, cfg.report.delta, cfg.report.checkpoints)?;
     let summary = summary_table(&report_paths)?;
-    let outcome = EvalOutcome { trace_path: trace, report_paths, summary, ran: 0, skipped: merged.total };
-    Ok((merged, outcome))
+    let total = merged.total;
+    Ok((merged, outcome(trace, report_paths, summary, &report, 0, total)))
 }
 
 /// Recomputes the report from a trace and writes it next to the trace.
@@ -298,15 +352,21 @@ pub fn write_report(
     delta: f64,
     checkpoints: usize,
 ) -> Result<ReportPaths, EvalError> {
+    report_of(name, trace, delta, checkpoints).map(|(_, paths)| paths)
+}
+
+/// [`write_report`], and the report it wrote.
+fn report_of(name: &str, trace: &Path, delta: f64, checkpoints: usize) -> Result<(Report, ReportPaths), EvalError> {
     let contents = read_trace(trace)?;
     let report = Report::from_records(name, &contents.records, delta, checkpoints);
     let dir = trace
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    report
+    let paths = report
         .write(&dir)
-        .map_err(|source| EvalError::Report { dir, source })
+        .map_err(|source| EvalError::Report { dir, source })?;
+    Ok((report, paths))
 }
 
 /// The first table of the Markdown report.

@@ -42,7 +42,8 @@ impl std::fmt::Debug for Finalizer {
 impl Finalizer {
     /// Fills `rewards`, `faithfulness` and `timings.plugins_ms` of a finished record. Plugin
     /// failures are noted in `error` (text, for people) and in `failures` (with their kind,
-    /// for reports); they never stop a run.
+    /// for reports); they never stop a run. An episode that stopped on its own error and
+    /// returned no spec gets no faithfulness report: it has no answer to check.
     pub fn finalize(&self, rec: &mut EpisodeRecord, cfg: &EpisodeConfig, reference: Option<&Spec>) {
         let start = Instant::now();
         let mut errors = Vec::new();
@@ -51,7 +52,7 @@ impl Finalizer {
             match reward.rewards(&episode) {
                 Ok(r) => rec.rewards = Some(r),
                 Err(e) => {
-                    errors.push(format!("reward plugin: {e}"));
+                    errors.push(format!("{}{e}", FailedPlugin::Reward.error_prefix()));
                     rec.failures.push(plugin_failure(FailedPlugin::Reward, &*e));
                 }
             }
@@ -69,11 +70,15 @@ impl Finalizer {
                     match checker.check(reference, spec, plan) {
                         Ok(r) => rec.faithfulness = Some(r),
                         Err(e) => {
-                            errors.push(format!("faithfulness checker: {e}"));
+                            errors.push(format!("{}{e}", FailedPlugin::Checker.error_prefix()));
                             rec.failures.push(plugin_failure(FailedPlugin::Checker, &*e));
                         }
                     }
                 }
+                // An episode that stopped on its own error (a request the memory budget
+                // refused) has no answer to judge: the model did not write "no PDDL", it
+                // wrote nothing (issue 46). `error` holds only the episode's own so far.
+                None if rec.error.is_some() => {}
                 None => {
                     rec.faithfulness = Some(FaithfulnessReport {
                         explanation: vec!["the model wrote no PDDL".into()],

@@ -158,7 +158,9 @@ pub struct EpisodeRecord {
     /// Repeated repairs thrown away and generated again (`editor-repeats = "resample"`, or `"forbid"` where the guard let one through).
     #[serde(default)]
     pub discarded_repeats: u32,
-    /// Why the episode stopped early (a model error, a plugin error), if it did.
+    /// Why the episode stopped early (a model error, a plugin error), if it did: the
+    /// episode's own error first (see [`EpisodeRecord::stop_error`]), then each failed
+    /// plugin call's, after its plugin's prefix ([`FailedPlugin::error_prefix`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The reward and checker calls that failed, each with its kind, in the order they ran
@@ -176,6 +178,16 @@ pub enum FailedPlugin {
     Reward,
     /// The faithfulness checker.
     Checker,
+}
+
+impl FailedPlugin {
+    /// What the plugin's part of [`EpisodeRecord::error`] begins with.
+    pub fn error_prefix(self) -> &'static str {
+        match self {
+            FailedPlugin::Reward => "reward plugin: ",
+            FailedPlugin::Checker => "faithfulness checker: ",
+        }
+    }
 }
 
 /// One failed plugin call of an episode, as `Finalizer` saw it.
@@ -198,6 +210,26 @@ impl EpisodeRecord {
         self.verified_steps()
             .nth(h as usize)
             .and_then(|s| s.dominant)
+    }
+
+    /// The error the episode itself stopped on, if it did: a model error (`model error
+    /// (actor): …`, such as a request the memory budget refused) or a task its strategy
+    /// cannot run. Such an episode has no answer of its strategy's: it did not run to the
+    /// end its config sets, and it is counted apart from the answers, in no rate's
+    /// denominator. `None` for an episode that ran to its end, whether a plugin failed on
+    /// its answer afterwards or not.
+    ///
+    /// Read from [`EpisodeRecord::error`], whose first part only the episode writes; the
+    /// plugins' parts follow it, each after its prefix, so no plugin's message can pass for
+    /// the episode's error. Traces from before this method read the same way.
+    pub fn stop_error(&self) -> Option<&str> {
+        let error = self.error.as_deref()?;
+        if [FailedPlugin::Reward, FailedPlugin::Checker].iter().any(|p| error.starts_with(p.error_prefix())) {
+            return None;
+        }
+        let plugins: Vec<String> = self.failures.iter().map(|f| format!("{}{}", f.plugin.error_prefix(), f.message)).collect();
+        let plugins = format!("; {}", plugins.join("; "));
+        Some(error.strip_suffix(plugins.as_str()).filter(|_| !self.failures.is_empty()).unwrap_or(error))
     }
 
     /// The steps that carry a verdict, in order (ToT's proposals have none).

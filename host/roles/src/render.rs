@@ -115,6 +115,7 @@ pub fn render_event(e: &Event) -> String {
 /// `faithful: yes (…)`, or `faithful: no: ` and what differs from the reference.
 pub fn faithfulness_line(rec: &EpisodeRecord) -> String {
     match &rec.faithfulness {
+        None if rec.stop_error().is_some() => "faithful: unknown (the episode stopped on an error before its answer)".into(),
         None => "faithful: unknown (no reference to compare with)".into(),
         Some(f) if f.faithful => {
             "faithful: yes (the goal, objects and actions match the task's reference, and the plan replays there)".into()

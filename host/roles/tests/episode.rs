@@ -584,6 +584,30 @@ fn a_model_error_ends_the_episode_with_a_note() {
     assert!(rec.error.as_deref().unwrap().contains("script exhausted"));
     assert_eq!((rec.solver_calls, rec.solved, rec.repairs), (1, false, 0));
     assert!(rec.final_spec.is_some());
+    assert_eq!(rec.stop_error(), rec.error.as_deref(), "a model error stops the episode");
+}
+
+/// Issue 46: a first request the model refused (the memory budget's refusal) was checked as
+/// an answer, "the model wrote no PDDL". It is the episode's error, and there is nothing to
+/// check; an answer with no PDDL in it still is one.
+#[test]
+fn r46_a_refused_first_request_is_an_error_not_an_answer_without_pddl() {
+    let checker = Finalizer { checker: Some(Arc::new(onebrain_faithful::ReferenceChecker::default())), ..Default::default() };
+    let cfg = problem_mode(Strategy::MultiRole);
+    let (rec, _) = run(&cfg, &mut Scripted::new(&[]), &NativeVerifier::default(), &checker);
+    let error = rec.stop_error().expect("the episode's own error");
+    assert!(error.starts_with("model error (actor): ") && error.contains("script exhausted"), "{error}");
+    assert_eq!((rec.solver_calls, rec.steps.len(), rec.solved), (0, 0, false));
+    assert!(rec.faithfulness.is_none(), "{:?}", rec.faithfulness);
+    let line = onebrain_roles::faithfulness_line(&rec);
+    assert_eq!(line, "faithful: unknown (the episode stopped on an error before its answer)");
+
+    // Budget 1: an answer without PDDL is checked, and is no error.
+    let cfg = EpisodeConfig { budget: 1, ..problem_mode(Strategy::MultiRole) };
+    let (rec, _) = run(&cfg, &mut Scripted::new(&["I am not sure."]), &NativeVerifier::default(), &checker);
+    assert_eq!((rec.error.as_deref(), rec.stop_error(), rec.solver_calls), (None, None, 1));
+    let f = rec.faithfulness.as_ref().expect("the answer is checked");
+    assert!(!f.solvable && !f.faithful, "{f:?}");
 }
 
 /// Runs tasks `t/0`..`t/{n-1}` through [`run_pipelined`] with `in_flight` open at once; the

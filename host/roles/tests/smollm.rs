@@ -135,5 +135,8 @@ fn an_episode_past_the_memory_budget_is_recorded_and_the_host_goes_on() {
         assert!(error.contains("past the memory budget of 64 MiB"), "{error}");
         assert_eq!(rec.solver_calls, 0);
         assert!(!rec.solved);
+        // An error, not an answer without PDDL (issue 46).
+        assert_eq!(rec.stop_error(), Some(error));
+        assert!(rec.faithfulness.is_none(), "{:?}", rec.faithfulness);
     }
 }

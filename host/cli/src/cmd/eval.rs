@@ -48,6 +48,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         )?;
         outln!("trace:  {}", outcome.trace_path.display())?;
         outln!("report: {}", outcome.report_paths.markdown.display())?;
+        if let Some(e) = outcome.no_answers() {
+            return Err(e.into());
+        }
         return Ok(());
     }
     if !cfg.benchmarks.is_empty() {
@@ -99,6 +102,10 @@ fn run_planning(cfg: &EvalConfig, base: &std::path::Path, shard: Option<Shard>, 
     outln!("report: {}", outcome.report_paths.markdown.display())?;
     if let Some(s) = shard {
         outln!("shard {s}: when every shard is done, `onebrain eval --config C --merge` writes the run's report")?;
+    }
+    // A run with no answer at all (every request refused) is a set-up error, not 0 % (issue 46).
+    if let Some(e) = outcome.no_answers() {
+        return Err(e.into());
     }
     Ok(())
 }
