@@ -161,10 +161,9 @@ fn prune(checkpoints: &Path, keep: Keep, current: &str) -> Result<(), TrainError
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("update-") && !n.ends_with(PARTIAL))
         .collect();
-    names.retain(|n| !keep.forever(n));
     names.sort();
     let excess = names.len().saturating_sub(keep.newest.max(1));
-    for n in names.into_iter().take(excess).filter(|n| n != current) {
+    for n in names.into_iter().take(excess).filter(|n| n != current && !keep.forever(n)) {
         let p = checkpoints.join(&n);
         fs::remove_dir_all(&p).map_err(|e| TrainError::io(&p, e))?;
     }
