@@ -290,31 +290,52 @@ pub fn bench_training(
 /// One (matrix shape, activation rows) point of the CPU matmul comparison.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MatmulBench {
-    /// Weight matrix `(out, in)`, as in Qwen 0.5B's MLP.
+    /// Weight matrix `(out, in)`: Qwen 0.5B's MLP for Q8_0 and Q5_0, Qwen 1.5B's for the
+    /// k-quants (and its output matrix for Q6_K).
     pub shape: (usize, usize),
-    /// The block type, `Q8_0` or `Q5_0` (most of Qwen 0.5B's file).
+    /// The block type: `Q8_0`, `Q5_0` (most of Qwen 0.5B's file), `Q4K` or `Q6K` (Qwen 1.5B's).
     pub dtype: String,
     /// The tiled kernel this CPU ran (`Avx512Vnni` or `Avx2`); `None` where it runs none.
     pub kernel: Option<String>,
     /// Activation rows multiplied at once (1 = decode, 4 / 8 = batched decode, 64 = prefill).
     pub rows: usize,
-    /// Our tiles (`None` where this CPU runs no tiled kernel), µs per product.
+    /// Our tiles of the block type (`None` where this CPU runs no tiled kernel), µs per
+    /// product.
     pub ours_us: Option<f64>,
-    /// candle's `QMatMul` on the same matrix, µs per product.
-    pub candle_us: f64,
+    /// candle's `QMatMul` on the same matrix, µs per product (Q8_0 and Q5_0).
+    pub candle_us: Option<f64>,
     /// candle's tiled x86 kernel, given a copy padded to a multiple of 256 columns (the
-    /// layout this project used before its own kernel), µs per product.
-    pub candle_padded_us: f64,
+    /// layout this project used before its own kernel), µs per product (Q8_0 and Q5_0).
+    pub candle_padded_us: Option<f64>,
     /// Fastest candle figure over ours.
     pub speedup: Option<f64>,
+    /// The k-quants: the same matrix re-quantized to Q8_0, in tiles (how they were kept
+    /// before tiles of their own), µs per product.
+    pub q8_tiles_us: Option<f64>,
+    /// `q8_tiles_us` over ours.
+    pub over_q8_tiles: Option<f64>,
 }
 
 /// Matrices per shape cycled through, so that none is in the cache when multiplied (40 ×
 /// 4.6 MB ≫ the 32 MB L3): decode streams every weight from memory once per token.
 const MATMUL_SETS: usize = 40;
 
+/// Qwen 1.5B's k-quant matrices: Q4_K FFN gate / up and down, and Q6_K down (half the layers)
+/// and the untied output matrix.
+const KQUANT_MATRICES: [(usize, usize, GgmlDType); 4] = [
+    (8960, 1536, GgmlDType::Q4K),
+    (1536, 8960, GgmlDType::Q4K),
+    (1536, 8960, GgmlDType::Q6K),
+    (151_936, 1536, GgmlDType::Q6K),
+];
+
+/// Bytes of a k-quant matrix's blocks cycled through, in copies of one matrix (the cache
+/// holds addresses, not values), so that none is in the 32 MB L3 when multiplied.
+const KQUANT_STREAM_BYTES: usize = 160 << 20;
+
 /// Times Q8_0 and Q5_0 products of 1, 2, 4, 8 and 64 activation rows against Qwen 0.5B's
-/// MLP shapes, ours and candle's in the same run.
+/// MLP shapes, ours and candle's in the same run; then Q4_K and Q6_K products of 1, 4 and 8
+/// rows against Qwen 1.5B's shapes, their own tiles against their Q8_0 re-quantization's.
 pub fn bench_matmul() -> Result<Vec<MatmulBench>> {
     let dev = DeviceChoice::Cpu.open()?;
     let mut out = Vec::new();
@@ -346,9 +367,47 @@ pub fn bench_matmul() -> Result<Vec<MatmulBench>> {
                 kernel: kernel.clone(),
                 rows,
                 ours_us,
-                candle_us,
-                candle_padded_us,
+                candle_us: Some(candle_us),
+                candle_padded_us: Some(candle_padded_us),
                 speedup: ours_us.map(|o| candle_us.min(candle_padded_us) / o),
+                q8_tiles_us: None,
+                over_q8_tiles: None,
+            });
+        }
+    }
+    if !TiledMatrix::available() {
+        return Ok(out);
+    }
+    for (n, k, dtype) in KQUANT_MATRICES {
+        let q = QTensor::quantize(&Tensor::randn(0f32, 1.0, (n, k), &dev)?, dtype)?;
+        let q8 = QTensor::quantize(&q.dequantize(&dev)?, GgmlDType::Q8_0)?;
+        let sets = KQUANT_STREAM_BYTES.div_ceil(q.storage_size_in_bytes());
+        let copies = |q: &QTensor| -> Result<Vec<TiledMatrix>> {
+            (0..sets)
+                .map(|_| TiledMatrix::from_qtensor(q)?.ok_or_else(|| crate::Error::meta("bench matmul", format!("{n} × {k} {:?} does not tile", q.dtype()))))
+                .collect()
+        };
+        let (own, as_q8) = (copies(&q)?, copies(&q8)?);
+        drop((q, q8));
+        for rows in [1, 4, 8] {
+            let x = Tensor::randn(0f32, 1.0, (rows, k), &dev)?;
+            // Alternated, so that a noisy neighbour slows both alike.
+            let (mut ours_us, mut q8_tiles_us) = (f64::MAX, f64::MAX);
+            for _ in 0..3 {
+                ours_us = ours_us.min(time_cycled(sets, |i| own[i].matmul(&x).map(drop))?);
+                q8_tiles_us = q8_tiles_us.min(time_cycled(sets, |i| as_q8[i].matmul(&x).map(drop))?);
+            }
+            out.push(MatmulBench {
+                shape: (n, k),
+                dtype: format!("{dtype:?}"),
+                kernel: kernel.clone(),
+                rows,
+                ours_us: Some(ours_us),
+                candle_us: None,
+                candle_padded_us: None,
+                speedup: None,
+                q8_tiles_us: Some(q8_tiles_us),
+                over_q8_tiles: Some(q8_tiles_us / ours_us),
             });
         }
     }

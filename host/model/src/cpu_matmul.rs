@@ -1,5 +1,5 @@
-//! Q8_0 and Q5_0 matrix products on x86 CPUs with AVX-512 VNNI or AVX2, for any number of
-//! activation rows. The kernel is chosen at run time ([`Kernel`]); both compute the same
+//! Q8_0, Q5_0, Q4_K and Q6_K matrix products on x86 CPUs with AVX-512 VNNI or AVX2, for any
+//! number of activation rows. The kernel is chosen at run time ([`Kernel`]); both compute the same
 //! integers and round them the same way, so they agree bit for bit.
 //!
 //! **Why not candle's kernels.** Measured on one core of the 2-core EPYC (Zen 4) this
@@ -40,6 +40,14 @@
 //! machine's two modes and from 86–95 to 94–97 in the faster, and bit for bit it is the
 //! file's own weights, where re-quantizing to Q8_0 rounded them.
 //!
+//! **Q4_K and Q6_K** (Qwen 1.5B's Q4_K_M file: 169 Q4_K and 29 Q6_K matrices) keep their
+//! weights too, one 32-column sub-block per tile row. Q4_K's `d · sc · q − dmin · m` keeps
+//! its 4-bit `q` (offset 0) and two f16 per row, `d · sc` and `dmin · m`; the kernel takes
+//! the minimum out as `dmin · m · d_a · Σ q_a`. Q6_K's `d · sc · (q − 32)` has an i8 `sc` per
+//! 16 columns: the kernel keeps the two halves' integer sums apart, multiplies each by its
+//! `sc`, and scales the sum by `d`. 5 and 7 bits a weight, where re-quantizing them to Q8_0
+//! (as before) gave 9 and rounded every weight a second time.
+//!
 //! **AVX2** (Zen 2 and 3, older Intel): the same tiles, read as halves of 8 rows; see
 //! [`avx2`] for how its byte products avoid `vpmaddubsw`'s saturation. Measured on a 2-core
 //! Zen 3 EPYC with `onebrain bench matmul` (README).
@@ -63,6 +71,15 @@ const Q8_0_BYTES: usize = 2 + QK;
 /// Bytes of one Q5_0 block: an f16 scale, the 32 fifth bits (u32), then 32 low nibbles
 /// (weight `j < 16` in the low nibble of byte `j`, weight `j + 16` in its high nibble).
 const Q5_0_BYTES: usize = 2 + 4 + QK / 2;
+/// Columns of one k-quant superblock: 8 tiles' worth, each a sub-block of its own scale.
+const QK_K: usize = 256;
+/// Bytes of one Q4_K superblock: f16 `d` and `dmin`, 12 bytes of 6-bit scales and minimums
+/// (packed as ggml's `get_scale_min_k4` reads them), then 128 bytes of nibbles (sub-blocks
+/// `2 p` and `2 p + 1` in the low and high nibbles of bytes `32 p ..`).
+const Q4_K_BYTES: usize = 2 + 2 + 12 + QK_K / 2;
+/// Bytes of one Q6_K superblock: 128 bytes of low nibbles, 64 of high bit pairs, 16 i8
+/// scales (one per 16 columns), then the f16 `d`.
+const Q6_K_BYTES: usize = QK_K / 2 + QK_K / 4 + QK_K / 16 + 2;
 /// Activation rows one kernel call serves (each row keeps one register of sums).
 const MAX_ROWS: usize = 8;
 
@@ -90,12 +107,95 @@ struct Tile5 {
     d: [f16; TILE_ROWS],
 }
 
+/// One 16 × 32 tile of a Q4_K matrix, row `r` one sub-block of 32 weights `d[r] · q − m[r]`:
+/// the 4-bit `q` as [`Tile5`]'s low nibbles, and `d`, `m` the file's `d · sc` and `dmin · m`
+/// (an f16 times a 6-bit integer) rounded to f16, by at most 2⁻¹¹ of each. Re-quantizing to
+/// Q8_0, as before, rounded every weight by up to half of 1/127 of its block's largest,
+/// about 30 times that. 320 bytes against [`Tile`]'s 576: 5 bits a weight.
+#[repr(C, align(32))]
+#[derive(Clone)]
+struct Tile4 {
+    lo: [u8; QK * TILE_ROWS / 2],
+    d: [f16; TILE_ROWS],
+    m: [f16; TILE_ROWS],
+}
+
+/// One 16 × 32 tile of a Q6_K matrix, bit for bit: weight `d[r] · sc[h][r] · (q − 32)` for
+/// row `r` and columns `16 h .. 16 h + 16`. The low 4 bits of the 6-bit `q` sit as
+/// [`Tile4`]'s; the top two in `hi`, four groups to a byte (`hi[64 (g % 2) + k]`, bits
+/// `2 (g / 2) ..`). 448 bytes: 7 bits a weight.
+#[repr(C, align(32))]
+#[derive(Clone)]
+struct Tile6 {
+    lo: [u8; QK * TILE_ROWS / 2],
+    hi: [u8; QK * TILE_ROWS / 4],
+    d: [f16; TILE_ROWS],
+    sc: [[i8; TILE_ROWS]; 2],
+}
+
+/// What both kernels read of a tile besides its weights.
+trait Scales {
+    /// The 16 rows' scales, as stored.
+    fn scales(&self) -> &[f16; TILE_ROWS];
+    /// Q4_K's minimums, one per row, taken out as `m · d_a · Σ q_a`.
+    #[inline(always)]
+    fn mins(&self) -> Option<&[f16; TILE_ROWS]> {
+        None
+    }
+    /// Q6_K's i8 scales of columns 0–15 and 16–31 (`[half][row]`): they multiply each half's
+    /// integer sum, which [`Scales::scales`] then scales.
+    #[inline(always)]
+    fn half_scales(&self) -> Option<&[[i8; TILE_ROWS]; 2]> {
+        None
+    }
+}
+
+impl Scales for Tile {
+    #[inline(always)]
+    fn scales(&self) -> &[f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+impl Scales for Tile5 {
+    #[inline(always)]
+    fn scales(&self) -> &[f16; TILE_ROWS] {
+        &self.d
+    }
+}
+
+impl Scales for Tile4 {
+    #[inline(always)]
+    fn scales(&self) -> &[f16; TILE_ROWS] {
+        &self.d
+    }
+    #[inline(always)]
+    fn mins(&self) -> Option<&[f16; TILE_ROWS]> {
+        Some(&self.m)
+    }
+}
+
+impl Scales for Tile6 {
+    #[inline(always)]
+    fn scales(&self) -> &[f16; TILE_ROWS] {
+        &self.d
+    }
+    #[inline(always)]
+    fn half_scales(&self) -> Option<&[[i8; TILE_ROWS]; 2]> {
+        Some(&self.sc)
+    }
+}
+
 /// A matrix's tiles, in the format its file's blocks fit without loss.
 enum Tiles {
-    /// Q8_0, and every block type re-quantized to it.
+    /// Q8_0, and every other block type re-quantized to it.
     Q8(Vec<Tile>),
     /// Q5_0, kept as it is in the file.
     Q5(Vec<Tile5>),
+    /// Q4_K, its scales and minimums rounded to f16.
+    Q4K(Vec<Tile4>),
+    /// Q6_K, kept as it is in the file.
+    Q6K(Vec<Tile6>),
 }
 
 /// Defines a kernel module's `strip`: the same in every module, which differ in their
@@ -112,6 +212,8 @@ macro_rules! strip_entry {
             match &w.tiles {
                 Tiles::Q8(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
                 Tiles::Q5(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
+                Tiles::Q4K(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
+                Tiles::Q6K(tiles) => strip_of(tiles, w.rows, a, chunk, strip, out),
             }
         }
 
@@ -182,7 +284,7 @@ impl Kernel {
     /// # Safety
     /// The CPU runs `self`.
     #[allow(unused_variables)]
-    unsafe fn quantize_block(self, x: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
+    unsafe fn quantize_block(self, x: &[f32; QK], q: &mut [i8; QK]) -> (f32, [i32; 2]) {
         #[cfg(target_arch = "x86_64")]
         return match self {
             Kernel::Avx512Vnni => avx512::quantize_block(x, q),
@@ -193,7 +295,7 @@ impl Kernel {
     }
 }
 
-/// A Q8_0 or Q5_0 matrix `(rows, cols)` in tiles for the [`Kernel`]s.
+/// A Q8_0, Q5_0, Q4_K or Q6_K matrix `(rows, cols)` in tiles for the [`Kernel`]s.
 pub(crate) struct TiledMatrix {
     /// What multiplies by the tiles.
     kernel: Kernel,
@@ -219,8 +321,9 @@ impl TiledMatrix {
         Kernel::best().is_some()
     }
 
-    /// The tiles of a CPU Q8_0 or Q5_0 matrix, or `None` where the kernel cannot take it: no
-    /// kernel for this CPU, another block type, rows not a multiple of 16 or columns of 32.
+    /// The tiles of a CPU Q8_0, Q5_0, Q4_K or Q6_K matrix, or `None` where the kernel cannot
+    /// take it: no kernel for this CPU, another block type, rows not a multiple of 16 or
+    /// columns of the block (32, or 256 for the k-quants), or a Q4_K scale past f16's range.
     pub(crate) fn from_qtensor(q: &QTensor) -> Result<Option<Self>> {
         match Kernel::best() {
             Some(kernel) => Self::from_qtensor_on(q, kernel),
@@ -232,24 +335,29 @@ impl TiledMatrix {
     pub(crate) fn from_qtensor_on(q: &QTensor, kernel: Kernel) -> Result<Option<Self>> {
         assert!(Kernel::supported().contains(&kernel), "{kernel:?} does not run on this CPU");
         let (rows, cols) = q.shape().dims2()?;
-        if !q.device().is_cpu()
-            || !matches!(q.dtype(), GgmlDType::Q8_0 | GgmlDType::Q5_0)
-            || rows % TILE_ROWS != 0
-            || cols % QK != 0
-            || cols == 0
-        {
+        let (block_cols, block_bytes) = match q.dtype() {
+            GgmlDType::Q8_0 => (QK, Q8_0_BYTES),
+            GgmlDType::Q5_0 => (QK, Q5_0_BYTES),
+            GgmlDType::Q4K => (QK_K, Q4_K_BYTES),
+            GgmlDType::Q6K => (QK_K, Q6_K_BYTES),
+            _ => return Ok(None),
+        };
+        if !q.device().is_cpu() || rows % TILE_ROWS != 0 || cols % block_cols != 0 || cols == 0 {
             return Ok(None);
         }
         let raw = q.data()?;
-        let blocks = cols / QK;
-        let block_bytes = if q.dtype() == GgmlDType::Q8_0 { Q8_0_BYTES } else { Q5_0_BYTES };
-        if raw.len() != rows * blocks * block_bytes {
+        if raw.len() != rows * cols / block_cols * block_bytes {
             return Err(Error::meta("quantized matrix", format!("{} bytes for {rows} × {cols}", raw.len())));
         }
-        let tiles = if q.dtype() == GgmlDType::Q8_0 {
-            Tiles::Q8(q8_tiles(&raw, rows, blocks))
-        } else {
-            Tiles::Q5(q5_tiles(&raw, rows, blocks))
+        let blocks = cols / QK;
+        let tiles = match q.dtype() {
+            GgmlDType::Q8_0 => Tiles::Q8(q8_tiles(&raw, rows, blocks)),
+            GgmlDType::Q5_0 => Tiles::Q5(q5_tiles(&raw, rows, blocks)),
+            GgmlDType::Q4K => match q4k_tiles(&raw, rows, blocks) {
+                Some(tiles) => Tiles::Q4K(tiles),
+                None => return Ok(None),
+            },
+            _ => Tiles::Q6K(q6k_tiles(&raw, rows, blocks)),
         };
         Ok(Some(TiledMatrix { kernel, tiles, rows, cols, device: q.device(), transposed: OnceLock::new() }))
     }
@@ -276,9 +384,18 @@ impl TiledMatrix {
             Tiles::Q8(tiles) => tiles[at].d[r].to_f32() * (tiles[at].qs[g * 64 + k] as i16 - 128) as f32,
             Tiles::Q5(tiles) => {
                 let t = &tiles[at];
-                let low = (t.lo[(g % 4) * 64 + k] >> (4 * (g / 4))) & 0x0f;
-                let q = low | (((t.hi[g] >> k) & 1) as u8) << 4;
+                let q = nibble(&t.lo, g, k) | (((t.hi[g] >> k) & 1) as u8) << 4;
                 t.d[r].to_f32() * (q as i16 - 16) as f32
+            }
+            Tiles::Q4K(tiles) => {
+                let t = &tiles[at];
+                t.d[r].to_f32() * nibble(&t.lo, g, k) as f32 - t.m[r].to_f32()
+            }
+            Tiles::Q6K(tiles) => {
+                // In candle's order, `(d · sc) · (q − 32)`: bit for bit its dequantized weight.
+                let t = &tiles[at];
+                let q = nibble(&t.lo, g, k) | ((t.hi[(g % 2) * 64 + k] >> (2 * (g / 2))) & 3) << 4;
+                t.d[r].to_f32() * t.sc[c / 16][r] as f32 * (q as i16 - 32) as f32
             }
         }
     }
@@ -316,7 +433,7 @@ impl TiledMatrix {
 
     /// Wᵀ `(cols, rows)` as Q8_0 tiles, built once: what carries a gradient back through
     /// the product (`g · W = g · (Wᵀ)ᵀ`). Re-quantizing rounds the weights a second time
-    /// (Q8_0 of a Q5_0 or Q8_0 value, at most half a step of 1/127 of a block's largest
+    /// (Q8_0 of the tiles' values, at most half a step of 1/127 of a block's largest
     /// weight), which touches only the gradient: the forward keeps the file's weights.
     pub(crate) fn transposed(&self) -> Result<Arc<TiledMatrix>> {
         if let Some(t) = self.transposed.get() {
@@ -459,6 +576,19 @@ fn q8_tiles(raw: &[u8], rows: usize, blocks: usize) -> Vec<Tile> {
     tiles
 }
 
+/// The 4 low bits of weight `k` (row `k / 4`, column `4 g + k % 4`) of column group `g`:
+/// groups `g` and `g + 4` share the bytes of line `g % 4`, low and high nibble.
+#[inline]
+fn nibble(lo: &[u8; QK * TILE_ROWS / 2], g: usize, k: usize) -> u8 {
+    (lo[(g % 4) * 64 + k] >> (4 * (g / 4))) & 0x0f
+}
+
+/// Stores `q < 16` as [`nibble`] reads it back, for row `r` and column `c` of a tile.
+fn put_nibble(lo: &mut [u8; QK * TILE_ROWS / 2], r: usize, c: usize, q: u8) {
+    let (g, k) = (c / 4, r * 4 + c % 4);
+    lo[(g % 4) * 64 + k] |= q << (4 * (g / 4));
+}
+
 /// Q5_0 blocks `(rows, blocks)` as tiles, bit for bit.
 fn q5_tiles(raw: &[u8], rows: usize, blocks: usize) -> Vec<Tile5> {
     let mut tiles = Vec::with_capacity(rows / TILE_ROWS * blocks);
@@ -472,9 +602,86 @@ fn q5_tiles(raw: &[u8], rows: usize, blocks: usize) -> Vec<Tile5> {
                 let nibbles = &block[6..];
                 for c in 0..QK {
                     let low = if c < 16 { nibbles[c] & 0x0f } else { nibbles[c - 16] >> 4 };
+                    put_nibble(&mut tile.lo, r, c, low);
+                    tile.hi[c / 4] |= u64::from((fifth >> c) & 1) << (r * 4 + c % 4);
+                }
+            }
+            tiles.push(tile);
+        }
+    }
+    tiles
+}
+
+/// Q4_K superblocks `(rows, blocks / 8)` as tiles, one per 32-column sub-block; `None` where
+/// a `d · sc` or `dmin · m` is past f16's range (no real weights come near it).
+fn q4k_tiles(raw: &[u8], rows: usize, blocks: usize) -> Option<Vec<Tile4>> {
+    let supers = blocks / (QK_K / QK);
+    let mut tiles = Vec::with_capacity(rows / TILE_ROWS * blocks);
+    for strip in 0..rows / TILE_ROWS {
+        for b in 0..blocks {
+            let mut tile = Tile4 { lo: [0; QK * TILE_ROWS / 2], d: [f16::ZERO; TILE_ROWS], m: [f16::ZERO; TILE_ROWS] };
+            let j = b % (QK_K / QK);
+            for r in 0..TILE_ROWS {
+                let sb = &raw[((strip * TILE_ROWS + r) * supers + b / (QK_K / QK)) * Q4_K_BYTES..][..Q4_K_BYTES];
+                let d = f16::from_le_bytes([sb[0], sb[1]]).to_f32();
+                let dmin = f16::from_le_bytes([sb[2], sb[3]]).to_f32();
+                let (sc, m) = scale_min_k4(j, &sb[4..16]);
+                tile.d[r] = f16::from_f32(d * sc as f32);
+                tile.m[r] = f16::from_f32(dmin * m as f32);
+                if !tile.d[r].is_finite() || !tile.m[r].is_finite() {
+                    return None;
+                }
+                // Sub-blocks 2 p and 2 p + 1 share bytes 32 p .., low and high nibble.
+                let qs = &sb[16 + 32 * (j / 2)..][..QK];
+                for (c, &byte) in qs.iter().enumerate() {
+                    put_nibble(&mut tile.lo, r, c, (byte >> (4 * (j % 2))) & 0x0f);
+                }
+            }
+            tiles.push(tile);
+        }
+    }
+    Some(tiles)
+}
+
+/// Sub-block `j`'s 6-bit scale and minimum in a Q4_K superblock's 12 packed bytes: ggml's
+/// `get_scale_min_k4`. Bytes 0–3 and 4–7 hold sub-blocks 0–3's in their low 6 bits; sub-blocks
+/// 4–7 take their low 4 bits from the nibbles of bytes 8–11 and their top 2 from the spare
+/// bits of bytes 0–3 (scales) and 4–7 (minimums).
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        ((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
+    }
+}
+
+/// Q6_K superblocks `(rows, blocks / 8)` as tiles, bit for bit. A superblock holds two halves
+/// of 128 columns; in half `n`, sub-block `4 n + s` takes column `l` from the low (`s < 2`)
+/// or high nibble of `ql[64 n + 32 (s % 2) + l]`, bits `2 s ..` of `qh[32 n + l]`, and scale
+/// `8 n + 2 s + l / 16`.
+fn q6k_tiles(raw: &[u8], rows: usize, blocks: usize) -> Vec<Tile6> {
+    let supers = blocks / (QK_K / QK);
+    let mut tiles = Vec::with_capacity(rows / TILE_ROWS * blocks);
+    for strip in 0..rows / TILE_ROWS {
+        for b in 0..blocks {
+            let mut tile = Tile6 {
+                lo: [0; QK * TILE_ROWS / 2],
+                hi: [0; QK * TILE_ROWS / 4],
+                d: [f16::ZERO; TILE_ROWS],
+                sc: [[0; TILE_ROWS]; 2],
+            };
+            let (n, s) = (b % (QK_K / QK) / 4, b % 4);
+            for r in 0..TILE_ROWS {
+                let sb = &raw[((strip * TILE_ROWS + r) * supers + b / (QK_K / QK)) * Q6_K_BYTES..][..Q6_K_BYTES];
+                let (ql, qh, scales) = (&sb[..128], &sb[128..192], &sb[192..208]);
+                tile.d[r] = f16::from_le_bytes([sb[208], sb[209]]);
+                for h in 0..2 {
+                    tile.sc[h][r] = scales[8 * n + 2 * s + h] as i8;
+                }
+                for c in 0..QK {
+                    put_nibble(&mut tile.lo, r, c, (ql[64 * n + 32 * (s % 2) + c] >> (4 * (s / 2))) & 0x0f);
                     let (g, k) = (c / 4, r * 4 + c % 4);
-                    tile.lo[(g % 4) * 64 + k] |= low << (4 * (g / 4));
-                    tile.hi[g] |= u64::from((fifth >> c) & 1) << k;
+                    tile.hi[(g % 2) * 64 + k] |= ((qh[32 * n + c] >> (2 * s)) & 3) << (2 * (g / 2));
                 }
             }
             tiles.push(tile);
@@ -490,8 +697,11 @@ struct Activations {
     q: Vec<i8>,
     /// The block scales.
     d: Vec<f32>,
-    /// `Σ q` per block: takes the weights' offset (+128, or Q5_0's +16) back out.
+    /// `Σ q` per block: takes the weights' offset (+128, or Q5_0's +16) back out, and
+    /// Q4_K's minimum.
     sum: Vec<i32>,
+    /// `Σ q` over each block's first 16 values: Q6_K's offset (+32) comes out per half.
+    low_sum: Vec<i32>,
     rows: usize,
     blocks: usize,
 }
@@ -510,6 +720,7 @@ impl Activations {
             q: vec![0; rows * cols],
             d: vec![0.0; rows * blocks],
             sum: vec![0; rows * blocks],
+            low_sum: vec![0; rows * blocks],
             rows,
             blocks,
         };
@@ -520,15 +731,16 @@ impl Activations {
                 let q: &mut [i8; QK] = (&mut a.q[at * QK..][..QK]).try_into().expect("a block is 32 values");
                 // SAFETY: activations are quantized only for a `TiledMatrix`, whose kernel
                 // runs on this CPU.
-                let (d, sum) = unsafe { kernel.quantize_block(xs, q) };
+                let (d, [low, high]) = unsafe { kernel.quantize_block(xs, q) };
                 a.d[at] = d;
-                a.sum[at] = sum;
+                a.sum[at] = low + high;
+                a.low_sum[at] = low;
             }
         }
         a
     }
 
-    /// Position of (row, block) in `d` and `sum`, and in 32s in `q`.
+    /// Position of (row, block) in `d`, `sum` and `low_sum`, and in 32s in `q`.
     fn index(&self, row: usize, block: usize) -> usize {
         let first = row / MAX_ROWS * MAX_ROWS;
         let len = (self.rows - first).min(MAX_ROWS);
@@ -549,20 +761,31 @@ mod tests {
         Tensor::from_vec(v, (rows, cols), &Device::Cpu).unwrap()
     }
 
-    /// The product in f64 over the (Q8_0 or Q5_0) weights and the Q8_0 activations (each row
-    /// quantized in blocks of 32), as candle dequantizes them.
-    fn reference(q: &QTensor, x: &[f32], m: usize) -> Vec<f32> {
-        let dequant = |t: &Tensor| -> Vec<f32> {
-            let q = QTensor::quantize(t, GgmlDType::Q8_0).unwrap();
-            q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap()
-        };
-        let w: Vec<f32> = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-        let (rows, cols) = q.shape().dims2().unwrap();
-        let x = dequant(&Tensor::from_vec(x.to_vec(), (m, cols), &Device::Cpu).unwrap());
+    /// Every tiled block type, with a width it takes: the k-quants need 256 columns, and two
+    /// superblocks make sure the sub-blocks of the second land where they belong.
+    const DTYPES: [(GgmlDType, usize); 4] =
+        [(GgmlDType::Q8_0, 96), (GgmlDType::Q5_0, 96), (GgmlDType::Q4K, 512), (GgmlDType::Q6K, 512)];
+
+    /// The product in f64 over the tiles' weights and the activations quantized as the
+    /// kernels do (blocks of 32, `d = max |x| / 127` in f32, ties to even). The tiles' weights
+    /// are candle's bit for bit but for Q4_K's f16 scales (see the tests below), through
+    /// which a product moves by up to 2⁻¹¹ of its terms' magnitudes: 1.3 % of the largest
+    /// product here, as a minimum's rounding adds up over 32 columns of smooth activations.
+    fn reference(tiles: &TiledMatrix, x: &[f32], m: usize) -> Vec<f32> {
+        let w: Vec<f32> = tiles.dequantize().unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let (rows, cols) = (tiles.rows(), tiles.cols());
+        let x: Vec<f64> = x
+            .chunks(QK)
+            .flat_map(|block| {
+                let d = block.iter().fold(0f32, |a, v| a.max(v.abs())) / 127.0;
+                let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+                block.iter().map(move |v| (v * inv).round_ties_even() as f64 * d as f64)
+            })
+            .collect();
         let mut out = vec![0f32; m * rows];
         for i in 0..m {
             for r in 0..rows {
-                let s: f64 = (0..cols).map(|c| x[i * cols + c] as f64 * w[r * cols + c] as f64).sum();
+                let s: f64 = (0..cols).map(|c| x[i * cols + c] * w[r * cols + c] as f64).sum();
                 out[i * rows + r] = s as f32;
             }
         }
@@ -576,14 +799,14 @@ mod tests {
             eprintln!("skipped: this CPU runs no tiled kernel (neither AVX-512 VNNI nor AVX2)");
             return;
         }
-        let (rows, cols) = (48, 96);
-        for dtype in [GgmlDType::Q8_0, GgmlDType::Q5_0] {
+        let rows = 48;
+        for (dtype, cols) in DTYPES {
             // Each Q8_0 block holds a ±127 weight and each activation block a ±127 value:
             // the AVX2 kernel's byte products would saturate there if they could.
             let q = QTensor::quantize(&matrix(rows, cols), dtype).unwrap();
             let mut outputs = Vec::new();
             for &kernel in &kernels {
-                let tiles = TiledMatrix::from_qtensor_on(&q, kernel).unwrap().expect("a 48 × 96 matrix tiles");
+                let tiles = TiledMatrix::from_qtensor_on(&q, kernel).unwrap().expect("a 48-row matrix tiles");
                 outputs.push((kernel, check_products(&q, &tiles, cols)));
             }
             // Where a CPU runs both kernels, they agree bit for bit.
@@ -601,11 +824,12 @@ mod tests {
             let x: Vec<f32> = (0..m * cols).map(|i| (i as f32 * 0.11).cos() * 2.0).collect();
             let xt = Tensor::from_vec(x.clone(), (1, m, cols), &Device::Cpu).unwrap();
             let got: Vec<f32> = tiles.matmul(&xt).unwrap().flatten_all().unwrap().to_vec1().unwrap();
-            let want = reference(q, &x, m);
+            let want = reference(tiles, &x, m);
             let scale = want.iter().fold(0f32, |a, v| a.max(v.abs()));
             for (g, w) in got.iter().zip(&want) {
-                // The same integers: only f32 rounding (and a tie rounded the other way).
-                assert!((g - w).abs() <= 1e-3 * scale, "{:?} on {:?}, m = {m}: {g} vs {w} (scale {scale})", q.dtype(), tiles.kernel);
+                // The same integers: only f32 rounding (2e-7 of `scale` here; 2e-6 for Q4_K,
+                // whose minimum comes off a larger sum).
+                assert!((g - w).abs() <= 1e-5 * scale, "{:?} on {:?}, m = {m}: {g} vs {w} (scale {scale})", q.dtype(), tiles.kernel);
             }
             all.push(got);
         }
@@ -629,9 +853,10 @@ mod tests {
             for kernel in Kernel::supported() {
                 let mut q = [0i8; QK];
                 // SAFETY: `kernel` is one this CPU supports.
-                let (got_d, sum) = unsafe { kernel.quantize_block(x, &mut q) };
+                let (got_d, sums) = unsafe { kernel.quantize_block(x, &mut q) };
                 assert_eq!((got_d, q.to_vec()), (d, want.clone()), "{kernel:?} on {x:?}");
-                assert_eq!(sum, want.iter().map(|&v| v as i32).sum::<i32>(), "{kernel:?}");
+                let half = |h: usize| want[16 * h..16 * h + 16].iter().map(|&v| v as i32).sum::<i32>();
+                assert_eq!(sums, [half(0), half(1)], "{kernel:?}");
             }
         }
     }
@@ -641,16 +866,49 @@ mod tests {
         if !TiledMatrix::available() {
             return;
         }
-        // Q5_0 bit for bit: every fifth bit and nibble lands back where candle reads it.
-        for dtype in [GgmlDType::Q8_0, GgmlDType::Q5_0] {
-            let q = QTensor::quantize(&matrix(32, 64), dtype).unwrap();
+        // Bit for bit: every nibble, fifth bit, top bit pair and scale lands back where candle
+        // reads it (Q4_K has its own test: its scales are rounded).
+        for (dtype, cols) in DTYPES.into_iter().filter(|&(d, _)| d != GgmlDType::Q4K) {
+            let q = QTensor::quantize(&matrix(32, cols), dtype).unwrap();
             let tiles = TiledMatrix::from_qtensor(&q).unwrap().unwrap();
             let want: Vec<f32> = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap();
             let got: Vec<f32> = tiles.dequantize().unwrap().flatten_all().unwrap().to_vec1().unwrap();
             assert_eq!(got, want, "{dtype:?}");
-            assert_eq!(tiles.rows_f32(&[17]).unwrap(), want[17 * 64..18 * 64]);
+            assert_eq!(tiles.rows_f32(&[17]).unwrap(), want[17 * cols..18 * cols]);
             assert!(tiles.rows_f32(&[32]).is_err());
         }
+    }
+
+    /// Q4_K's `d · sc` and `dmin · m` are rounded to f16, by at most 2⁻¹¹ of each (f16 keeps
+    /// 11 significant bits; a product below f16's normal range is a multiple of `d`'s own
+    /// subnormal step, so exact). A weight `d · sc · q − dmin · m` with `q ≤ 15` therefore
+    /// moves by at most 2⁻¹¹ · (15 · d · sc + dmin · m), plus the f32 rounding of the
+    /// subtraction: about a hundredth of a step, where a nibble or scale in the wrong place
+    /// would be off by whole steps.
+    #[test]
+    fn q4k_tiles_round_only_the_scales_and_minimums() {
+        if !TiledMatrix::available() {
+            return;
+        }
+        let (rows, cols) = (32, 512);
+        let q = QTensor::quantize(&matrix(rows, cols), GgmlDType::Q4K).unwrap();
+        let tiles = TiledMatrix::from_qtensor(&q).unwrap().unwrap();
+        let Tiles::Q4K(t) = &tiles.tiles else { panic!("Q4_K becomes Tile4") };
+        let want: Vec<f32> = q.dequantize(&Device::Cpu).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let got: Vec<f32> = tiles.dequantize().unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let mut rounded = 0;
+        for row in 0..rows {
+            for col in 0..cols {
+                let tile = &t[row / TILE_ROWS * (cols / QK) + col / QK];
+                let (d, m) = (tile.d[row % TILE_ROWS].to_f32().abs(), tile.m[row % TILE_ROWS].to_f32().abs());
+                let (g, w) = (got[row * cols + col], want[row * cols + col]);
+                let bound = (15.0 * d + m) * (1.0 + 1e-3) / 2048.0 + f32::EPSILON * w.abs();
+                assert!((g - w).abs() <= bound, "({row}, {col}): {g} vs {w}, bound {bound}");
+                rounded += usize::from(g != w);
+            }
+        }
+        assert!(rounded > 0, "the f16 rounding shows somewhere, or the bound tests nothing");
+        assert_eq!(tiles.rows_f32(&[17]).unwrap(), got[17 * cols..18 * cols]);
     }
 
     /// Wᵀ, built a band of strips at a time (96 columns: a whole band and a part one), holds
@@ -661,16 +919,16 @@ mod tests {
         if !TiledMatrix::available() {
             return;
         }
-        for dtype in [GgmlDType::Q8_0, GgmlDType::Q5_0] {
-            let q = QTensor::quantize(&matrix(64, 96), dtype).unwrap();
+        for (dtype, cols) in DTYPES {
+            let q = QTensor::quantize(&matrix(64, cols), dtype).unwrap();
             let tiles = TiledMatrix::from_qtensor(&q).unwrap().unwrap();
             let t = tiles.transposed().unwrap();
-            assert_eq!((t.rows(), t.cols()), (96, 64));
+            assert_eq!((t.rows(), t.cols()), (cols, 64));
             let w: Vec<f32> = tiles.dequantize().unwrap().flatten_all().unwrap().to_vec1().unwrap();
             let wt: Vec<f32> = t.dequantize().unwrap().flatten_all().unwrap().to_vec1().unwrap();
-            for c in 0..96 {
+            for c in 0..cols {
                 for b in 0..2 {
-                    let block: Vec<f32> = (32 * b..32 * b + 32).map(|r| w[r * 96 + c]).collect();
+                    let block: Vec<f32> = (32 * b..32 * b + 32).map(|r| w[r * cols + c]).collect();
                     let step = block.iter().fold(0f32, |m, x| m.max(x.abs())) / 127.0;
                     for (k, r) in (32 * b..32 * b + 32).enumerate() {
                         let err = (wt[c * 64 + r] - block[k]).abs();
@@ -691,7 +949,9 @@ mod tests {
     fn shapes_the_kernel_cannot_take_are_refused() {
         let q = QTensor::quantize(&matrix(24, 64), GgmlDType::Q8_0).unwrap();
         assert!(TiledMatrix::from_qtensor(&q).unwrap().is_none(), "24 rows are not whole tiles");
+        let q = QTensor::quantize(&matrix(24, 256), GgmlDType::Q4K).unwrap();
+        assert!(TiledMatrix::from_qtensor(&q).unwrap().is_none(), "24 rows of Q4_K are not whole tiles");
         let q = QTensor::quantize(&matrix(32, 64), GgmlDType::Q4_0).unwrap();
-        assert!(TiledMatrix::from_qtensor(&q).unwrap().is_none(), "only Q8_0 and Q5_0 are tiled");
+        assert!(TiledMatrix::from_qtensor(&q).unwrap().is_none(), "Q4_0 is not tiled");
     }
 }

@@ -142,12 +142,18 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, tiled: bool, de
 
 /// How a GGUF matrix is kept for generation on this device.
 ///
-/// **With `tiled`, on CPUs with AVX-512 VNNI:** every matrix our kernel can take becomes
-/// tiles ([`crate::cpu_matmul`]): decode there is 1.9× faster per matrix than candle's,
-/// and four rows cost little more than one. Q5_0 (most of Qwen 0.5B's file) is tiled bit
-/// for bit, in 5.5 bits a weight; Q8_0 too. The file's other blocks (Q4_1, Q4_K, Q6_K) are
-/// re-quantized to Q8_0 at load: 8 bits hold each of their values up to the rounding of a
-/// block scale.
+/// **With `tiled`, on CPUs with AVX-512 VNNI or AVX2:** every matrix our kernel can take
+/// becomes tiles ([`crate::cpu_matmul`]): decode there is 1.9× faster per matrix than
+/// candle's, and four rows cost little more than one. Q8_0, Q5_0 (most of Qwen 0.5B's file)
+/// and Q6_K are tiled bit for bit, Q4_K (most of Qwen 1.5B's) with its sub-block scales and
+/// minimums rounded to f16, by at most 2⁻¹¹ of each. Decode reads every weight once a token,
+/// and these take 5.5 (Q5_0), 7 (Q6_K) and 5 (Q4_K) bits a weight against Q8_0's 8.5. The
+/// file's other blocks (Q4_1), and k-quant matrices their tiles cannot take (rows not a
+/// multiple of 16), are re-quantized to Q8_0 at load: 8 bits hold each of their values up
+/// to the rounding of a block scale.
+///
+/// `ONEBRAIN_KQUANT_TILES=q8`, for benchmarks only, re-quantizes Q4_K and Q6_K to Q8_0 as
+/// before their own tiles, so that the two can be timed on one machine in one session.
 ///
 /// **Otherwise** (CUDA, other CPUs, `tiled` off): candle's kernels. candle 0.11 has SIMD dot
 /// products for Q4_0, Q8_0 and the k-quants but runs Q4_1, Q5_0 and Q5_1 through scalar
@@ -159,12 +165,19 @@ fn transcode(q: Arc<QTensor>, tiled: bool) -> Result<Weight> {
     let (_, cols) = q.shape().dims2()?;
     let q8_fits = cols % GgmlDType::Q8_0.block_size() == 0;
     if tiled && q8_fits && cpu_matmul::TiledMatrix::available() {
-        // Q8_0 and Q5_0 tile as they are; the rest becomes Q8_0 first.
-        let exact = match q.dtype() {
-            GgmlDType::Q8_0 | GgmlDType::Q5_0 => q.clone(),
-            _ => Arc::new(QTensor::quantize(&q.dequantize(&q.device())?, GgmlDType::Q8_0)?),
+        let as_q8 = |q: &QTensor| -> Result<Option<cpu_matmul::TiledMatrix>> {
+            cpu_matmul::TiledMatrix::from_qtensor(&QTensor::quantize(&q.dequantize(&q.device())?, GgmlDType::Q8_0)?)
         };
-        if let Some(tiles) = cpu_matmul::TiledMatrix::from_qtensor(&exact)? {
+        let tiles = match q.dtype() {
+            // As they are or not at all: re-quantized, their shape would not tile either.
+            GgmlDType::Q8_0 | GgmlDType::Q5_0 => cpu_matmul::TiledMatrix::from_qtensor(&q)?,
+            GgmlDType::Q4K | GgmlDType::Q6K if !kquants_as_q8() => match cpu_matmul::TiledMatrix::from_qtensor(&q)? {
+                Some(tiles) => Some(tiles),
+                None => as_q8(&q)?,
+            },
+            _ => as_q8(&q)?,
+        };
+        if let Some(tiles) = tiles {
             return Ok(Weight::Tiled(Arc::new(tiles)));
         }
     }
@@ -174,6 +187,13 @@ fn transcode(q: Arc<QTensor>, tiled: bool) -> Result<Weight> {
         return Ok(Weight::Quant(QMatMul::from_arc(Arc::new(QTensor::quantize(&dense, GgmlDType::Q8_0)?))?));
     }
     Ok(Weight::Quant(QMatMul::from_arc(q)?))
+}
+
+/// Whether `ONEBRAIN_KQUANT_TILES=q8` asks for Q4_K and Q6_K as Q8_0 tiles (benchmarks only),
+/// read once.
+fn kquants_as_q8() -> bool {
+    static AS_Q8: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AS_Q8.get_or_init(|| std::env::var("ONEBRAIN_KQUANT_TILES").is_ok_and(|v| v == "q8"))
 }
 
 fn max_positions(cfg: &ArchConfig, max_context: Option<usize>) -> usize {

@@ -121,20 +121,37 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             }
             let kernel = r.first().and_then(|p| p.kernel.clone()).unwrap_or_else(|| "none on this CPU".into());
             outln!("## CPU Q8_0 / Q5_0 products, matrices streamed from memory (onebrain bench matmul; tiled kernel: {kernel})\n")?;
+            let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0} µs"));
+            let ratio = |v: Option<f64>| v.map_or("-".into(), |s| format!("{s:.2}×"));
+            let (kquants, against_candle): (Vec<_>, Vec<_>) = r.iter().partition(|p| p.q8_tiles_us.is_some());
             let mut t = Table::new(["matrix", "blocks", "rows", "ours", "candle", "candle, padded to 256s", "speed-up"]);
-            for p in &r {
-                let us = |v: f64| format!("{v:.0} µs");
+            for p in against_candle {
                 t.row([
                     format!("{} × {}", p.shape.0, p.shape.1),
                     p.dtype.clone(),
                     p.rows.to_string(),
-                    p.ours_us.map_or("no kernel".into(), us),
+                    p.ours_us.map_or("no kernel".into(), |v| us(Some(v))),
                     us(p.candle_us),
                     us(p.candle_padded_us),
-                    p.speedup.map_or("-".into(), |s| format!("{s:.2}×")),
+                    ratio(p.speedup),
                 ]);
             }
             out!("{t}")?;
+            if !kquants.is_empty() {
+                outln!("\n## Q4_K / Q6_K in tiles of their own against their Q8_0 re-quantization in tiles (Qwen 1.5B's shapes)\n")?;
+                let mut t = Table::new(["matrix", "blocks", "rows", "own tiles", "Q8_0 tiles", "speed-up"]);
+                for p in kquants {
+                    t.row([
+                        format!("{} × {}", p.shape.0, p.shape.1),
+                        p.dtype.clone(),
+                        p.rows.to_string(),
+                        us(p.ours_us),
+                        us(p.q8_tiles_us),
+                        ratio(p.over_q8_tiles),
+                    ]);
+                }
+                out!("{t}")?;
+            }
         }
         BenchTarget::Attention => {
             let r = bench_attention()?;

@@ -6,8 +6,9 @@
 //! saturating i16), so the products are arranged never to saturate:
 //! - Q8_0 weights are made signed again (the stored +128 flipped back) and the sign moved
 //!   onto the activation: `|w| · (a · sign w)`, at most 2 · 128 · 127 = 32,512 per pair;
-//! - Q5_0 weights are already small and unsigned (0..=31): `q · a` directly, at most 7,874
-//!   per pair, with the +16 taken back out through the block's `Σ a` as the AVX-512 kernel does.
+//! - Q5_0, Q4_K and Q6_K weights are already small and unsigned (at most 63): `q · a`
+//!   directly, at most 16,002 per pair, with the offset (+16, +32) taken back out through
+//!   `Σ a` as the AVX-512 kernel does.
 //!
 //! `vpmaddwd` against ones then adds the pairs into i32. Every block's sum is therefore the
 //! same integer the AVX-512 kernel computes, converted and scaled by the same f32 operations
@@ -16,12 +17,10 @@
 
 use std::arch::x86_64::*;
 
-use half::f16;
-
-use super::{Activations, Chunk, Tile, Tile5, TiledMatrix, Tiles, QK, TILE_ROWS};
+use super::{Activations, Chunk, Scales, Tile, Tile4, Tile5, Tile6, TiledMatrix, Tiles, QK, TILE_ROWS};
 
 /// A tile format this kernel reads, one half (8 rows) of one column group at a time.
-trait TileFormat {
+trait TileFormat: Scales {
     /// What is taken back out per block, times the activations' sum (0: nothing).
     const BIAS: i32;
     /// Whether `weights` gives |w| and the activations must take w's sign.
@@ -32,8 +31,6 @@ trait TileFormat {
     /// # Safety
     /// The CPU has AVX2.
     unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i);
-    /// The 16 rows' block scales, as stored.
-    fn scales(&self) -> &[f16; TILE_ROWS];
 }
 
 impl TileFormat for Tile {
@@ -45,27 +42,29 @@ impl TileFormat for Tile {
         let signed = _mm256_xor_si256(stored, _mm256_set1_epi8(-128));
         (_mm256_abs_epi8(signed), signed)
     }
-    #[inline(always)]
-    fn scales(&self) -> &[f16; TILE_ROWS] {
-        &self.d
-    }
+}
+
+/// The low nibbles of group `g`, rows `8 h ..`, of [`Tile5`], [`Tile4`] and [`Tile6`]: line
+/// `g % 4`, high nibbles for `g ≥ 4`.
+#[inline(always)]
+unsafe fn nibbles(lo: &[u8; QK * TILE_ROWS / 2], g: usize, h: usize) -> __m256i {
+    let line = _mm256_loadu_si256(lo.as_ptr().add(64 * (g % 4) + 32 * h) as *const __m256i);
+    let line = if g < 4 {
+        line
+    } else {
+        _mm256_srli_epi16::<4>(line)
+    };
+    _mm256_and_si256(line, _mm256_set1_epi8(0x0f))
 }
 
 impl TileFormat for Tile5 {
     const BIAS: i32 = 16;
     const SIGNED: bool = false;
-    /// The low nibbles of group `g` sit in line `g % 4` (high nibbles for `g ≥ 4`); the fifth
-    /// bits of its 32 bytes, one bit per byte, are spread into bytes and add 16 where set.
+    /// The fifth bits of the group's 32 bytes, one bit per byte, are spread into bytes and
+    /// add 16 where set.
     #[inline(always)]
     unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i) {
-        let line =
-            _mm256_loadu_si256(self.lo.as_ptr().add(64 * (g % 4) + 32 * h) as *const __m256i);
-        let line = if g < 4 {
-            line
-        } else {
-            _mm256_srli_epi16::<4>(line)
-        };
-        let low = _mm256_and_si256(line, _mm256_set1_epi8(0x0f));
+        let low = nibbles(&self.lo, g, h);
         let bits = (self.hi[g] >> (32 * h)) as u32;
         // Byte j of the vector looks at byte j / 8 of `bits` (the shuffle stays within each
         // 128-bit lane, and the broadcast puts the 4 bytes in every lane) and tests bit j % 8.
@@ -81,9 +80,34 @@ impl TileFormat for Tile5 {
         let q = _mm256_add_epi8(low, _mm256_and_si256(set, _mm256_set1_epi8(16)));
         (q, q)
     }
+}
+
+impl TileFormat for Tile4 {
+    const BIAS: i32 = 0;
+    const SIGNED: bool = false;
     #[inline(always)]
-    fn scales(&self) -> &[f16; TILE_ROWS] {
-        &self.d
+    unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i) {
+        let q = nibbles(&self.lo, g, h);
+        (q, q)
+    }
+}
+
+impl TileFormat for Tile6 {
+    const BIAS: i32 = 32;
+    const SIGNED: bool = false;
+    /// Group `g`'s top bits sit at bits `2 (g / 2)` of line `g % 2`, shifted to bits 4–5.
+    #[inline(always)]
+    unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i) {
+        let line = _mm256_loadu_si256(self.hi.as_ptr().add(64 * (g % 2) + 32 * h) as *const __m256i);
+        // 16-bit shifts: what crosses between a lane's two bytes lands outside 0x30.
+        let high = match g / 2 {
+            0 => _mm256_slli_epi16::<4>(line),
+            1 => _mm256_slli_epi16::<2>(line),
+            2 => line,
+            _ => _mm256_srli_epi16::<2>(line),
+        };
+        let q = _mm256_or_si256(nibbles(&self.lo, g, h), _mm256_and_si256(high, _mm256_set1_epi8(0x30)));
+        (q, q)
     }
 }
 
@@ -94,7 +118,7 @@ strip_entry!();
 /// # Safety
 /// The CPU has AVX2.
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, i32) {
+pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, [i32; 2]) {
     let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(x.as_ptr().add(8 * i)));
     let sign = _mm256_set1_ps(-0.0);
     let abs = |v: __m256| _mm256_andnot_ps(sign, v);
@@ -117,20 +141,25 @@ pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, i3
     // The packs interleave 128-bit lanes: put the 4-value groups back in order.
     let ordered = _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(q.as_mut_ptr() as *mut __m256i, ordered);
-    let s = _mm256_add_epi32(
-        _mm256_add_epi32(qi[0], qi[1]),
-        _mm256_add_epi32(qi[2], qi[3]),
-    );
-    let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-    (d, _mm_cvtsi128_si32(s))
+    let sum = |s: __m256i| {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        _mm_cvtsi128_si32(s)
+    };
+    (
+        d,
+        [
+            sum(_mm256_add_epi32(qi[0], qi[1])),
+            sum(_mm256_add_epi32(qi[2], qi[3])),
+        ],
+    )
 }
 
 /// The kernel: per block and half tile, each column group's weights once, then per
-/// activation row one `vpmaddubsw` and one `vpmaddwd` into that row's i32 sum; the sums are
-/// converted and scaled into one f32 accumulator per row and half, as the AVX-512 kernel does
-/// for the whole tile.
+/// activation row one `vpmaddubsw` and one `vpmaddwd` into that row's i32 sum (Q6_K: two
+/// sums, columns 0–15 and 16–31); the sums are converted and scaled into one f32
+/// accumulator per row and half, as the AVX-512 kernel does for the whole tile.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn rows<T: TileFormat, const R: usize>(
     tiles: &[T],
@@ -148,8 +177,18 @@ unsafe fn rows<T: TileFormat, const R: usize>(
         let scales = tile.scales().as_ptr() as *const __m128i;
         for h in 0..2 {
             let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.add(h)));
+            let mins = tile.mins().map(|m| _mm256_cvtph_ps(_mm_loadu_si128((m.as_ptr() as *const __m128i).add(h))));
+            let halves = tile.half_scales().map(|sc| {
+                sc.map(|c| _mm256_cvtepi8_epi32(_mm_loadl_epi64(c.as_ptr().add(8 * h) as *const __m128i)))
+            });
             let mut sums = [_mm256_setzero_si256(); R];
+            // Columns 0–15's sums, kept apart from 16–31's where each half has its own scale.
+            let mut low_sums = sums;
             for g in 0..8 {
+                if g == 4 && halves.is_some() {
+                    low_sums = sums;
+                    sums = [_mm256_setzero_si256(); R];
+                }
                 let (u, w) = tile.weights(g, h);
                 for (i, sum) in sums.iter_mut().enumerate() {
                     let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
@@ -159,17 +198,24 @@ unsafe fn rows<T: TileFormat, const R: usize>(
                         _mm256_add_epi32(*sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones));
                 }
             }
-            for (i, (sum, acc)) in sums.iter().zip(acc.iter_mut()).enumerate() {
-                let s = if T::BIAS == 0 {
-                    *sum
-                } else {
-                    _mm256_sub_epi32(
-                        *sum,
-                        _mm256_set1_epi32(T::BIAS * *a.sum.get_unchecked(at + i)),
-                    )
+            for (i, ((sum, low_sum), acc)) in sums.iter().zip(&low_sums).zip(acc.iter_mut()).enumerate() {
+                let block_sum = *a.sum.get_unchecked(at + i);
+                let s = match halves {
+                    Some([sc0, sc1]) => {
+                        let low = *a.low_sum.get_unchecked(at + i);
+                        let s0 = _mm256_sub_epi32(*low_sum, _mm256_set1_epi32(T::BIAS * low));
+                        let s1 = _mm256_sub_epi32(*sum, _mm256_set1_epi32(T::BIAS * (block_sum - low)));
+                        _mm256_add_epi32(_mm256_mullo_epi32(s0, sc0), _mm256_mullo_epi32(s1, sc1))
+                    }
+                    None if T::BIAS == 0 => *sum,
+                    None => _mm256_sub_epi32(*sum, _mm256_set1_epi32(T::BIAS * block_sum)),
                 };
-                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*a.d.get_unchecked(at + i)));
+                let da = *a.d.get_unchecked(at + i);
+                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da));
                 acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[h]);
+                if let Some(mins) = mins {
+                    acc[h] = _mm256_fnmadd_ps(mins, _mm256_set1_ps(da * block_sum as f32), acc[h]);
+                }
             }
         }
     }
