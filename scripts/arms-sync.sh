@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Copies the 1.5B arms' small files from their run folders into results/ for committing:
+# config, metrics, curves, held-out lines and each held-out evaluation's report (not its
+# trace). Rerun as the arms go; it copies only what exists.
+#   scripts/arms-sync.sh            RUNS=/work/runs by default
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-/work/runs}
+for run in "$RUNS"/train-1.5b-*/; do
+  arm=$(basename "$run")
+  out=results/$arm
+  mkdir -p "$out"
+  for f in config.json metrics.jsonl heldout.jsonl curves.svg; do
+    [ -f "$run/$f" ] && cp "$run/$f" "$out/$f"
+  done
+  for eval in "$run"/heldout/update-*/; do
+    [ -d "$eval" ] || continue
+    dest=$out/heldout/$(basename "$eval")
+    mkdir -p "$dest"
+    find "$eval" -maxdepth 1 -type f ! -name trace.jsonl -exec cp {} "$dest"/ \;
+  done
+  echo "arms-sync: $out"
+done
