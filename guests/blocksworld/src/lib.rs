@@ -1,5 +1,6 @@
 //! PlanBench BlocksWorld (`blocksworld-4ops`), worded as PlanBench words it:
-//! objects `a`, `b`, … are the red, blue, orange … block. `size` = blocks (2-12).
+//! objects `a`, `b`, … are the red, blue, orange … block. `size` = blocks (2-20): PlanBench
+//! names twelve colours, and blocks `m` to `t` take eight more.
 
 use onebrain_sdk::text::PlanBenchWording;
 use onebrain_sdk::{blocks, DomainAdapter, Result, Spec, Task};
@@ -14,13 +15,15 @@ const PREDICATES: &[(&str, &str)] = &[
     ("holding", "the hand is currently holding {}"),
     ("on", "the {} is on top of the {}"),
 ];
-/// PlanBench's `encoded_objects`: a, b, c, … in this order.
-const COLOURS: [&str; 12] =
-    ["red", "blue", "orange", "yellow", "white", "magenta", "black", "cyan", "green", "violet", "silver", "gold"];
+/// PlanBench's `encoded_objects`: a, b, c, … in this order; after `l`, colours of our own.
+const COLOURS: [&str; 20] = [
+    "red", "blue", "orange", "yellow", "white", "magenta", "black", "cyan", "green", "violet", "silver", "gold",
+    "pink", "brown", "grey", "purple", "beige", "teal", "navy", "maroon",
+];
 
 fn object(name: &str) -> String {
     match name.as_bytes() {
-        [c @ b'a'..=b'l'] => format!("{} block", COLOURS[(c - b'a') as usize]),
+        [c @ b'a'..=b't'] => format!("{} block", COLOURS[(c - b'a') as usize]),
         _ => name.to_string(),
     }
 }

@@ -27,8 +27,9 @@ pub const BLOCKSWORLD: BlockPredicates =
 pub const MYSTERY: BlockPredicates =
     BlockPredicates { on: "craves", ontable: "planet", clear: "province", handempty: "harmony" };
 
-/// Object names: `a`, `b`, … (PlanBench names twelve colours for them).
-pub const MAX_BLOCKS: usize = 12;
+/// Object names: `a`, `b`, … `t`. PlanBench names twelve colours for `a` to `l`; the rest
+/// are there for tasks larger than PlanBench's (the checker's large-task corpus has 20).
+pub const MAX_BLOCKS: usize = 20;
 
 fn name(i: usize) -> char {
     (b'a' + i as u8) as char
@@ -120,6 +121,8 @@ mod tests {
         let p = crate::pddl::parse_problem(&a).unwrap();
         assert_eq!(p.objects.len(), 5);
         assert!(!p.goal.is_empty());
-        assert!(generate(&BLOCKSWORLD, "x", "y", 1, 13).is_err());
+        assert!(generate(&BLOCKSWORLD, "x", "y", 1, 21).is_err());
+        let big = crate::pddl::parse_problem(&generate(&BLOCKSWORLD, "x", "y", 1, 20).unwrap()).unwrap();
+        assert_eq!(big.objects.last().map(|o| o.name.as_str()), Some("t"));
     }
 }

@@ -375,6 +375,9 @@ macro_rules! export_faithfulness_checker {
                     decision: $crate::__onebrain_enum!(r.decision, $crate::Decision => w::Decision,
                         [Exact, Closure, Undecided]),
                     explanation: r.explanation,
+                    undecided: r.undecided,
+                    init_preserved: r.init_preserved,
+                    work: r.work,
                 })
             }
         }

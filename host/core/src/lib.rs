@@ -394,6 +394,32 @@ pub struct FaithfulnessReport {
     pub decision: Decision,
     /// Human-checkable reasons: the unmatched facts, the missing precondition, the failing plan step.
     pub explanation: Vec<String>,
+    /// A budget ran out before the checker could decide, and nothing it established refutes
+    /// the candidate: neither faithful nor not faithful, and counted apart from both. Then
+    /// `solvable` holds, `faithful` does not, `decision` is [`Decision::Undecided`] and
+    /// `drift` is `None`; what was established stays in the other fields (plugin API 0.3.0).
+    #[serde(default)]
+    pub undecided: bool,
+    /// Under the mapping found, the candidate's initial state is the reference's.
+    #[serde(default)]
+    pub init_preserved: bool,
+    /// The work the check took in the checker's own machine-independent units (0 when the
+    /// checker does not count): the same natively and in the sandbox.
+    #[serde(default)]
+    pub work: u64,
+}
+
+impl FaithfulnessReport {
+    /// `faithful`, `not faithful` or `undecided`: the verdict in words.
+    pub fn verdict(&self) -> &'static str {
+        if self.faithful {
+            "faithful"
+        } else if self.undecided {
+            "undecided"
+        } else {
+            "not faithful"
+        }
+    }
 }
 
 /// Decides whether a candidate spec still means the reference task.

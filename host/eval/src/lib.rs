@@ -17,7 +17,8 @@
 //!
 //! - [`FaithfulnessMetrics::from_reports`]: Solvability = mean S_i, FaithfulSuccess = mean C_i,
 //!   Drift = Σ S_i(1−C_i) / Σ S_i, Gap = Solvability − FaithfulSuccess, the goal-preservation
-//!   rate, mean Schema-F1, the distribution of drift categories and of goal decisions.
+//!   rate, mean Schema-F1, the distribution of drift categories and of goal decisions; a
+//!   result the checker left undecided (its budget ran out) is counted apart, in no rate.
 //! - [`disagreement_bound`]: ε̂, the solver–correctness disagreement, with its Hoeffding bound
 //!   ε ≤ ε̂ + sqrt(ln(k/δ) / 2n) (δ split over k checkpoints by the union bound).
 //! - [`roc_auc`]: the Judge's ROC AUC, ties counted one half.
@@ -72,7 +73,7 @@ pub use transfer::{
 };
 
 pub use metrics::{
-    disagreement_bound, AgreementTotals, hoeffding_bound, roc_auc, DecisionCounts, DisagreementBound, DriftCounts,
-    FaithfulnessMetrics, MetricsError, wilson_interval,
+    disagreement_bound, AgreementTotals, hoeffding_bound, is_undecided, roc_auc, DecisionCounts, DisagreementBound,
+    DriftCounts, FaithfulnessMetrics, MetricsError, wilson_interval,
 };
 pub use planbench::{load_planbench, LoadError, PlanBenchSet, PlanBenchTask};

@@ -169,10 +169,15 @@ impl DecisionCounts {
 }
 
 /// The faithfulness metrics over a set of results (one [`FaithfulnessReport`] per task).
+/// A result the checker left undecided (its budget ran out, nothing refuted) is neither
+/// faithful nor not: it is counted in `undecided` and in `decisions`, and in no rate.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FaithfulnessMetrics {
-    /// How many results.
+    /// How many decided results: the rates' denominator.
     pub n: usize,
+    /// How many results the checker left undecided, apart from `n`.
+    #[serde(default)]
+    pub undecided: usize,
     /// Solvability = mean S_i.
     pub solvability: f64,
     /// FaithfulSuccess = mean C_i.
@@ -202,16 +207,22 @@ impl FaithfulnessMetrics {
     /// as S_i; a report claiming faithful but not solvable is counted as unfaithful, since
     /// C_i requires S_i by definition.
     pub fn from_reports(reports: &[FaithfulnessReport]) -> FaithfulnessMetrics {
-        let n = reports.len();
+        let (open, decided): (Vec<&FaithfulnessReport>, Vec<&FaithfulnessReport>) =
+            reports.iter().partition(|r| is_undecided(r));
+        let n = decided.len();
         let mut m = FaithfulnessMetrics {
             n,
+            undecided: open.len(),
             ..Default::default()
         };
+        for r in &open {
+            m.decisions.add(r.decision);
+        }
         if n == 0 {
             return m;
         }
         let (mut solved, mut faithful, mut goal, mut f1) = (0usize, 0usize, 0usize, 0.0f64);
-        for r in reports {
+        for r in decided {
             let c = r.solvable && r.faithful;
             solved += r.solvable as usize;
             faithful += c as usize;
@@ -234,6 +245,11 @@ impl FaithfulnessMetrics {
         m.mean_schema_f1 = f1 / nf;
         m
     }
+}
+
+/// True when the checker left `r` undecided: no verdict, counted apart from both.
+pub fn is_undecided(r: &FaithfulnessReport) -> bool {
+    r.undecided && !r.faithful
 }
 
 /// The 95 % Wilson score interval of a rate of `k` in `n` (the interval the reports give;
@@ -289,18 +305,19 @@ pub fn hoeffding_bound(
     Ok((eps_hat + width).min(1.0))
 }
 
-/// ε̂ = (1/n) Σ 1[S_i ≠ C_i] over `reports`, with its Hoeffding bound at confidence 1 − δ
-/// over `checkpoints` checkpoints.
+/// ε̂ = (1/n) Σ 1[S_i ≠ C_i] over the decided `reports` (an undecided one has no C_i), with
+/// its Hoeffding bound at confidence 1 − δ over `checkpoints` checkpoints.
 pub fn disagreement_bound(
     reports: &[FaithfulnessReport],
     delta: f64,
     checkpoints: usize,
 ) -> Result<DisagreementBound, MetricsError> {
-    let n = reports.len();
+    let decided: Vec<&FaithfulnessReport> = reports.iter().filter(|r| !is_undecided(r)).collect();
+    let n = decided.len();
     if n == 0 {
         return Err(MetricsError::NoSamples);
     }
-    let disagree = reports
+    let disagree = decided
         .iter()
         .filter(|r| r.solvable != (r.solvable && r.faithful))
         .count();
@@ -456,6 +473,31 @@ mod tests {
             }
         );
         assert_eq!(m.faithful_decisions.total(), 4);
+    }
+
+    /// Issue 50: a result whose budget ran out is neither faithful nor unfaithful. Ten
+    /// results plus two undecided ones give the ten's rates, and the two on their own.
+    #[test]
+    fn undecided_results_are_in_no_rate() {
+        let open = FaithfulnessReport {
+            undecided: true,
+            ..rep(true, false, false, 1.0, None, Decision::Undecided)
+        };
+        let mut all = ten();
+        all.insert(3, open.clone());
+        all.push(open);
+        let m = FaithfulnessMetrics::from_reports(&all);
+        let base = FaithfulnessMetrics::from_reports(&ten());
+        assert_eq!((m.n, m.undecided), (10, 2));
+        assert_eq!((m.solvability, m.faithful_success, m.drift), (base.solvability, base.faithful_success, base.drift));
+        assert_eq!(m.drift_categories, base.drift_categories);
+        assert_eq!(m.decisions.undecided, base.decisions.undecided + 2);
+        let b = disagreement_bound(&all, 0.05, 1).unwrap();
+        assert_eq!((b.n, b.eps_hat), (10, disagreement_bound(&ten(), 0.05, 1).unwrap().eps_hat));
+        // Only undecided: no rate at all, and no bound.
+        let only = FaithfulnessMetrics::from_reports(&all[3..4]);
+        assert_eq!((only.n, only.undecided, only.drift), (0, 1, None));
+        assert!(disagreement_bound(&all[3..4], 0.05, 1).is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use onebrain_roles::{EpisodeRecord, Strategy};
 use serde::{Deserialize, Serialize};
 
 use crate::failures::{count_failures, FailedStep, FailureCause, FailureCount};
-use crate::metrics::{disagreement_bound, roc_auc, AgreementTotals, DisagreementBound, FaithfulnessMetrics};
+use crate::metrics::{disagreement_bound, is_undecided, roc_auc, AgreementTotals, DisagreementBound, FaithfulnessMetrics};
 use crate::svg;
 
 /// Steps shown in CSR(h) and the heatmap: h = 0..=H_max.
@@ -237,8 +237,11 @@ impl StrategyReport {
         let faithful: BTreeMap<String, Rate> = by_domain
             .iter()
             .filter_map(|(d, rs)| {
-                let checked: Vec<&FaithfulnessReport> =
-                    rs.iter().filter_map(|r| r.faithfulness.as_ref()).collect();
+                let checked: Vec<&FaithfulnessReport> = rs
+                    .iter()
+                    .filter_map(|r| r.faithfulness.as_ref())
+                    .filter(|f| !is_undecided(f))
+                    .collect();
                 (!checked.is_empty()).then(|| {
                     (
                         d.clone(),
@@ -302,6 +305,8 @@ impl StrategyReport {
                     (false, _) => j.unsolved.push(s),
                     // When b_0 = 1 the returned spec is y_0, so its report is y_0's.
                     (true, Some(f)) if f.faithful => j.solved_faithful.push(s),
+                    // No verdict: as if no checker had run.
+                    (true, Some(f)) if is_undecided(f) => j.solved_unchecked.push(s),
                     (true, Some(_)) => j.solved_unfaithful.push(s),
                     (true, None) => j.solved_unchecked.push(s),
                 }
@@ -508,6 +513,17 @@ impl Report {
                     );
                 }
             }
+            for x in &self.strategies {
+                if let Some(m) = x.faithfulness.as_ref().filter(|m| m.undecided > 0) {
+                    let _ = writeln!(
+                        s,
+                        "\n**{}: undecided {} of {}**: the checker's budget ran out before it could decide and nothing it had established refutes the answer (see the explanations in the trace). In neither Faithful nor Drift, and not an error; n above counts the decided.",
+                        x.strategy,
+                        m.undecided,
+                        m.n + m.undecided
+                    );
+                }
+            }
             if self.strategies.iter().any(|x| x.agreement.is_some()) {
                 let _ = writeln!(s, "\nWhat the answers share with the reference problems under the renaming of objects that shares the most facts (precision P, recall R, summed over answers; objects counted per type):\n");
                 for x in &self.strategies {
@@ -547,7 +563,7 @@ impl Report {
                     );
                 }
             }
-            let _ = writeln!(s, "\nexact = the same goal, or every reachable state compared; closure = each goal fact the other goal lacks proved implied from invariants of the reference task, or refuted by a reachable state; undecided = neither within the checker's bounds (never counted faithful). The share in brackets is of the faithful results.");
+            let _ = writeln!(s, "\nexact = the same goal, or every reachable state compared; closure = each goal fact the other goal lacks proved implied from invariants of the reference task, or refuted by a reachable state; undecided = neither within the checker's bounds (never counted faithful; counted apart from the not faithful too when nothing else refutes the answer, the line above the table). The share in brackets is of the faithful results.");
             let _ = writeln!(s, "\n### Faithful success per domain (%)\n");
             let _ = writeln!(s, "| strategy | {} |", self.domains.join(" | "));
             let _ = writeln!(s, "|---|{}", "---:|".repeat(self.domains.len()));

@@ -3,13 +3,14 @@
 use std::collections::HashSet;
 
 use onebrain_core::{Decision, Drift, FaithfulnessReport, Spec};
-use onebrain_pddl::{ground, parse_domain, parse_plan, parse_problem, validate, Domain, Problem};
+use onebrain_pddl::{ground, parse_domain, parse_plan, parse_problem, validate, Domain, GroundTask, Plan, Problem};
 
 use crate::goal::{self, Space};
 use crate::mapping::{identity_mappings, init_mappings, Budget, PredMap};
 use crate::model::Model;
 use crate::schema::{self, SchemaMatch};
-use crate::{CheckError, Limits};
+use crate::work::Work;
+use crate::{CheckError, Limits, TaskSize};
 
 /// Above this many predicate-completion combinations, free predicates are assigned greedily.
 const MAX_COMPLETIONS: usize = 4096;
@@ -24,11 +25,26 @@ struct Reference {
     model: Model,
 }
 
-fn reference(spec: &Spec) -> Result<(Reference, onebrain_pddl::GroundTask), CheckError> {
+/// The reference parsed and grounded, or why it cannot be.
+pub(crate) fn ground_reference(spec: &Spec) -> Result<(Domain, Problem, GroundTask), CheckError> {
     let domain = parse_domain(&spec.domain).map_err(|e| CheckError::ReferenceParse { file: "domain", message: e.to_string() })?;
     let problem = parse_problem(&spec.problem).map_err(|e| CheckError::ReferenceParse { file: "problem", message: e.to_string() })?;
-    let model = Model::new(&domain, &problem).map_err(CheckError::ReferenceModel)?;
     let task = ground(&domain, &problem).map_err(|e| CheckError::ReferenceGround(e.to_string()))?;
+    Ok((domain, problem, task))
+}
+
+pub(crate) fn size_of(domain: &Domain, problem: &Problem, task: &GroundTask) -> TaskSize {
+    TaskSize {
+        objects: (domain.constants.len() + problem.objects.len()) as u64,
+        init_facts: problem.init.len() as u64,
+        atoms: task.num_atoms() as u64,
+        actions: task.actions().len() as u64,
+    }
+}
+
+fn reference(spec: &Spec) -> Result<(Reference, GroundTask), CheckError> {
+    let (domain, problem, task) = ground_reference(spec)?;
+    let model = Model::new(&domain, &problem).map_err(CheckError::ReferenceModel)?;
     Ok((Reference { domain, problem, model }, task))
 }
 
@@ -41,14 +57,55 @@ pub(crate) fn run(
     limits: &Limits,
 ) -> Result<FaithfulnessReport, CheckError> {
     let (r, task) = reference(reference_spec)?;
+    let size = size_of(&r.domain, &r.problem, &task);
+    let work = Work::new(limits.max_work(&size));
+    let mut report = decide(&r, task, reference_spec, candidate, plan, solvable, limits, &work);
+    report.work = work.spent();
+    if work.exhausted() && report.decision == Decision::Undecided {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        let established = if report.init_preserved {
+            format!(
+                "objects preserved {}, initial state equal under renaming yes, schemas consistent {}, plan replays {}",
+                yes(report.objects_preserved),
+                yes(report.schema_consistent),
+                yes(report.plan_replay_ok)
+            )
+        } else {
+            "nothing: the initial states were not yet matched".to_string()
+        };
+        report.explanation.insert(
+            0,
+            format!(
+                "undecided: the work budget ran out ({} units for a task of {} ground actions and {} atoms); established before it ran out: {established}",
+                work.limit(),
+                size.actions,
+                size.atoms
+            ),
+        );
+    }
+    Ok(report)
+}
+
+/// The checks, in order; `work` meters the state-space stages.
+#[allow(clippy::too_many_arguments)]
+fn decide(
+    r: &Reference,
+    task: GroundTask,
+    reference_spec: &Spec,
+    candidate: &Spec,
+    plan: Option<&[String]>,
+    solvable: bool,
+    limits: &Limits,
+    work: &Work,
+) -> FaithfulnessReport {
     let mut report = FaithfulnessReport { solvable, ..Default::default() };
 
     let cand = match parse_domain(&candidate.domain) {
-        Err(e) => return Ok(unreadable(report, format!("the candidate domain does not parse: {e}"))),
+        Err(e) => return unreadable(report, format!("the candidate domain does not parse: {e}")),
         Ok(d) => match parse_problem(&candidate.problem) {
-            Err(e) => return Ok(unreadable(report, format!("the candidate problem does not parse: {e}"))),
+            Err(e) => return unreadable(report, format!("the candidate problem does not parse: {e}")),
             Ok(p) => match Model::new(&d, &p) {
-                Err(e) => return Ok(unreadable(report, format!("the candidate spec is ill-formed: {e}"))),
+                Err(e) => return unreadable(report, format!("the candidate spec is ill-formed: {e}")),
                 Ok(m) => m,
             },
         },
@@ -61,7 +118,7 @@ pub(crate) fn run(
         && cand.actions.len() == r.model.actions.len();
     let pins = if same { constant_pins(&cand, &r.model) } else { Vec::new() };
 
-    let mut budget = Budget::new(limits.max_nodes);
+    let mut budget = Budget::new(limits.max_nodes, work.clone());
     let stage1 = if same {
         identity_mappings(&cand, &r.model, &pins, &mut budget)
     } else {
@@ -70,13 +127,17 @@ pub(crate) fn run(
     if stage1.found.is_empty() {
         if stage1.undecided {
             report.decision = Decision::Undecided;
-            report.explanation.push(format!(
-                "undecided: the mapping search exceeded {} nodes before matching the initial states",
-                limits.max_nodes
-            ));
-            return Ok(report);
+            // Nothing is refuted yet; an unsolved candidate is still decided: never faithful.
+            report.undecided = solvable;
+            if !work.exhausted() {
+                report.explanation.push(format!(
+                    "undecided: the mapping search exceeded {} nodes before matching the initial states",
+                    limits.max_nodes
+                ));
+            }
+            return report;
         }
-        return Ok(no_mapping(report, &cand, &r.model, limits, same, &pins));
+        return no_mapping(report, &cand, &r.model, limits, same, &pins, work);
     }
 
     // Complete each viable predicate map over the predicates the initial state does not
@@ -102,9 +163,16 @@ pub(crate) fn run(
         (pm, f, sm)
     };
     report.objects_preserved = true;
+    report.init_preserved = true;
 
-    // Goal.
-    let mut space = Space::new(&r.model, task, limits);
+    // Goal. The candidate's own plan, replayed in the reference model under the mapping
+    // found, passes through reachable reference states, the last of which satisfies the
+    // candidate's goal: witnesses for free (the plan-replay path), where a search on a large
+    // task would have to find one. Only states the plan reaches step by step join the pool.
+    let mut space = Space::new(&r.model, task, limits, work.clone());
+    if let Some(Ok((_, translated))) = plan.map(|p| translate(&cand, r, &sm, &f0, p)) {
+        space.walk(&translated);
+    }
     let gv = goal::compare(&mut space, &cand, &pm, &f0, &pins, limits, &mut budget);
     report.goal_preserved = gv.preserved;
     report.decision = gv.decision;
@@ -155,7 +223,13 @@ pub(crate) fn run(
         }
     }
 
-    if solvable && !report.faithful {
+    // Only the goal is open: nothing established refutes the candidate.
+    report.undecided = solvable
+        && !report.faithful
+        && gv.decision == Decision::Undecided
+        && report.schema_consistent
+        && report.plan_replay_ok;
+    if solvable && !report.faithful && !report.undecided {
         report.drift = if !report.goal_preserved && report.decision != Decision::Undecided {
             Some(Drift::GoalWeakening)
         } else if !d.missing_pre.is_empty() && d.other.is_empty() {
@@ -169,7 +243,7 @@ pub(crate) fn run(
     if !same {
         report.explanation.extend(symmetry_note(&cand, &r.model, &pm));
     }
-    Ok(report)
+    report
 }
 
 /// The domain text with comments, case and layout normalised away: two domains that agree
@@ -389,6 +463,7 @@ fn no_mapping(
     limits: &Limits,
     same: bool,
     pins: &[(u32, u32)],
+    work: &Work,
 ) -> FaithfulnessReport {
     let (nc, nr) = (cand.objects.len(), reference.objects.len());
     let mut type_drift = false;
@@ -406,7 +481,7 @@ fn no_mapping(
         report.explanation.push(line);
     } else {
         let (tc, tr) = (type_part(cand), type_part(reference));
-        let mut budget = Budget::new(limits.max_nodes);
+        let mut budget = Budget::new(limits.max_nodes, work.clone());
         let types = if same { identity_mappings(&tc, &tr, pins, &mut budget) } else { init_mappings(&tc, &tr, 1, &mut budget) };
         if types.found.is_empty() && !types.undecided {
             type_drift = true;
@@ -507,6 +582,28 @@ fn replay(cand: &Model, r: &Reference, sm: &SchemaMatch, objects: &[u32], plan: 
     let Some(plan) = plan else {
         return Err("no plan was given to replay in the reference model".into());
     };
+    let (parsed, translated) = translate(cand, r, sm, objects, plan)?;
+    let v = validate(&r.domain, &r.problem, &translated);
+    if v.valid {
+        return Ok(());
+    }
+    let mut msg = match v.failed_step {
+        Some(k) => format!(
+            "plan replay fails at step {k}: candidate {} is reference {}: {}",
+            parsed.steps[k - 1],
+            translated.steps[k - 1],
+            v.reason
+        ),
+        None => format!("plan replay: {}", v.reason),
+    };
+    if !v.unsatisfied.is_empty() {
+        msg.push_str(&format!("; unsatisfied: {}", v.unsatisfied.join(" ")));
+    }
+    Err(msg)
+}
+
+/// The candidate's plan, and the same plan in the reference's actions and objects.
+fn translate(cand: &Model, r: &Reference, sm: &SchemaMatch, objects: &[u32], plan: &[String]) -> Result<(Plan, Plan), String> {
     let parsed = parse_plan(&plan.join("\n")).map_err(|e| format!("the candidate plan does not parse: {e}"))?;
     let mut text = String::new();
     for (k, step) in parsed.steps.iter().enumerate() {
@@ -542,21 +639,5 @@ fn replay(cand: &Model, r: &Reference, sm: &SchemaMatch, objects: &[u32], plan: 
         text.push_str(")\n");
     }
     let translated = parse_plan(&text).map_err(|e| format!("internal: the translated plan does not parse: {e}"))?;
-    let v = validate(&r.domain, &r.problem, &translated);
-    if v.valid {
-        return Ok(());
-    }
-    let mut msg = match v.failed_step {
-        Some(k) => format!(
-            "plan replay fails at step {k}: candidate {} is reference {}: {}",
-            parsed.steps[k - 1],
-            translated.steps[k - 1],
-            v.reason
-        ),
-        None => format!("plan replay: {}", v.reason),
-    };
-    if !v.unsatisfied.is_empty() {
-        msg.push_str(&format!("; unsatisfied: {}", v.unsatisfied.join(" ")));
-    }
-    Err(msg)
+    Ok((parsed, translated))
 }

@@ -26,12 +26,13 @@
 use std::collections::{HashMap, HashSet};
 
 use onebrain_core::Decision;
-use onebrain_pddl::{AtomId, GroundTask, State};
+use onebrain_pddl::{AtomId, GroundTask, Plan, State};
 
 use crate::invariant::Invariants;
 use crate::mapping::{object_maps, Budget, PredMap};
 use crate::model::{Fact, GoalLit, Model};
 use crate::search::{Found, Hadd};
+use crate::work::Work;
 use crate::Limits;
 
 /// A goal literal compiled against the reference's ground task.
@@ -75,9 +76,13 @@ fn atom_lits(g: &[Ev]) -> Vec<(AtomId, bool)> {
 pub(crate) struct Space<'a> {
     pub model: &'a Model,
     task: GroundTask,
-    /// Reachable states: all of them if `complete`, else those found (the pool).
+    /// Reachable states: all of them if `complete`, else those found (the pool). Filled by
+    /// [`Space::explore`], which a goal that is literally the reference's never needs.
     states: Vec<State>,
     pub complete: bool,
+    max_states: usize,
+    /// States a replayed plan passed through, for the pool.
+    walked: Vec<State>,
     cache: HashMap<GoalLit, Ev>,
     init_set: HashSet<Fact>,
     max_search_nodes: usize,
@@ -86,23 +91,63 @@ pub(crate) struct Space<'a> {
     hadd: Option<Hadd>,
     /// Unreachability proofs tried, by target (symmetric object maps ask the same ones).
     proofs: HashMap<Vec<(AtomId, bool)>, bool>,
+    /// The check's work meter.
+    work: Work,
 }
 
 impl<'a> Space<'a> {
-    pub fn new(model: &'a Model, task: GroundTask, limits: &Limits) -> Space<'a> {
-        let (states, complete) = explore(&task, limits.max_states);
+    pub fn new(model: &'a Model, task: GroundTask, limits: &Limits, work: Work) -> Space<'a> {
         Space {
             model,
             task,
-            states,
-            complete,
+            states: Vec::new(),
+            complete: false,
+            max_states: limits.max_states,
+            walked: Vec::new(),
             cache: HashMap::new(),
             init_set: model.init.iter().cloned().collect(),
             max_search_nodes: limits.max_search_nodes,
             invariants: None,
             hadd: None,
             proofs: HashMap::new(),
+            work,
         }
+    }
+
+    /// Enumerates the reachable states, up to the limit; once. When that is not all of them,
+    /// the states a replayed plan passed through join the pool, at its end, where the likeliest
+    /// witnesses are looked for first.
+    fn explore(&mut self) {
+        if self.states.is_empty() {
+            (self.states, self.complete) = explore(&self.task, self.max_states, &self.work);
+            if !self.complete {
+                self.states.append(&mut self.walked);
+            }
+        }
+    }
+
+    /// Follows `plan` (reference actions and objects) from the initial state while its steps
+    /// apply, and keeps the states it passes through: each one reachable, the last one the
+    /// plan's goal state.
+    pub fn walk(&mut self, plan: &Plan) {
+        let mut s = self.task.init().clone();
+        for step in &plan.steps {
+            // Finding a ground action scans them all.
+            if !self.work.charge(self.task.actions().len() as u64) {
+                return;
+            }
+            let Some(a) = self.task.find_action(&step.action, &step.args) else { return };
+            if !self.task.is_applicable(&s, a) {
+                return;
+            }
+            s = self.task.apply(&s, a);
+            self.walked.push(s.clone());
+        }
+    }
+
+    /// Charges a scan of the pool: one unit per state.
+    fn charge_scan(&self) -> bool {
+        self.work.charge(self.states.len() as u64)
     }
 
     fn ev(&mut self, g: &GoalLit) -> Ev {
@@ -131,7 +176,7 @@ impl<'a> Space<'a> {
     /// The reference task's proved invariants, built on first use.
     fn invariants(&mut self) -> &Invariants {
         if self.invariants.is_none() {
-            self.invariants = Some(Invariants::new(self.model, &self.task));
+            self.invariants = Some(Invariants::new(self.model, &self.task, self.work.clone()));
         }
         self.invariants.as_ref().expect("just built")
     }
@@ -139,6 +184,9 @@ impl<'a> Space<'a> {
     /// A reachable state satisfying `g`: from the pool, or by a search of at most
     /// `max_nodes` expansions (whose find joins the pool, so later closures and searches see it).
     fn find(&mut self, g: &[Ev], max_nodes: usize) -> Found {
+        if !self.charge_scan() {
+            return Found::Limit;
+        }
         if let Some(s) = self.states.iter().rev().find(|s| sat(g, s)) {
             return Found::State(s.clone());
         }
@@ -151,11 +199,12 @@ impl<'a> Space<'a> {
     /// The bounded search for a state with every literal of `lits`.
     fn search(&mut self, lits: &[(AtomId, bool)], max_nodes: usize) -> Found {
         if self.hadd.is_none() {
+            self.work.charge(self.task.actions().len() as u64);
             self.hadd = Some(Hadd::new(&self.task));
         }
         let pos: Vec<AtomId> = lits.iter().filter(|l| l.1).map(|l| l.0).collect();
         let neg: Vec<AtomId> = lits.iter().filter(|l| !l.1).map(|l| l.0).collect();
-        let found = self.hadd.as_ref().expect("just built").find(&self.task, &pos, &neg, max_nodes);
+        let found = self.hadd.as_ref().expect("just built").find(&self.task, &pos, &neg, max_nodes, &self.work);
         if let Found::State(s) = &found {
             self.states.push(s.clone());
         }
@@ -163,15 +212,22 @@ impl<'a> Space<'a> {
     }
 }
 
-/// Breadth-first enumeration of reachable states, up to `max` of them.
-fn explore(task: &GroundTask, max: usize) -> (Vec<State>, bool) {
+/// Breadth-first enumeration of reachable states, up to `max` of them; incomplete too when
+/// `work` runs out first.
+fn explore(task: &GroundTask, max: usize, work: &Work) -> (Vec<State>, bool) {
     let mut seen: HashSet<State> = HashSet::new();
     let mut states = vec![task.init().clone()];
     seen.insert(task.init().clone());
+    // Expanding a state scans every ground action; each successor is hashed, a word per 64 atoms.
+    let (scan, succ) = (task.actions().len() as u64, 1 + task.num_atoms() as u64 / 64);
     let mut i = 0;
     while i < states.len() {
         let s = states[i].clone();
-        for a in task.applicable(&s).collect::<Vec<_>>() {
+        let applicable = task.applicable(&s).collect::<Vec<_>>();
+        if !work.charge(scan + succ * applicable.len() as u64) {
+            return (states, false);
+        }
+        for a in applicable {
             let t = task.apply(&s, a);
             if !seen.contains(&t) {
                 if states.len() >= max {
@@ -198,7 +254,10 @@ impl Closure {
     fn of(space: &Space, g: &[Ev]) -> Closure {
         let n = space.task.num_atoms();
         let mut c = Closure { all: vec![true; n], any: vec![false; n], empty: true };
+        // Only pruning rests on a closure, so it is always completed; its cost is still counted.
+        space.charge_scan();
         for s in space.states.iter().filter(|s| sat(g, s)) {
+            space.work.charge(n as u64);
             c.empty = false;
             for (i, (all, any)) in c.all.iter_mut().zip(c.any.iter_mut()).enumerate() {
                 let h = s.contains(AtomId(i as u32));
@@ -311,14 +370,15 @@ pub(crate) fn compare(
     }
     if budget.exhausted() {
         verdict.decision = Decision::Undecided;
-        verdict.explanation.push(format!("undecided: the goal-alignment search exceeded {} nodes", budget.limit));
+        verdict.explanation.extend(alignment_note(budget));
         return verdict;
     }
 
-    // 2. Semantic comparison, in two rounds. First every candidate map is decided by proofs
-    // alone (cheap); only when none is proved equivalent does a second round search for
-    // witnesses, so that a right map found by proof spares the searches that would refute
-    // the wrong ones.
+    // 2. Semantic comparison over the reachable states, in two rounds. First every candidate
+    // map is decided by proofs alone (cheap); only when none is proved equivalent does a
+    // second round search for witnesses, so that a right map found by proof spares the
+    // searches that would refute the wrong ones.
+    space.explore();
     let er = space.compile(&reference.goal);
     let e0 = space.compile(&g0);
     let mut undecided: Option<String> = None;
@@ -360,7 +420,7 @@ pub(crate) fn compare(
     }
     if budget.exhausted() {
         verdict.decision = Decision::Undecided;
-        verdict.explanation.push(format!("undecided: the goal-alignment search exceeded {} nodes", budget.limit));
+        verdict.explanation.extend(alignment_note(budget));
         return verdict;
     }
     if let Some(why) = undecided {
@@ -425,6 +485,12 @@ pub(crate) fn compare(
     verdict
 }
 
+/// Why the goal alignment stopped, when its node limit did it (the work budget has its line
+/// at the top of the report).
+fn alignment_note(budget: &Budget) -> Option<String> {
+    (budget.nodes > budget.limit).then(|| format!("undecided: the goal-alignment search exceeded {} nodes", budget.limit))
+}
+
 /// Object maps (up to `max`) that preserve the init and send each goal into the other's
 /// closure over the pool's goal states: a map under which some candidate goal literal fails
 /// in a reference goal state of the pool (or the reverse) cannot make the goals equivalent.
@@ -480,6 +546,8 @@ fn equivalent(space: &mut Space, g: &[GoalLit], search: bool) -> Equiv {
     let er = space.compile(&reference.goal);
     let eg = space.compile(g);
     if space.complete {
+        // Every reachable state is in hand: the comparison decides, whatever the budget.
+        space.charge_scan();
         let same = space.states.iter().all(|s| sat(&er, s) == sat(&eg, s));
         return if same { Equiv::Yes { closure: false } } else { Equiv::No };
     }
@@ -528,10 +596,15 @@ fn implies(space: &mut Space, ev: &[Ev], lits: &[GoalLit], l: &GoalLit, search: 
     }
     let mut target = ev.to_vec();
     target.push(space.ev(l).negate());
-    if space.complete || target.contains(&Ev::Const(false)) {
+    if target.contains(&Ev::Const(false)) {
+        return Implied::Yes { closure: false };
+    }
+    if space.complete {
         return match space.find(&target, 0) {
             Found::State(_) => Implied::No,
-            _ => Implied::Yes { closure: false },
+            Found::Exhausted => Implied::Yes { closure: false },
+            // The work budget ran out before the scan: nothing is known.
+            Found::Limit => Implied::Unknown,
         };
     }
     let lits = atom_lits(&target);
@@ -552,6 +625,9 @@ fn implies(space: &mut Space, ev: &[Ev], lits: &[GoalLit], l: &GoalLit, search: 
     let guided = inv.consequences(n, &lits).unwrap_or(lits);
     // A witness already in the pool settles it at once; the states searches found are at
     // its end and the likeliest, so it is scanned from there.
+    if !space.charge_scan() {
+        return Implied::Unknown;
+    }
     if space.states.iter().rev().any(|s| sat(&target, s)) {
         return Implied::No;
     }

@@ -24,6 +24,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use onebrain_pddl::{AtomId, GroundAction, GroundTask};
 
 use crate::model::{Arg, Model, PredRef, Role, SchemaLit};
+use crate::work::Work;
 
 /// Candidate groups generated per check, at most. BlocksWorld needs 3, Logistics and
 /// Gripper about as many; the cap bounds the work on odd domains.
@@ -64,6 +65,8 @@ pub(crate) struct Invariants {
     /// For each atom, the actions that add it, and those that delete it.
     adders: Vec<Vec<u32>>,
     deleters: Vec<Vec<u32>>,
+    /// The check's work meter: propagation and regression are charged to it.
+    work: Work,
 }
 
 /// A partial assignment with an undo trail, reused across proofs.
@@ -101,12 +104,19 @@ impl Scratch {
 }
 
 impl Invariants {
-    /// Synthesises and verifies the groups of `task`, the grounding of `model`.
-    pub fn new(model: &Model, task: &GroundTask) -> Invariants {
+    /// Synthesises and verifies the groups of `task`, the grounding of `model`. When `work`
+    /// runs out, the candidates not yet verified are left out: fewer groups prove less, and
+    /// what they prove still holds.
+    pub fn new(model: &Model, task: &GroundTask, work: Work) -> Invariants {
         let n = task.num_atoms();
         let atoms = atom_index(model, task);
         let mut found: HashMap<Vec<AtomId>, bool> = HashMap::new();
+        // Verifying a candidate reads every atom and every action once.
+        let per = (n + task.actions().len()) as u64;
         for cand in candidates(model) {
+            if !work.charge(per) {
+                break;
+            }
             verify(task, &atoms, &cand, &mut found);
         }
         let mut groups: Vec<Group> = found.into_iter().map(|(atoms, exactly_one)| Group { atoms, exactly_one }).collect();
@@ -127,7 +137,7 @@ impl Invariants {
                 deleters[x.0 as usize].push(i as u32);
             }
         }
-        Invariants { groups, of_atom, adders, deleters }
+        Invariants { groups, of_atom, adders, deleters, work }
     }
 
     /// How many verified groups there are (for tests).
@@ -141,6 +151,7 @@ impl Invariants {
         while let Some(a) = s.queue.pop() {
             for &g in &self.of_atom[a as usize] {
                 let grp = &self.groups[g as usize];
+                self.work.charge(grp.atoms.len() as u64);
                 let (mut t, mut unknown, mut last) = (0, 0, 0u32);
                 for &b in &grp.atoms {
                     match s.vals[b.0 as usize] {
@@ -189,6 +200,7 @@ impl Invariants {
     /// The literals `lits` imply in every reachable state (themselves included), or `None`
     /// when no reachable state satisfies them by propagation alone.
     pub fn consequences(&self, num_atoms: usize, lits: &[(AtomId, bool)]) -> Option<Vec<(AtomId, bool)>> {
+        self.work.charge(num_atoms as u64);
         let mut s = Scratch::new(num_atoms);
         if !self.assign(&mut s, lits) {
             return None;
@@ -220,6 +232,9 @@ impl Invariants {
     pub fn unreachable(&self, task: &GroundTask, lits: &[(AtomId, bool)]) -> bool {
         let n = task.num_atoms();
         let Some(closed) = self.consequences(n, lits) else { return true };
+        if self.work.exhausted() {
+            return false;
+        }
         // The set S whose joint truth is to be ruled out: the literals and what they imply
         // (a reachable state satisfying `lits` satisfies all of them). Literals whose
         // achievers cannot be refuted are dropped until what is left is inductive.
@@ -244,6 +259,11 @@ impl Invariants {
             }
             touching.sort_unstable();
             touching.dedup();
+            // Each action's predecessor lists the members it leaves alone; out of work, the
+            // proof is not made (which proves nothing either way).
+            if !self.work.charge(n as u64 / 64 + touching.len() as u64 * (members.len() as u64 + 16)) {
+                return false;
+            }
             let mut dropped = false;
             for &ai in &touching {
                 let act = &actions[ai as usize];
@@ -535,7 +555,7 @@ mod tests {
         let p = parse_problem(problem).unwrap();
         let m = Model::new(&d, &p).unwrap();
         let t = ground(&d, &p).unwrap();
-        let inv = Invariants::new(&m, &t);
+        let inv = Invariants::new(&m, &t, Work::new(u64::MAX));
         (m, t, inv)
     }
 

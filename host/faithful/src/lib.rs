@@ -80,6 +80,7 @@ mod mapping;
 mod model;
 mod schema;
 mod search;
+mod work;
 
 pub use agreement::fact_agreement;
 pub use lifted::{mutex_groups, GroupPart, MutexGroup};
@@ -108,12 +109,74 @@ pub struct Limits {
     /// satisfies one goal and violates a fact of the other (a witness), when the invariants
     /// do not prove the fact implied. Running out gives [`Decision::Undecided`].
     pub max_search_nodes: usize,
+    /// Work units every check may take whatever its size: a unit is one ground action
+    /// scanned, one atom reset or one pool state looked at, the same count natively and under
+    /// WebAssembly. Running out gives [`Decision::Undecided`] with what was established.
+    pub work_base: u64,
+    /// Work units more per unit of the reference task's [`TaskSize::units`] (its ground
+    /// actions plus ground atoms), the measure one state expansion's cost grows with.
+    pub work_per_size: u64,
+}
+
+impl Limits {
+    /// The work budget of one check on a reference of `size`: `work_base + work_per_size ×
+    /// size.units()`.
+    pub fn max_work(&self, size: &TaskSize) -> u64 {
+        self.work_base.saturating_add(self.work_per_size.saturating_mul(size.units()))
+    }
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_nodes: 200_000, max_pred_maps: 16, max_mappings: 64, max_states: 50_000, max_search_nodes: 5_000 }
+        Limits {
+            max_nodes: 200_000,
+            max_pred_maps: 16,
+            max_mappings: 64,
+            max_states: 50_000,
+            max_search_nodes: 5_000,
+            work_base: WORK_BASE,
+            work_per_size: WORK_PER_SIZE,
+        }
     }
+}
+
+/// The default [`Limits::work_base`]. See [`WORK_PER_SIZE`].
+pub const WORK_BASE: u64 = 20_000_000;
+
+/// The default [`Limits::work_per_size`]. The corpus of large tasks (`examples/large.rs`,
+/// `results/checker-large/`) measured what its decisions took; this leaves room above the
+/// most any of them took per unit of size, so that the budget ends only checks that would
+/// have searched far longer, and the plugin's fuel (`plugins/reference-checker/plugin.toml`)
+/// is sized from it.
+pub const WORK_PER_SIZE: u64 = 400_000;
+
+/// The size of a task as the checker meets it: what it grounds to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskSize {
+    /// Declared objects (domain constants included).
+    pub objects: u64,
+    /// Facts of the initial state.
+    pub init_facts: u64,
+    /// Ground atoms that can hold in some reachable state (relaxed reachability).
+    pub atoms: u64,
+    /// Ground actions over those atoms.
+    pub actions: u64,
+}
+
+impl TaskSize {
+    /// The measure budgets scale with: ground actions plus ground atoms. Expanding a state
+    /// scans every ground action and a heuristic evaluation resets every atom, so this is what
+    /// one step of every state-space stage costs; objects and facts grow slower than the work
+    /// on BlocksWorld (actions grow with the square of the blocks) and faster on Logistics.
+    pub fn units(&self) -> u64 {
+        self.atoms + self.actions
+    }
+}
+
+/// The size of `spec`'s task; an error when it does not parse or ground.
+pub fn task_size(spec: &Spec) -> Result<TaskSize, CheckError> {
+    let (domain, problem, task) = check::ground_reference(spec)?;
+    Ok(check::size_of(&domain, &problem, &task))
 }
 
 /// Why no report could be made: the reference itself is unusable. A bad candidate is never

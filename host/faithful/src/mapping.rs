@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 
 use crate::model::{Fact, Model};
+use crate::work::Work;
 
 /// A predicate mapping: candidate predicate → (reference predicate, position map), where the
 /// candidate's argument `i` goes to the reference's position `perm[i]`.
@@ -54,26 +55,28 @@ impl PredMap {
     }
 }
 
-/// The search's node budget, shared by every sub-search of one check.
+/// The search's node budget, shared by every sub-search of one check, and the check's work
+/// meter, which each node's colour refinement is charged to.
 #[derive(Clone, Debug)]
 pub(crate) struct Budget {
     pub nodes: u64,
     pub limit: u64,
+    pub work: Work,
 }
 
 impl Budget {
-    pub fn new(limit: u64) -> Budget {
-        Budget { nodes: 0, limit }
+    pub fn new(limit: u64, work: Work) -> Budget {
+        Budget { nodes: 0, limit, work }
     }
 
-    /// Counts one node; false once the limit is passed.
+    /// Counts one node; false once the node limit or the work budget is passed.
     fn tick(&mut self) -> bool {
         self.nodes += 1;
-        self.nodes <= self.limit
+        self.work.charge(1) && self.nodes <= self.limit
     }
 
     pub fn exhausted(&self) -> bool {
-        self.nodes > self.limit
+        self.nodes > self.limit || self.work.exhausted()
     }
 }
 
@@ -142,10 +145,13 @@ struct Graph {
 
 impl Graph {
     /// Refines `colors` to the stable colouring; `None` if the two sides' class sizes differ.
-    fn refine(&self, mut colors: Vec<u32>) -> Option<Vec<u32>> {
+    fn refine(&self, mut colors: Vec<u32>, work: &Work) -> Option<Vec<u32>> {
         let n2 = 2 * self.n;
         let mut classes = count_classes(&colors);
+        // A round reads every fact once per argument, on both sides.
+        let round: u64 = self.incident.iter().map(|v| v.len() as u64).sum::<u64>() + n2 as u64;
         loop {
+            work.charge(round);
             let mut intern: HashMap<Vec<u32>, u32> = HashMap::new();
             let mut next = vec![0u32; n2];
             let mut tuples: Vec<Vec<u32>> = Vec::new();
@@ -196,7 +202,10 @@ impl Graph {
         if !budget.tick() {
             return Err(Stop::Budget);
         }
-        let Some(colors) = self.refine(colors) else { return Ok(()) };
+        let Some(colors) = self.refine(colors, &budget.work) else { return Ok(()) };
+        if budget.work.exhausted() {
+            return Err(Stop::Budget);
+        }
         let n = self.n;
         // Objects pinned so far: those alone in their colour class.
         let mut size = vec![0u32; 2 * n];
@@ -442,7 +451,7 @@ mod tests {
     fn renamed_blocks_map_onto_the_reference() {
         let r = model(BW, "(define (problem p) (:domain bw) (:objects a b c) (:init (handempty) (ontable a) (on b a) (clear b) (ontable c) (clear c)) (:goal (on a b)))");
         let c = model(MY, "(define (problem p) (:domain my) (:objects x y z) (:init (harmony) (planet z) (craves y z) (province y) (planet x) (province x)) (:goal (craves z y)))");
-        let mut budget = Budget::new(10_000);
+        let mut budget = Budget::new(10_000, Work::new(u64::MAX));
         let m = init_mappings(&c, &r, 8, &mut budget);
         assert!(!m.undecided);
         // The initial state alone cannot tell `clear` from `ontable` here: reading every
@@ -459,7 +468,7 @@ mod tests {
     #[test]
     fn symmetric_objects_give_several_maps_and_a_changed_state_none() {
         let r = model(BW, "(define (problem p) (:domain bw) (:objects a b c) (:init (handempty) (ontable a) (ontable b) (ontable c) (clear a) (clear b) (clear c)) (:goal (on a b)))");
-        let mut budget = Budget::new(10_000);
+        let mut budget = Budget::new(10_000, Work::new(u64::MAX));
         let ident: Vec<u32> = (0..3).collect();
         let maps = object_maps(3, &r.init, &r.init, &[], &mut |_| true, 100, &mut budget);
         assert_eq!(maps.len(), 6);
@@ -471,7 +480,7 @@ mod tests {
     #[test]
     fn a_tiny_budget_is_reported() {
         let r = model(BW, "(define (problem p) (:domain bw) (:objects a b c d) (:init (handempty) (ontable a) (ontable b) (ontable c) (ontable d) (clear a) (clear b) (clear c) (clear d)) (:goal (on a b)))");
-        let mut budget = Budget::new(3);
+        let mut budget = Budget::new(3, Work::new(u64::MAX));
         let m = init_mappings(&r, &r, 8, &mut budget);
         assert!(m.undecided);
     }
@@ -483,7 +492,7 @@ mod tests {
             "(define (domain x) (:predicates (free ?x) (base ?x) (idle) (held ?x) (under ?y ?x)))",
             "(define (problem p) (:domain x) (:objects u v) (:init (idle) (base u) (under u v) (free v)) (:goal (under v u)))",
         );
-        let mut budget = Budget::new(10_000);
+        let mut budget = Budget::new(10_000, Work::new(u64::MAX));
         let m = init_mappings(&c, &r, 8, &mut budget);
         assert_eq!(m.found.len(), 2, "the stack read either way up");
         let under = c.preds.iter().position(|p| p.name == "under").unwrap();

@@ -11,6 +11,8 @@ use std::collections::{BinaryHeap, HashSet};
 
 use onebrain_pddl::{AtomId, GroundTask, State};
 
+use crate::work::Work;
+
 /// What a search found.
 pub(crate) enum Found {
     /// A reachable state satisfying the target (returned).
@@ -110,14 +112,21 @@ impl Hadd {
     }
 
     /// Greedy best-first search from the initial state for a state where every atom of
-    /// `pos` holds and none of `neg`, expanding at most `max_nodes` states.
-    pub fn find(&self, task: &GroundTask, pos: &[AtomId], neg: &[AtomId], max_nodes: usize) -> Found {
+    /// `pos` holds and none of `neg`, expanding at most `max_nodes` states, and stopping at
+    /// the limit too when `work` runs out.
+    pub fn find(&self, task: &GroundTask, pos: &[AtomId], neg: &[AtomId], max_nodes: usize, work: &Work) -> Found {
         let sat = |s: &State| pos.iter().all(|&a| s.contains(a)) && !neg.iter().any(|&a| s.contains(a));
         let mut cost = vec![INF; task.num_atoms()];
         let mut acc = Vec::new();
         let start = task.init().clone();
         if sat(&start) {
             return Found::State(start);
+        }
+        // An evaluation resets a cost per atom and a count per action; an expansion scans
+        // every action for the applicable ones.
+        let (eval, scan) = ((task.num_atoms() + task.actions().len()) as u64, task.actions().len() as u64);
+        if !work.charge(eval) {
+            return Found::Limit;
         }
         let Some(h0) = self.eval(task, &start, pos, neg, &mut cost, &mut acc) else { return Found::Exhausted };
         let mut seen: HashSet<State> = HashSet::new();
@@ -128,7 +137,7 @@ impl Hadd {
         let mut expanded = 0;
         while let Some(Reverse((_, i))) = heap.pop() {
             expanded += 1;
-            if expanded > max_nodes {
+            if expanded > max_nodes || !work.charge(scan) {
                 return Found::Limit;
             }
             let s = store[i].clone();
@@ -139,6 +148,9 @@ impl Hadd {
                 }
                 if sat(&t) {
                     return Found::State(t);
+                }
+                if !work.charge(eval) {
+                    return Found::Limit;
                 }
                 if let Some(h) = self.eval(task, &t, pos, neg, &mut cost, &mut acc) {
                     heap.push(Reverse((h, store.len())));
@@ -166,10 +178,13 @@ mod tests {
         let t = ground(&d, &p).unwrap();
         let h = Hadd::new(&t);
         let id = |s: &str, x: &str| t.atom_id(s, &[x]).unwrap();
-        let Found::State(s) = h.find(&t, &[id("seen", "b"), id("at", "a")], &[], 100) else { panic!("a state exists") };
+        let w = Work::new(u64::MAX);
+        let Found::State(s) = h.find(&t, &[id("seen", "b"), id("at", "a")], &[], 100, &w) else { panic!("a state exists") };
         assert!(s.contains(id("seen", "c")));
         // At a and at b together: never (one place at a time), and the search space is small.
-        assert!(matches!(h.find(&t, &[id("at", "a"), id("at", "b")], &[], 100), Found::Exhausted));
+        assert!(matches!(h.find(&t, &[id("at", "a"), id("at", "b")], &[], 100, &w), Found::Exhausted));
+        // Out of work: the limit, never a proof.
+        assert!(matches!(h.find(&t, &[id("at", "a"), id("at", "b")], &[], 100, &Work::new(3)), Found::Limit));
         // e is unreachable: a dead end for h_add, without search.
         assert!(t.atom_id("at", &["e"]).is_none());
     }

@@ -11,12 +11,12 @@ use wasmtime::Store;
 
 use crate::error::PluginError;
 use crate::host::LoadedPlugin;
-use crate::instance::{InstancePolicy, OutputSize, Slot, WorldBindings};
-use crate::manifest::World;
+use crate::instance::{CallCost, InstancePolicy, OutputSize, Slot, WorldBindings};
+use crate::manifest::{CallBudget, World};
 use crate::state::StoreState;
 use crate::validate;
 use crate::wit::latest::{self, diagnostic_parser as dp, domain_adapter as da, faithfulness_checker as fc, reward as rw};
-use crate::wit::{since_v0_1_0, ApiVersion};
+use crate::wit::{since_v0_1_0, since_v0_2_0, ApiVersion};
 
 macro_rules! world_bindings {
     ($bindings:ty, $pre:ident, $world:expr) => {
@@ -38,12 +38,18 @@ use dp::DiagnosticParserPre;
 use fc::FaithfulnessCheckerPre;
 use rw::RewardPre;
 use since_v0_1_0::reward::RewardPre as RewardPreV0_1_0;
+use since_v0_2_0::faithfulness_checker::FaithfulnessCheckerPre as FaithfulnessCheckerPreV0_2_0;
 
 world_bindings!(rw::Reward, RewardPre, World::Reward);
 world_bindings!(since_v0_1_0::reward::Reward, RewardPreV0_1_0, World::Reward);
 world_bindings!(da::DomainAdapter, DomainAdapterPre, World::DomainAdapter);
 world_bindings!(dp::DiagnosticParser, DiagnosticParserPre, World::DiagnosticParser);
 world_bindings!(fc::FaithfulnessChecker, FaithfulnessCheckerPre, World::FaithfulnessChecker);
+world_bindings!(
+    since_v0_2_0::faithfulness_checker::FaithfulnessChecker,
+    FaithfulnessCheckerPreV0_2_0,
+    World::FaithfulnessChecker
+);
 
 impl OutputSize for latest::types::Rewards {
     fn output_size(&self) -> usize {
@@ -86,10 +92,11 @@ pub struct WasmReward {
     slot: RewardSlot,
 }
 
-/// The bindings a reward plugin is called through, by the API version it was built for.
+/// The bindings a reward plugin is called through, by the API version it was built for
+/// (0.2.0's reward world is 0.3.0's).
 enum RewardSlot {
     V0_1_0(Slot<since_v0_1_0::reward::Reward>),
-    V0_2_0(Slot<rw::Reward>),
+    Latest(Slot<rw::Reward>),
 }
 
 impl WasmReward {
@@ -97,7 +104,7 @@ impl WasmReward {
     pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
         let slot = match plugin.api_version {
             ApiVersion::V0_1_0 => RewardSlot::V0_1_0(Slot::new(plugin, policy)?),
-            ApiVersion::V0_2_0 => RewardSlot::V0_2_0(Slot::new(plugin, policy)?),
+            ApiVersion::V0_2_0 | ApiVersion::V0_3_0 => RewardSlot::Latest(Slot::new(plugin, policy)?),
         };
         Ok(WasmReward { slot })
     }
@@ -114,7 +121,7 @@ impl WasmReward {
                     |r| validate::rewards(Rewards::from(r), editor_steps, limits),
                 )
             }
-            RewardSlot::V0_2_0(slot) => {
+            RewardSlot::Latest(slot) => {
                 let ep = latest::rewards::episode(episode);
                 let limits = slot.limits();
                 slot.call(
@@ -243,15 +250,49 @@ impl DiagnosticParser for WasmDiagnosticParser {
     }
 }
 
-/// A `faithfulness-checker` plugin as a [`Checker`].
+/// A `faithfulness-checker` plugin as a [`Checker`]. When its manifest has a `[budget]`,
+/// each call's fuel and wall clock follow the reference task's size
+/// ([`Limits::for_task`](crate::Limits::for_task)).
 pub struct WasmChecker {
-    slot: Slot<fc::FaithfulnessChecker>,
+    slot: CheckerSlot,
+    budget: Option<CallBudget>,
+}
+
+/// The bindings a checker is called through: 0.3.0's report has `undecided`, 0.1.0's and
+/// 0.2.0's (the same world) do not.
+enum CheckerSlot {
+    V0_2_0(Slot<since_v0_2_0::faithfulness_checker::FaithfulnessChecker>),
+    Latest(Slot<fc::FaithfulnessChecker>),
 }
 
 impl WasmChecker {
     /// Wraps `plugin`, which must implement the `faithfulness-checker` world.
     pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
-        Ok(WasmChecker { slot: Slot::new(plugin, policy)? })
+        let slot = match plugin.api_version {
+            ApiVersion::V0_1_0 | ApiVersion::V0_2_0 => CheckerSlot::V0_2_0(Slot::new(plugin, policy)?),
+            ApiVersion::V0_3_0 => CheckerSlot::Latest(Slot::new(plugin, policy)?),
+        };
+        Ok(WasmChecker { slot, budget: plugin.manifest.budget.clone() })
+    }
+
+    /// The limits a check of `reference` runs under.
+    pub fn limits_for(&self, reference: &Spec) -> crate::Limits {
+        let host = match &self.slot {
+            CheckerSlot::V0_2_0(s) => s.limits(),
+            CheckerSlot::Latest(s) => s.limits(),
+        };
+        match &self.budget {
+            Some(b) => host.for_task(b, CallBudget::units(reference)),
+            None => host.clone(),
+        }
+    }
+
+    /// What the last call took (fuel, wall clock) and the limits it ran under.
+    pub fn last_call(&self) -> Option<CallCost> {
+        match &self.slot {
+            CheckerSlot::V0_2_0(s) => s.last_call(),
+            CheckerSlot::Latest(s) => s.last_call(),
+        }
     }
 
     /// [`Checker::check`] with the typed error.
@@ -261,13 +302,26 @@ impl WasmChecker {
         candidate: &Spec,
         plan: Option<&[String]>,
     ) -> Result<FaithfulnessReport, PluginError> {
-        let (r, c) = (latest::faith::spec(reference), latest::faith::spec(candidate));
         let plan: Option<Vec<String>> = plan.map(<[String]>::to_vec);
-        let limits = self.slot.limits();
-        self.slot.call(
-            |b, store| b.call_check(store, &r, &c, plan.as_deref()),
-            |out| validate::report(latest::faith::report(out), limits),
-        )
+        let limits = self.limits_for(reference);
+        match &self.slot {
+            CheckerSlot::Latest(slot) => {
+                let (r, c) = (latest::faith::spec(reference), latest::faith::spec(candidate));
+                slot.call_with(
+                    &limits,
+                    |b, store| b.call_check(store, &r, &c, plan.as_deref()),
+                    |out| validate::report(latest::faith::report(out), &limits),
+                )
+            }
+            CheckerSlot::V0_2_0(slot) => {
+                let (r, c) = (since_v0_2_0::spec(reference), since_v0_2_0::spec(candidate));
+                slot.call_with(
+                    &limits,
+                    |b, store| b.call_check(store, &r, &c, plan.as_deref()),
+                    |out| validate::report(since_v0_2_0::report(out), &limits),
+                )
+            }
+        }
     }
 }
 

@@ -71,12 +71,26 @@ struct Live<W> {
     bindings: W,
 }
 
+/// What one call took and the limits it ran under: what a budget is sized from.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct CallCost {
+    /// Fuel the call consumed (instantiation excluded).
+    pub fuel: u64,
+    /// The fuel it was given.
+    pub fuel_limit: u64,
+    /// The wall clock it was given, in milliseconds.
+    pub timeout_ms: u64,
+    /// The wall clock it took, in milliseconds.
+    pub wall_ms: f64,
+}
+
 /// A plugin's callable instance for world `W`.
 pub(crate) struct Slot<W: WorldBindings> {
     shared: Arc<PluginShared>,
     pre: W::Pre,
     policy: InstancePolicy,
     live: Mutex<Option<Live<W>>>,
+    last: Mutex<Option<CallCost>>,
 }
 
 impl<W: WorldBindings> Slot<W> {
@@ -96,12 +110,17 @@ impl<W: WorldBindings> Slot<W> {
                 PluginErrorKind::WorldMismatch { world: W::WORLD.to_string(), reason: format!("{e:#}") },
             )
         })?;
-        Ok(Slot { shared: plugin.shared.clone(), pre, policy, live: Mutex::new(None) })
+        Ok(Slot { shared: plugin.shared.clone(), pre, policy, live: Mutex::new(None), last: Mutex::new(None) })
     }
 
     /// The plugin's limits.
     pub(crate) fn limits(&self) -> &crate::Limits {
         &self.shared.limits
+    }
+
+    /// What the last call took, once one has run.
+    pub(crate) fn last_call(&self) -> Option<CallCost> {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The plugin's verified name (its manifest's and its folder's).
@@ -120,16 +139,15 @@ impl<W: WorldBindings> Slot<W> {
         let mut store = Store::new(self.shared.engine, state);
         store.limiter(|s| &mut s.limiter);
         // Instantiation runs the guest's start code: give it the same limits as a call.
-        self.arm(&mut store)?;
+        self.arm(&mut store, limits)?;
         let bindings = W::instantiate(&self.pre, &mut store).map_err(|e| {
-            let kind = self.classify(e, &mut store);
+            let kind = self.classify(e, &mut store, limits);
             self.fail(kind)
         })?;
         Ok(Live { store, bindings })
     }
 
-    fn arm(&self, store: &mut Store<StoreState>) -> Result<(), PluginError> {
-        let limits = &self.shared.limits;
+    fn arm(&self, store: &mut Store<StoreState>, limits: &crate::Limits) -> Result<(), PluginError> {
         store.data_mut().limiter.hit = false;
         store.data_mut().deadline = Some(Instant::now() + limits.timeout());
         store.set_fuel(limits.fuel).map_err(|e| self.fail(PluginErrorKind::Runtime(format!("{e:#}"))))?;
@@ -152,14 +170,32 @@ impl<W: WorldBindings> Slot<W> {
         f: impl FnOnce(&W, &mut Store<StoreState>) -> wasmtime::Result<Result<R, String>>,
         check: impl FnOnce(R) -> Result<T, PluginErrorKind>,
     ) -> Result<T, PluginError> {
+        self.call_with(&self.shared.limits, f, check)
+    }
+
+    /// [`Slot::call`] under `limits` for this call alone (a budget sized to the task).
+    pub(crate) fn call_with<R: OutputSize, T>(
+        &self,
+        limits: &crate::Limits,
+        f: impl FnOnce(&W, &mut Store<StoreState>) -> wasmtime::Result<Result<R, String>>,
+        check: impl FnOnce(R) -> Result<T, PluginErrorKind>,
+    ) -> Result<T, PluginError> {
         let mut guard = self.live.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() || self.policy == InstancePolicy::FreshPerCall {
             *guard = Some(self.fresh()?);
         }
         let live = guard.as_mut().expect("just filled");
-        self.arm(&mut live.store)?;
+        self.arm(&mut live.store, limits)?;
         let _ = live.store.data().output.take();
+        let started = Instant::now();
         let outcome = f(&live.bindings, &mut live.store);
+        let cost = CallCost {
+            fuel: limits.fuel.saturating_sub(live.store.get_fuel().unwrap_or(0)),
+            fuel_limit: limits.fuel,
+            timeout_ms: limits.timeout_ms,
+            wall_ms: started.elapsed().as_secs_f64() * 1e3,
+        };
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(cost);
         // An answer after the deadline is a timeout too: a guest blocked in
         // the host (a clamped sleep, see clocks.rs) resumes and may return
         // before the next epoch check fires.
@@ -168,7 +204,7 @@ impl<W: WorldBindings> Slot<W> {
             Ok(_) if late => Err(wasmtime::Error::new(Trap::Interrupt)),
             other => other,
         };
-        let limit = self.shared.limits.max_output_bytes();
+        let limit = limits.max_output_bytes();
         let kind = match outcome {
             Ok(Ok(value)) => {
                 let bytes = value.output_size();
@@ -184,7 +220,7 @@ impl<W: WorldBindings> Slot<W> {
             // The guest's own error: kept (escaped, capped) when within the output cap.
             Ok(Err(message)) if message.len() <= limit => return Err(self.fail(PluginErrorKind::Guest(message))),
             Ok(Err(message)) => PluginErrorKind::OutputTooLarge { bytes: Some(message.len()), limit },
-            Err(e) => self.classify(e, &mut live.store),
+            Err(e) => self.classify(e, &mut live.store, limits),
         };
         // The store may be poisoned (after a trap), bloated or in the hands
         // of a guest that lies: never reuse it.
@@ -192,8 +228,7 @@ impl<W: WorldBindings> Slot<W> {
         Err(self.fail(kind))
     }
 
-    fn classify(&self, e: wasmtime::Error, store: &mut Store<StoreState>) -> PluginErrorKind {
-        let limits = &self.shared.limits;
+    fn classify(&self, e: wasmtime::Error, store: &mut Store<StoreState>, limits: &crate::Limits) -> PluginErrorKind {
         let stderr = store.data().output.take();
         let kind = if store.data().limiter.hit {
             PluginErrorKind::MemoryLimit { limit_bytes: limits.memory_bytes() }

@@ -75,9 +75,9 @@ pub use error::{FailureKind, PluginError, PluginErrorKind, PluginId, RegistryErr
 pub use files::{MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES};
 pub use grants::{CapabilityGranter, Grant, Grants, PermissionError, Preopen};
 pub use host::{memory_address_space, HostOptions, LoadedPlugin, PluginHost};
-pub use instance::InstancePolicy;
+pub use instance::{CallCost, InstancePolicy};
 pub use limits::Limits;
-pub use manifest::{Permissions, PluginManifest, World};
+pub use manifest::{CallBudget, Permissions, PluginManifest, World};
 pub use registry::{check_manifest, CheckReport, PluginDetails, PluginInfo, PluginRegistry};
 pub use text::{escape_line, escape_path, escape_text};
 pub use wit::ApiVersion;

@@ -2,6 +2,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::manifest::CallBudget;
+
 /// Per-call limits on a plugin. The defaults are generous for the bundled
 /// plugins (the slowest, a domain `describe` of a 20-object Logistics task,
 /// takes well under a millisecond) and tight enough that a runaway guest
@@ -26,6 +28,12 @@ pub struct Limits {
     /// The largest |reward| a reward plugin may return; NaN and ±inf are
     /// always refused. The paper's rewards stay within ±2.
     pub reward_bound: f32,
+    /// The ceiling on the fuel a manifest's `[budget]` may give one call, however large
+    /// the task.
+    pub max_fuel: u64,
+    /// The ceiling on the wall clock a manifest's `[budget]` may give one call, in
+    /// milliseconds.
+    pub max_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -41,11 +49,26 @@ impl Default for Limits {
             stderr_kb: 16,
             message_kb: 4,
             reward_bound: 100.0,
+            // Ten times what the largest task of the checker's corpus is given (a
+            // 20-block BlocksWorld, results/checker-large/): room for larger tasks, and a
+            // bound on what one call can cost whatever a manifest asks.
+            max_fuel: 1_000_000_000_000,
+            max_timeout_ms: 120_000,
         }
     }
 }
 
 impl Limits {
+    /// The limits of one call to a plugin whose manifest has `budget`, on a task of `units`
+    /// (its [`CallBudget::units`]): the budget's fuel and wall clock, each capped by this
+    /// host's ceiling; every other limit as it is.
+    pub fn for_task(&self, budget: &CallBudget, units: u64) -> Limits {
+        let fuel = budget.fuel_base.saturating_add(budget.fuel_per_unit.saturating_mul(units));
+        let us = budget.timeout_us_per_unit.saturating_mul(units) / 1000;
+        let timeout_ms = budget.timeout_ms_base.saturating_add(us);
+        Limits { fuel: fuel.min(self.max_fuel), timeout_ms: timeout_ms.min(self.max_timeout_ms), ..self.clone() }
+    }
+
     /// The timeout as a [`Duration`].
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms)
@@ -160,5 +183,16 @@ mod tests {
         assert_eq!(l.memory_bytes(), 8 << 20);
         assert_eq!(l.fuel, Limits::default().fuel);
         assert!(toml::from_str::<Limits>("timeout = 5").is_err());
+    }
+
+    #[test]
+    fn a_budget_scales_with_the_task_within_the_ceiling() {
+        let b = CallBudget { fuel_base: 1_000, fuel_per_unit: 10, timeout_ms_base: 100, timeout_us_per_unit: 500 };
+        let host = Limits { max_fuel: 50_000, max_timeout_ms: 1_000, ..Limits::default() };
+        let small = host.for_task(&b, 100);
+        assert_eq!((small.fuel, small.timeout_ms), (2_000, 150));
+        assert_eq!(small.memory_mb, host.memory_mb);
+        let huge = host.for_task(&b, u64::MAX);
+        assert_eq!((huge.fuel, huge.timeout_ms), (50_000, 1_000));
     }
 }

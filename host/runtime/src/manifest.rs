@@ -53,6 +53,44 @@ pub struct Permissions {
     pub read_dirs: BTreeMap<String, PathBuf>,
 }
 
+/// Per-call limits that grow with the task, for a `faithfulness-checker`, whose work grows
+/// with the reference task: each call gets `fuel-base + fuel-per-unit × units` fuel and
+/// `timeout-ms-base + timeout-us-per-unit × units / 1000` ms of wall clock, each capped by
+/// the host's ceiling ([`Limits::max_fuel`](crate::Limits::max_fuel),
+/// [`Limits::max_timeout_ms`](crate::Limits::max_timeout_ms)). `units` is
+/// [`CallBudget::units`]: the reference task's ground actions plus ground atoms.
+///
+/// ```toml
+/// [budget]
+/// fuel-base = 4_000_000_000
+/// fuel-per-unit = 40_000_000
+/// timeout-ms-base = 2_000
+/// timeout-us-per-unit = 10_000
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CallBudget {
+    /// Fuel every call gets.
+    pub fuel_base: u64,
+    /// Fuel more per unit of the task's size.
+    pub fuel_per_unit: u64,
+    /// Wall clock every call gets, in milliseconds.
+    pub timeout_ms_base: u64,
+    /// Wall clock more per unit of the task's size, in microseconds.
+    pub timeout_us_per_unit: u64,
+}
+
+impl CallBudget {
+    /// The size a budget is measured in: the reference task's ground actions plus ground
+    /// atoms, as `onebrain-pddl` grounds it (what the checker's own work budget grows with);
+    /// 0 when the reference does not parse or ground (the checker then reports why).
+    pub fn units(reference: &onebrain_core::Spec) -> u64 {
+        use onebrain_sdk::pddl::{ground, parse_domain, parse_problem};
+        let (Ok(d), Ok(p)) = (parse_domain(&reference.domain), parse_problem(&reference.problem)) else { return 0 };
+        ground(&d, &p).map_or(0, |t| (t.num_atoms() + t.actions().len()) as u64)
+    }
+}
+
 /// `plugins/<name>/plugin.toml`.
 ///
 /// ```toml
@@ -81,6 +119,10 @@ pub struct PluginManifest {
     /// Requested permissions.
     #[serde(default)]
     pub permissions: Permissions,
+    /// Per-call limits that grow with the task (checkers only); without it a call gets the
+    /// host's `[limits]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<CallBudget>,
     /// Where the manifest was read from (set by the loader, not written in the file).
     #[serde(skip)]
     pub dir: PathBuf,
@@ -133,6 +175,10 @@ impl PluginManifest {
             return Err("description must be one line of at most 1024 bytes without control characters".into());
         }
         files::check_relative(&m.component).map_err(|e| format!("component: {e}"))?;
+        if m.budget.is_some() && m.world != World::FaithfulnessChecker {
+            // Only a checker's call carries a task whose size the host can measure.
+            return Err(format!("[budget] applies to faithfulness-checker plugins only, not to a {}", m.world));
+        }
         Ok(m)
     }
 
@@ -168,6 +214,7 @@ impl PluginManifest {
             component: PathBuf::from(wasm.file_name().unwrap_or_default()),
             description: format!("{} (loaded by path)", wasm.display()),
             permissions: Permissions::default(),
+            budget: None,
             dir: wasm.parent().map(Path::to_path_buf).unwrap_or_default(),
         }
     }
@@ -210,6 +257,20 @@ read-dirs = { "/data" = "data" }
         .unwrap();
         assert_eq!(m.world, World::DomainAdapter);
         assert_eq!(m.permissions.read_dirs["/data"], PathBuf::from("data"));
+    }
+
+    #[test]
+    fn a_budget_is_read_for_checkers_and_refused_elsewhere() {
+        let m = |world: &str, extra: &str| {
+            PluginManifest::parse(&format!(
+                "name = \"x\"\nversion = \"1\"\nworld = \"{world}\"\ncomponent = \"x.wasm\"\n{extra}"
+            ))
+        };
+        let budget = "[budget]\nfuel-base = 10\nfuel-per-unit = 2\ntimeout-ms-base = 3\ntimeout-us-per-unit = 4\n";
+        let c = m("faithfulness-checker", budget).unwrap();
+        assert_eq!(c.budget, Some(CallBudget { fuel_base: 10, fuel_per_unit: 2, timeout_ms_base: 3, timeout_us_per_unit: 4 }));
+        assert!(m("reward", budget).unwrap_err().contains("faithfulness-checker plugins only"));
+        assert!(m("faithfulness-checker", "[budget]\nfuel = 1\n").is_err());
     }
 
     #[test]

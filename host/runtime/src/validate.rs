@@ -107,7 +107,8 @@ pub(crate) fn diagnostics(ds: Vec<Diagnostic>, limits: &Limits) -> Vec<Diagnosti
 
 /// `faithfulness-checker`: a self-consistent report. C_i (faithful) means
 /// solvable and every test passed; a drift is reported only for a solvable,
-/// unfaithful spec; F1 is a number in [0, 1]. Explanations are escaped lines.
+/// unfaithful spec; undecided only for a solvable spec whose goal decision is
+/// undecided, with neither; F1 is a number in [0, 1]. Explanations are escaped lines.
 pub(crate) fn report(r: FaithfulnessReport, limits: &Limits) -> Result<FaithfulnessReport, PluginErrorKind> {
     if !(0.0..=1.0).contains(&r.schema_f1) {
         let refuse: fn(String) -> PluginErrorKind = if r.schema_f1.is_finite() { invalid } else { non_finite };
@@ -127,6 +128,24 @@ pub(crate) fn report(r: FaithfulnessReport, limits: &Limits) -> Result<Faithfuln
         .collect();
         if !failed.is_empty() {
             return Err(invalid(format!("the report says faithful but not {}", failed.join(", "))));
+        }
+    }
+    if r.undecided {
+        // Undecided is a third verdict: never beside faithful or a drift, never on an
+        // unsolved spec (that is decided: not faithful), and only with an undecided goal.
+        let why = if r.faithful {
+            Some("faithful")
+        } else if !r.solvable {
+            Some("not solvable")
+        } else if r.drift.is_some() {
+            Some("drifted")
+        } else if r.decision != onebrain_core::Decision::Undecided {
+            Some("decided")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(invalid(format!("the report says undecided for a spec it also calls {why}")));
         }
     }
     if let Some(d) = r.drift {
@@ -214,6 +233,33 @@ mod tests {
         assert_eq!(r.explanation, ["goal (on a b) is missing\\u{1b}[2K"]);
         // An unsolved spec: nothing else has to hold.
         assert!(report(FaithfulnessReport::default(), &l).is_ok());
+    }
+
+    #[test]
+    fn undecided_is_a_verdict_of_its_own() {
+        use onebrain_core::Decision;
+        let l = Limits::default();
+        let undecided = FaithfulnessReport {
+            solvable: true,
+            objects_preserved: true,
+            init_preserved: true,
+            schema_consistent: true,
+            plan_replay_ok: true,
+            schema_f1: 1.0,
+            decision: Decision::Undecided,
+            undecided: true,
+            ..Default::default()
+        };
+        assert!(report(undecided.clone(), &l).is_ok());
+        for (bad, why) in [
+            (FaithfulnessReport { faithful: true, goal_preserved: true, ..undecided.clone() }, "faithful"),
+            (FaithfulnessReport { solvable: false, ..undecided.clone() }, "not solvable"),
+            (FaithfulnessReport { drift: Some(Drift::GoalWeakening), ..undecided.clone() }, "drifted"),
+            (FaithfulnessReport { decision: Decision::Closure, ..undecided }, "decided"),
+        ] {
+            let e = report(bad, &l).unwrap_err().to_string();
+            assert!(e.contains(&format!("undecided for a spec it also calls {why}")), "{e}");
+        }
     }
 
     #[test]

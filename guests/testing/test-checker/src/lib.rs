@@ -40,6 +40,8 @@ impl FaithfulnessChecker for TestChecker {
             drift,
             decision: Decision::Exact,
             explanation: vec![format!("{} reference goal atoms", rp.goal.len())],
+            init_preserved: objects_preserved,
+            ..Default::default()
         })
     }
 }

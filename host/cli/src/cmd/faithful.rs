@@ -72,7 +72,9 @@ pub fn run(args: FaithfulArgs) -> anyhow::Result<()> {
         .drift
         .map(|d| format!(" ({})", d.as_str()))
         .unwrap_or_default();
-    outln!("faithful: {}{drift}", yes(report.faithful))?;
+    // Undecided is a verdict of its own: the budget ran out with nothing refuted.
+    let answer = if report.undecided { "undecided" } else { yes(report.faithful) };
+    outln!("faithful: {answer}{drift}")?;
     outln!(
         "  solvable          {} ({} plan steps)",
         yes(report.solvable),
@@ -84,6 +86,7 @@ pub fn run(args: FaithfulArgs) -> anyhow::Result<()> {
         report.decision
     )?;
     outln!("  objects preserved {}", yes(report.objects_preserved))?;
+    outln!("  initial state     {}", if report.init_preserved { "equal under renaming" } else { "not matched" })?;
     outln!(
         "  schema consistent {} (F1 {:.2})",
         yes(report.schema_consistent),

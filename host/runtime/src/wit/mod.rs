@@ -5,8 +5,9 @@
 
 pub(crate) mod since_v0_1_0;
 pub(crate) mod since_v0_2_0;
+pub(crate) mod since_v0_3_0;
 
-pub(crate) use since_v0_2_0 as latest;
+pub(crate) use since_v0_3_0 as latest;
 
 /// A WIT version this host has bindings for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -15,20 +16,23 @@ pub enum ApiVersion {
     V0_1_0,
     /// `onebrain:plugin@0.2.0`, the folder `wit/since_v0.2.0`: a reward sees the whole episode.
     V0_2_0,
+    /// `onebrain:plugin@0.3.0`, the folder `wit/since_v0.3.0`: a checker can say `undecided`.
+    V0_3_0,
 }
 
 impl ApiVersion {
     /// Every supported version, oldest first.
-    pub const SUPPORTED: [ApiVersion; 2] = [ApiVersion::V0_1_0, ApiVersion::V0_2_0];
+    pub const SUPPORTED: [ApiVersion; 3] = [ApiVersion::V0_1_0, ApiVersion::V0_2_0, ApiVersion::V0_3_0];
 
     /// The newest version, the one the SDK writes.
-    pub const LATEST: ApiVersion = ApiVersion::V0_2_0;
+    pub const LATEST: ApiVersion = ApiVersion::V0_3_0;
 
     /// The semantic version string.
     pub fn as_str(self) -> &'static str {
         match self {
             ApiVersion::V0_1_0 => "0.1.0",
             ApiVersion::V0_2_0 => "0.2.0",
+            ApiVersion::V0_3_0 => "0.3.0",
         }
     }
 
@@ -43,11 +47,12 @@ impl ApiVersion {
         match (major, minor) {
             ("0", "1") => Some(ApiVersion::V0_1_0),
             ("0", "2") => Some(ApiVersion::V0_2_0),
+            ("0", "3") => Some(ApiVersion::V0_3_0),
             _ => None,
         }
     }
 
-    /// "0.1.0, 0.2.0", for error messages.
+    /// "0.1.0, 0.2.0, 0.3.0", for error messages.
     pub fn supported_list() -> String {
         Self::SUPPORTED.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
     }
@@ -79,7 +84,8 @@ mod tests {
         assert_eq!(ApiVersion::from_section("0.1.0"), Some(ApiVersion::V0_1_0));
         assert_eq!(ApiVersion::from_section("0.1.7"), Some(ApiVersion::V0_1_0));
         assert_eq!(ApiVersion::from_section("0.2.0"), Some(ApiVersion::V0_2_0));
-        assert_eq!(ApiVersion::from_section("0.3.0"), None);
+        assert_eq!(ApiVersion::from_section("0.3.0"), Some(ApiVersion::V0_3_0));
+        assert_eq!(ApiVersion::from_section("0.4.0"), None);
         assert_eq!(ApiVersion::from_section("1.1.0"), None);
         assert_eq!(ApiVersion::from_section("0.1"), None);
         assert_eq!(ApiVersion::from_section("0.1.x"), None);
@@ -112,6 +118,32 @@ mod tests {
             };
             assert_eq!(block(&old), block(&new), "{name} changed");
         }
+    }
+
+    /// The premise of serving 0.2.0's rewards, domain adapters and diagnostic parsers with
+    /// 0.3.0's bindings: only the checker's report changed, by three fields at its end.
+    #[test]
+    fn only_the_checker_report_changed_in_0_3_0() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit");
+        let read = |v: &str, f: &str| {
+            let text = std::fs::read_to_string(format!("{dir}/since_v{v}/{f}")).unwrap();
+            text.lines().filter(|l| !l.starts_with("package ")).collect::<Vec<_>>().join("\n")
+        };
+        for world in ["reward.wit", "domain-adapter.wit", "diagnostic-parser.wit", "faithfulness-checker.wit"] {
+            assert_eq!(read("0.2.0", world), read("0.3.0", world), "{world} changed");
+        }
+        let (old, new) = (read("0.2.0", "types.wit"), read("0.3.0", "types.wit"));
+        let body = |t: &str| t[t.find("interface types").unwrap()..].to_string();
+        let report = |t: &str| {
+            let start = t.find("record faithfulness-report {").unwrap();
+            t[start..start + t[start..].find("\n    }").unwrap()].to_string()
+        };
+        let (old_r, new_r) = (report(&old), report(&new));
+        assert!(new_r.starts_with(&old_r), "0.2.0's fields must come first, unchanged");
+        for field in ["undecided: bool,", "init-preserved: bool,", "work: u64,"] {
+            assert!(new_r[old_r.len()..].contains(field), "{field}");
+        }
+        assert_eq!(body(&old).replace(&old_r, ""), body(&new).replace(&new_r, ""), "only the report changed");
     }
 
     #[test]
