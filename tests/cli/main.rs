@@ -6,6 +6,7 @@ mod address_space;
 mod check;
 mod configs;
 mod eval;
+mod hostile;
 mod pipes;
 mod plugins;
 mod solve;

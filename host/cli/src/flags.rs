@@ -38,6 +38,31 @@ pub enum Command {
     /// Compare training runs (arms): held-out rows before and after with 95 % intervals,
     /// each arm against the first, and the curves on shared axes.
     Compare(CompareArgs),
+    /// Write one role of a checkpoint for another runtime: a PEFT adapter folder
+    /// (transformers + PEFT) or a LoRA adapter GGUF (llama.cpp), with its role tokens.
+    Export(ExportArgs),
+}
+
+/// `onebrain export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The checkpoint: a folder written by `onebrain train` (`results/<arm>/checkpoints/update-N`,
+    /// or a run folder for its newest), or a PEFT LoRA folder (to turn it into a GGUF).
+    #[arg(long)]
+    pub checkpoint: PathBuf,
+    /// The role to export: actor, editor or judge.
+    #[arg(long)]
+    pub role: String,
+    /// `peft` (transformers + PEFT) or `gguf` (llama.cpp).
+    #[arg(long, default_value = "peft")]
+    pub format: String,
+    /// The folder to write (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The base model (`.gguf` or safetensors folder; a bare name is looked up in
+    /// `.cache/models/`). Defaults to the one the checkpoint names.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
 }
 
 /// `onebrain compare`.
@@ -268,7 +293,9 @@ pub enum BenchTarget {
     /// Generation: prefill and decode tokens/s, batching, prefix reuse, peak memory, and one cold
     /// prefill of 4k and 16k tokens each against the memory budget's estimate (both models).
     Model,
-    /// CPU Q8_0 matrix products of 1 to 64 rows: our AVX-512 VNNI kernel against candle's.
+    /// CPU matrix products streamed from memory: Q8_0 and Q5_0 at the 0.5B's shapes (1 to 64
+    /// rows), our tiled kernel against candle's; Q4_K and Q6_K at the 1.5B's (1, 4 and 8 rows),
+    /// their own tiles against their Q8_0 re-quantization's.
     Matmul,
     /// The learner's causal attention, forward and backward of one layer at the 0.5B model's
     /// training shapes: fused against matmul, causal softmax, matmul.
@@ -371,18 +398,32 @@ pub struct GenerateArgs {
     #[command(flatten)]
     pub device: DeviceFlag,
     /// The user message.
-    #[arg(long)]
-    pub prompt: String,
+    #[arg(long, required_unless_present = "prompt_file")]
+    pub prompt: Option<String>,
+    /// A file holding the whole prompt as the model sees it, chat template included (an
+    /// Actor prompt from a trace, say); instead of `--prompt` and `--system`.
+    #[arg(long, conflicts_with_all = ["prompt", "system"])]
+    pub prompt_file: Option<PathBuf>,
     /// The system message.
     #[arg(long, default_value = "You are a planning expert who writes PDDL.")]
     pub system: String,
     /// A `.gguf` file or a Hugging Face safetensors folder; a bare file name is looked up in
-    /// `.cache/models/`. Defaults to Qwen2.5-Coder-0.5B-Instruct.
+    /// `.cache/models/`. Defaults to the checkpoint's model, else Qwen2.5-Coder-1.5B-Instruct.
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// Trained role parameters to load (a checkpoint folder written by `onebrain train`).
+    /// Trained role parameters to load: a checkpoint folder written by `onebrain train`, or
+    /// a PEFT LoRA adapter folder (loaded into `--role`).
     #[arg(long)]
     pub checkpoint: Option<PathBuf>,
+    /// Also write to this file, as JSON, the prompt's token ids, the next-token logits after
+    /// it (generation path) and the greedy answer's token ids: what `scripts/verify-export.sh`
+    /// compares with transformers + PEFT and llama.cpp.
+    #[arg(long, value_name = "FILE")]
+    pub logits_json: Option<PathBuf>,
+    /// With `--logits-json`: also the next-token logits of the dense f32 path (the weights
+    /// dequantized, activations unrounded; `learner_weights = "dense"`).
+    #[arg(long, requires = "logits_json")]
+    pub dense: bool,
     /// Most new tokens.
     #[arg(long, default_value_t = 256)]
     pub max_tokens: usize,

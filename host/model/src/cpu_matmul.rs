@@ -346,7 +346,10 @@ impl TiledMatrix {
             return Ok(None);
         }
         let raw = q.data()?;
-        if raw.len() != rows * cols / block_cols * block_bytes {
+        // Checked: a shape from a hostile file (2⁶⁰ rows) made the product wrap to the empty
+        // buffer's 0 bytes, and the builders below then indexed past it (issue 51).
+        let need = rows.checked_mul(cols).and_then(|n| (n / block_cols).checked_mul(block_bytes));
+        if need != Some(raw.len()) {
             return Err(Error::meta("quantized matrix", format!("{} bytes for {rows} × {cols}", raw.len())));
         }
         let blocks = cols / QK;
@@ -953,5 +956,20 @@ mod tests {
         assert!(TiledMatrix::from_qtensor(&q).unwrap().is_none(), "24 rows of Q4_K are not whole tiles");
         let q = QTensor::quantize(&matrix(32, 64), GgmlDType::Q4_0).unwrap();
         assert!(TiledMatrix::from_qtensor(&q).unwrap().is_none(), "Q4_0 is not tiled");
+    }
+
+    #[test]
+    fn r51_a_buffer_shorter_than_its_shape_is_refused() {
+        // 2⁶⁰ × 576 wraps to 0 in a usize product: the empty buffer looked the right size.
+        // An empty buffer at an aligned address (candle asserts the blocks' alignment, and
+        // `&[]` points at 1).
+        let backing = [0u8; 64];
+        let at = backing.as_ptr().align_offset(8);
+        let empty = GgmlDType::Q8_0.from_data(std::borrow::Cow::Borrowed(&backing[at..at]));
+        let q = QTensor::new(candle_core::quantized::QStorage::Cpu(empty), (1usize << 60, 576)).unwrap();
+        for kernel in Kernel::supported() {
+            let err = TiledMatrix::from_qtensor_on(&q, kernel).err().expect("refused");
+            assert!(err.to_string().contains("0 bytes for 1152921504606846976 × 576"), "{err}");
+        }
     }
 }

@@ -30,12 +30,24 @@ pub enum Error {
         setup: &'static str,
     },
     /// Reading or writing a file failed.
-    #[error("I/O error on {path}: {source}")]
+    #[error("I/O error on {path}: {error}")]
     Io {
         /// The file or directory involved.
         path: PathBuf,
-        /// The underlying error.
-        source: std::io::Error,
+        /// What the OS said (in the message, not as a source: a chain printer such as
+        /// anyhow's `{:#}` would say it twice).
+        error: std::io::Error,
+    },
+    /// A GGUF file breaks its own format, or its tensors do not have the shapes its metadata
+    /// declares: refused before any tensor is used (issue 51).
+    #[error("GGUF file {path} is unusable: {what}: {reason}")]
+    MalformedGguf {
+        /// The file.
+        path: PathBuf,
+        /// The part at fault: `the header`, ``metadata `key` ``, ``tensor `name` ``.
+        what: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// A required GGUF metadata key or safetensors/config.json field is missing or mistyped.
     #[error("missing or invalid model metadata `{key}`: {reason}")]
@@ -94,7 +106,7 @@ pub enum Error {
     },
     /// A decoding constraint could not be built or applied.
     #[error("constrained decoding: {0}")]
-    Constraint(#[from] onebrain_grammar::GrammarError),
+    Constraint(onebrain_grammar::GrammarError),
     /// An empty input where at least one token is needed.
     #[error("empty input: {0}")]
     EmptyInput(&'static str),
@@ -106,13 +118,22 @@ pub enum Error {
         /// What does not match.
         reason: String,
     },
+    /// Parameters hold NaN or infinite values: a checkpoint with them is refused at load,
+    /// and none is written with them (issue 51).
+    #[error("{path}: {} parameter(s) not finite (NaN or infinite): {}", .names.len(), name_list(.names))]
+    NonFinite {
+        /// The checkpoint file or folder.
+        path: PathBuf,
+        /// The parameters at fault, sorted.
+        names: Vec<String>,
+    },
     /// A JSON file (config.json, checkpoint meta, adapter_config.json) could not be parsed.
-    #[error("invalid JSON in {path}: {source}")]
+    #[error("invalid JSON in {path}: {error}")]
     Json {
         /// The file.
         path: PathBuf,
-        /// The parse error.
-        source: serde_json::Error,
+        /// The parse error (in the message, not as a source).
+        error: serde_json::Error,
     },
     /// A safetensors file could not be read or written.
     #[error("safetensors error in {path}: {reason}")]
@@ -122,13 +143,38 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// A tensor operation failed inside candle.
+    /// A tensor operation failed inside candle (in the message, not as a source).
     #[error("tensor error: {0}")]
-    Candle(#[from] candle_core::Error),
+    Candle(candle_core::Error),
+}
+
+// The causes of `Constraint` and `Candle` are in their messages; `#[from]` would also make
+// them `source()`, and a chain printer (anyhow's `{:#}`) then said each twice (issue 51:
+// "tensor needs 30081024 bytes …: tensor needs 30081024 bytes …").
+impl From<onebrain_grammar::GrammarError> for Error {
+    fn from(e: onebrain_grammar::GrammarError) -> Self {
+        Error::Constraint(e)
+    }
+}
+
+impl From<candle_core::Error> for Error {
+    fn from(e: candle_core::Error) -> Self {
+        Error::Candle(e)
+    }
 }
 
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The first few names and how many more: every LoRA matrix of a run can be at fault.
+fn name_list(names: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut out = names.iter().take(SHOWN).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    if names.len() > SHOWN {
+        out.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    out
+}
 
 fn display_paths(paths: &[PathBuf]) -> String {
     if paths.is_empty() {
@@ -138,8 +184,8 @@ fn display_paths(paths: &[PathBuf]) -> String {
 }
 
 impl Error {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+    pub(crate) fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Self {
+        Error::Io { path: path.into(), error }
     }
 
     pub(crate) fn meta(key: impl Into<String>, reason: impl Into<String>) -> Self {

@@ -11,8 +11,9 @@
 //! * Training ([`Brain::sequence_logprobs`], [`Brain::batch_logprobs`],
 //!   [`Brain::judge_logit`]) runs a differentiable f32 copy; every parameter in
 //!   [`Brain::trainable`] receives gradients.
-//! * Checkpoints: [`Brain::save`], [`Brain::load_trainable`], and PEFT export of a role's
-//!   adapters ([`Brain::export_peft`]).
+//! * Checkpoints: [`Brain::save`], [`Brain::load_trainable`]; a role exported for
+//!   transformers + PEFT or llama.cpp ([`Brain::export`], [`ExportFormat`]), and a PEFT LoRA
+//!   adapter trained elsewhere loaded into a role ([`Brain::import_peft`]).
 //!
 //! ```no_run
 //! use onebrain_model::{Brain, ModelConfig, Role, SamplingConfig};
@@ -38,7 +39,9 @@ mod constrain;
 mod cpu_matmul;
 mod device;
 mod error;
+mod export;
 mod frozen;
+mod gguf;
 mod heap;
 mod logprob;
 mod paths;
@@ -64,6 +67,8 @@ pub use checkpoint::{resolve_checkpoint, with_checkpoint_shape, LATEST_FILE};
 pub use config::{LearnerWeights, ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, QUICK_MODEL_FILE, TEST_MODEL_FILE};
 pub use device::{DeviceChoice, WeightDtype};
 pub use error::{Error, Result};
+pub use gguf::{check_gguf, GgufHeader};
+pub use export::{checkpoint_model_file, is_peft_adapter, peft_adapter_role, with_checkpoint_or_peft_shape, ExportFormat, PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE};
 pub use paths::{resolve_model, ModelSource, MODEL_DIR_ENV};
 pub use sampler::{argmax, Sampler};
 pub use tokenizer::{chat_prompt, Tokenizer};

@@ -1,7 +1,7 @@
 //! Reading checkpoints: GGUF files (quantized) and Hugging Face safetensors directories
 //! (dense), into a [`Backbone`], plus making a dense trainable copy of a backbone.
 
-use std::{collections::HashMap, path::Path, sync::Arc};
+use std::{collections::HashMap, fs::File, io::BufReader, path::Path, sync::Arc};
 
 use candle_core::{
     quantized::{gguf_file, GgmlDType, QMatMul, QTensor},
@@ -11,7 +11,8 @@ use candle_nn::VarMap;
 use serde::Deserialize;
 
 use crate::{
-    cpu_matmul,
+    cpu_matmul, gguf,
+    paths::ModelSource,
     transformer::{Arch, ArchConfig, Backbone, Block, Linear, Weight},
     Error, Result, Tokenizer,
 };
@@ -19,71 +20,19 @@ use crate::{
 /// Rotary tables are built up front; 32k positions of a 64-wide head are 8 MB.
 const MAX_ROPE_POSITIONS: usize = 32_768;
 
-fn gguf_usize(md: &HashMap<String, gguf_file::Value>, key: &str) -> Result<usize> {
-    let v = md.get(key).ok_or_else(|| Error::meta(key, "missing from the GGUF metadata"))?;
-    v.to_u32()
-        .map(|x| x as usize)
-        .or_else(|_| v.to_u64().map(|x| x as usize))
-        .or_else(|_| v.to_i32().map(|x| x as usize))
-        .map_err(|e| Error::meta(key, e.to_string()))
-}
-
-fn gguf_f64(md: &HashMap<String, gguf_file::Value>, key: &str) -> Option<f64> {
-    md.get(key).and_then(|v| v.to_f32().map(f64::from).or_else(|_| v.to_f64()).ok())
-}
-
 /// A loaded GGUF: quantized backbone and tokenizer.
 pub(crate) struct GgufModel {
     pub(crate) backbone: Backbone,
     pub(crate) tokenizer: Tokenizer,
 }
 
-/// Reads a GGUF file: metadata, tokenizer and quantized weights.
+/// Reads a GGUF file: metadata, tokenizer and quantized weights. The header is read and
+/// checked whole first ([`crate::gguf`]): no tensor is read before every tensor's bytes are
+/// known to lie in the file and every tensor the model needs has the shape its metadata says.
 pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, tiled: bool, dev: &Device) -> Result<GgufModel> {
-    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let content = gguf_file::Content::read(&mut file).map_err(|e| Error::WrongModelFile {
-        path: path.to_path_buf(),
-        reason: format!("cannot read GGUF header: {e}"),
-        setup: "all",
-    })?;
-    let md = &content.metadata;
-    let arch_name = md
-        .get("general.architecture")
-        .and_then(|v| v.to_string().ok().cloned())
-        .ok_or_else(|| Error::meta("general.architecture", "missing"))?;
-    let arch = match arch_name.as_str() {
-        "llama" => Arch::Llama,
-        "qwen2" => Arch::Qwen2,
-        other => return Err(Error::UnsupportedArchitecture(other.to_string())),
-    };
-    let p = |k: &str| format!("{arch_name}.{k}");
-    let tokenizer = Tokenizer::from_gguf_metadata(md)?;
-    let hidden_size = gguf_usize(md, &p("embedding_length"))?;
-    let num_attention_heads = gguf_usize(md, &p("attention.head_count"))?;
-    let head_dim = gguf_usize(md, &p("rope.dimension_count"))
-        .unwrap_or(hidden_size / num_attention_heads.max(1));
-    let vocab_size = content
-        .tensor_infos
-        .get("token_embd.weight")
-        .map(|t| t.shape.dims()[0])
-        .ok_or_else(|| Error::meta("token_embd.weight", "tensor missing"))?;
-    let cfg = ArchConfig {
-        arch,
-        vocab_size,
-        hidden_size,
-        intermediate_size: gguf_usize(md, &p("feed_forward_length"))?,
-        num_hidden_layers: gguf_usize(md, &p("block_count"))?,
-        num_attention_heads,
-        num_key_value_heads: gguf_usize(md, &p("attention.head_count_kv"))
-            .unwrap_or(num_attention_heads),
-        head_dim,
-        rms_norm_eps: gguf_f64(md, &p("attention.layer_norm_rms_epsilon")).unwrap_or(1e-6),
-        rope_theta: gguf_f64(md, &p("rope.freq_base")).unwrap_or(10_000.0),
-        max_position_embeddings: gguf_usize(md, &p("context_length")).unwrap_or(4096),
-        // convert_hf_to_gguf.py permutes Llama q/k rows for ggml's interleaved RoPE.
-        rope_interleaved: arch == Arch::Llama,
-    };
-    validate_arch(&cfg)?;
+    let (mut file, content) = read_gguf_header(path)?;
+    let cfg = gguf::architecture(&content, path)?;
+    let tokenizer = Tokenizer::from_gguf_metadata(&content.metadata)?;
 
     let mut get = |name: &str| -> Result<Arc<QTensor>> {
         if !content.tensor_infos.contains_key(name) {
@@ -201,7 +150,25 @@ fn max_positions(cfg: &ArchConfig, max_context: Option<usize>) -> usize {
     max_context.map_or(n, |m| m.min(n).max(1))
 }
 
-fn validate_arch(cfg: &ArchConfig) -> Result<()> {
+/// Opens a GGUF file and reads its header, checked ([`gguf::read_header`]).
+fn read_gguf_header(path: &Path) -> Result<(File, gguf_file::Content)> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let content = gguf::read_header(BufReader::new(&file), len, path)?;
+    Ok((file, content))
+}
+
+/// The architecture of the model `source` names, from its header or `config.json` alone
+/// (no tensor read), checked as loading it checks it: what a checkpoint is held to before
+/// the model and its role parameters are built.
+pub(crate) fn model_arch(source: &ModelSource) -> Result<ArchConfig> {
+    match source {
+        ModelSource::Gguf(path) => gguf::architecture(&read_gguf_header(path)?.1, path),
+        ModelSource::HfDir(dir) => Ok(hf_config(dir)?.1),
+    }
+}
+
+pub(crate) fn validate_arch(cfg: &ArchConfig) -> Result<()> {
     let bad = |what: &str| Err(Error::meta("architecture", what.to_string()));
     if cfg.num_attention_heads == 0 || cfg.num_key_value_heads == 0 || cfg.head_dim == 0 {
         return bad("zero heads or head width");
@@ -212,8 +179,18 @@ fn validate_arch(cfg: &ArchConfig) -> Result<()> {
     if cfg.head_dim % 2 != 0 {
         return bad("odd head width cannot be rotated");
     }
-    if cfg.num_hidden_layers == 0 || cfg.hidden_size == 0 || cfg.vocab_size == 0 {
+    if cfg.num_hidden_layers == 0 || cfg.hidden_size == 0 || cfg.vocab_size == 0 || cfg.intermediate_size == 0 {
         return bad("empty model");
+    }
+    if cfg.max_position_embeddings == 0 {
+        return bad("a context of no positions");
+    }
+    // Rotary tables and every RMSNorm divide by these: a NaN here is a NaN in every output.
+    if !(cfg.rope_theta.is_finite() && cfg.rope_theta > 0.0) {
+        return bad("RoPE base frequency not a positive number");
+    }
+    if !(cfg.rms_norm_eps.is_finite() && cfg.rms_norm_eps >= 0.0) {
+        return bad("RMSNorm epsilon not a finite number of at least 0");
     }
     Ok(())
 }
@@ -263,12 +240,12 @@ pub(crate) struct HfModel {
     pub(crate) tokenizer: Tokenizer,
 }
 
-/// Reads `config.json`, every `*.safetensors` file (as f32) and `tokenizer.json`.
-pub(crate) fn load_hf_dir(dir: &Path, dev: &Device) -> Result<HfModel> {
+/// Reads `config.json`: the fields this crate reads, and the architecture they give.
+fn hf_config(dir: &Path) -> Result<(HfConfig, ArchConfig)> {
     let cfg_path = dir.join("config.json");
     let text = std::fs::read_to_string(&cfg_path).map_err(|e| Error::io(&cfg_path, e))?;
     let hf: HfConfig =
-        serde_json::from_str(&text).map_err(|e| Error::Json { path: cfg_path.clone(), source: e })?;
+        serde_json::from_str(&text).map_err(|e| Error::Json { path: cfg_path.clone(), error: e })?;
     let kind = hf
         .model_type
         .clone()
@@ -297,6 +274,13 @@ pub(crate) fn load_hf_dir(dir: &Path, dev: &Device) -> Result<HfModel> {
         rope_interleaved: false,
     };
     validate_arch(&cfg)?;
+    Ok((hf, cfg))
+}
+
+/// Reads `config.json`, every `*.safetensors` file (as f32) and `tokenizer.json`.
+pub(crate) fn load_hf_dir(dir: &Path, dev: &Device) -> Result<HfModel> {
+    let (hf, cfg) = hf_config(dir)?;
+    let arch = cfg.arch;
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| Error::io(dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))

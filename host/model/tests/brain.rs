@@ -9,7 +9,7 @@ mod common;
 use common::seeded_normal;
 
 use onebrain_model::{
-    resolve_model, Brain, Error, Generation, LearnerWeights, ModelConfig, Role, SamplingConfig, StopReason, Tensor,
+    resolve_model, Brain, Error, ExportFormat, Generation, LearnerWeights, ModelConfig, Role, SamplingConfig, StopReason, Tensor,
     TEST_MODEL_FILE,
 };
 
@@ -398,8 +398,8 @@ fn checkpoint_and_peft_export_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     brain.save(&dir.path().join("ckpt")).unwrap();
     let peft = dir.path().join("peft-actor");
-    brain.export_peft(Role::Actor, &peft).unwrap();
-    brain.export_peft(Role::Judge, &dir.path().join("peft-judge")).unwrap();
+    brain.export(Role::Actor, ExportFormat::Peft, &peft).unwrap();
+    brain.export(Role::Judge, ExportFormat::Peft, &dir.path().join("peft-judge")).unwrap();
 
     // PEFT's layout and key names.
     let cfg: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(peft.join("adapter_config.json")).unwrap()).unwrap();

@@ -1,117 +1,14 @@
 //! The Hugging Face safetensors path, on tiny random Qwen2 and Llama checkpoints that the
 //! test writes itself (config.json, model.safetensors, tokenizer.json).
 
-use std::{collections::HashMap, path::Path};
+use std::path::Path;
 
 use candle_core::DType;
 use onebrain_model::{argmax, Brain, Error, ModelConfig, Role, SamplingConfig};
 use rand::{rngs::StdRng, SeedableRng};
 
 mod common;
-use common::seeded_normal;
-
-const HIDDEN: usize = 32;
-const FFN: usize = 64;
-const LAYERS: usize = 2;
-const HEADS: usize = 4;
-const KV_HEADS: usize = 2;
-const HEAD_DIM: usize = HIDDEN / HEADS;
-const VOCAB: usize = 260;
-
-/// GPT-2's byte → printable character table (every byte-level BPE uses it).
-fn bytes_to_unicode() -> Vec<char> {
-    let mut bs: Vec<u32> = (b'!' as u32..=b'~' as u32).chain(0xA1..=0xAC).chain(0xAE..=0xFF).collect();
-    let mut cs = bs.clone();
-    let mut n = 0;
-    for b in 0..256u32 {
-        if !bs.contains(&b) {
-            bs.push(b);
-            cs.push(256 + n);
-            n += 1;
-        }
-    }
-    let mut table = vec![' '; 256];
-    for (b, c) in bs.iter().zip(cs) {
-        table[*b as usize] = char::from_u32(c).unwrap();
-    }
-    table
-}
-
-/// A byte-level BPE with no merges: one token per byte, plus the ChatML specials.
-fn write_tokenizer(dir: &Path) {
-    let mut vocab = serde_json::Map::new();
-    for (i, c) in bytes_to_unicode().into_iter().enumerate() {
-        vocab.insert(c.to_string(), i.into());
-    }
-    let specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
-    for (i, s) in specials.iter().enumerate() {
-        vocab.insert(s.to_string(), (256 + i).into());
-    }
-    let added: Vec<_> = specials
-        .iter()
-        .enumerate()
-        .map(|(i, s)| serde_json::json!({"id": 256 + i, "content": s, "single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true}))
-        .collect();
-    let tok = serde_json::json!({
-        "version": "1.0", "truncation": null, "padding": null, "added_tokens": added,
-        "normalizer": null,
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
-        "post_processor": null,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": true, "use_regex": true},
-        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
-                  "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
-                  "vocab": vocab, "merges": []}
-    });
-    std::fs::write(dir.join("tokenizer.json"), tok.to_string()).unwrap();
-}
-
-fn write_model(dir: &Path, arch: &str) {
-    let qwen = arch == "qwen2";
-    let config = serde_json::json!({
-        "architectures": [if qwen { "Qwen2ForCausalLM" } else { "LlamaForCausalLM" }],
-        "model_type": arch, "vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": FFN,
-        "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
-        "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "max_position_embeddings": 256,
-        "tie_word_embeddings": !qwen
-    });
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let mut t = HashMap::new();
-    let mut rng = StdRng::seed_from_u64(if qwen { 2 } else { 3 });
-    // Weights around 1/√fan_in so activations stay O(1) through the layers.
-    let mut put = |name: String, shape: &[usize], std: f32| {
-        let mut v = seeded_normal(&mut rng, std, shape);
-        if name.ends_with("norm.weight") {
-            v = (v + 1.0).unwrap();
-        }
-        let v = v.to_dtype(DType::BF16).unwrap();
-        t.insert(name, v);
-    };
-    let s = 1.0 / (HIDDEN as f32).sqrt();
-    put("model.embed_tokens.weight".into(), &[VOCAB, HIDDEN], 1.0);
-    if qwen {
-        put("lm_head.weight".into(), &[VOCAB, HIDDEN], s);
-    }
-    for i in 0..LAYERS {
-        let p = format!("model.layers.{i}");
-        put(format!("{p}.self_attn.q_proj.weight"), &[HIDDEN, HIDDEN], s);
-        put(format!("{p}.self_attn.k_proj.weight"), &[KV_HEADS * HEAD_DIM, HIDDEN], s);
-        put(format!("{p}.self_attn.v_proj.weight"), &[KV_HEADS * HEAD_DIM, HIDDEN], s);
-        put(format!("{p}.self_attn.o_proj.weight"), &[HIDDEN, HIDDEN], s);
-        if qwen {
-            put(format!("{p}.self_attn.q_proj.bias"), &[HIDDEN], 0.1);
-            put(format!("{p}.self_attn.k_proj.bias"), &[KV_HEADS * HEAD_DIM], 0.1);
-            put(format!("{p}.self_attn.v_proj.bias"), &[KV_HEADS * HEAD_DIM], 0.1);
-        }
-        put(format!("{p}.mlp.gate_proj.weight"), &[FFN, HIDDEN], s);
-        put(format!("{p}.mlp.up_proj.weight"), &[FFN, HIDDEN], s);
-        put(format!("{p}.mlp.down_proj.weight"), &[HIDDEN, FFN], 1.0 / (FFN as f32).sqrt());
-        put(format!("{p}.input_layernorm.weight"), &[HIDDEN], 0.1);
-        put(format!("{p}.post_attention_layernorm.weight"), &[HIDDEN], 0.1);
-    }
-    put("model.norm.weight".into(), &[HIDDEN], 0.1);
-    candle_core::safetensors::save(&t, dir.join("model.safetensors")).unwrap();
-    write_tokenizer(dir);
-}
+use common::{seeded_normal, write_model, HIDDEN};
 
 fn load(dir: &Path, train_backbone: bool) -> Brain {
     let cfg = ModelConfig { path: dir.to_path_buf(), role_tokens: 2, lora_rank: Some(2), train_backbone, ..Default::default() };
@@ -135,7 +32,7 @@ fn perturb(brain: &Brain) {
 fn tiny_checkpoints_generate_and_both_paths_agree() {
     for arch in ["qwen2", "llama"] {
         let dir = tempfile::tempdir().unwrap();
-        write_model(dir.path(), arch);
+        write_model(dir.path(), arch, DType::BF16);
         let mut brain = load(dir.path(), false);
         assert_eq!(brain.arch().hidden_size, HIDDEN);
         assert!(!brain.arch().rope_interleaved);
@@ -180,7 +77,7 @@ fn tiny_checkpoints_generate_and_both_paths_agree() {
 fn tiny_checkpoint_full_backbone_gets_every_gradient() {
     for arch in ["qwen2", "llama"] {
         let dir = tempfile::tempdir().unwrap();
-        write_model(dir.path(), arch);
+        write_model(dir.path(), arch, DType::BF16);
         let brain = load(dir.path(), true);
         perturb(&brain);
         let p = brain.encode("<|im_start|>user\nab").unwrap();
@@ -207,7 +104,7 @@ fn tiny_checkpoint_full_backbone_gets_every_gradient() {
 #[test]
 fn bad_checkpoint_directories_are_typed_errors() {
     let dir = tempfile::tempdir().unwrap();
-    write_model(dir.path(), "llama");
+    write_model(dir.path(), "llama", DType::BF16);
     std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
     let cfg = ModelConfig { path: dir.path().to_path_buf(), ..Default::default() };
     assert!(matches!(Brain::load(&cfg), Err(Error::WrongModelFile { .. })));

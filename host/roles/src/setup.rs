@@ -177,13 +177,15 @@ pub fn foreign_example(adapter: &dyn DomainAdapter) -> Result<Option<(String, St
 
 /// Loads the model `cfg` names, with the trained role parameters of `cfg.checkpoint` (a
 /// relative checkpoint path is resolved against `base`, the config file's folder), in the
-/// shape the checkpoint was trained with (LoRA rank and targets, role tokens).
+/// shape the checkpoint was trained with (LoRA rank and targets, role tokens). The
+/// checkpoint may also be a PEFT LoRA folder (an adapter trained by TRL, say): it becomes
+/// the Actor, or the role its onebrain export names.
 pub fn load_model(cfg: &SolveConfig, base: &Path) -> Result<Brain, RolesError> {
     let Some(dir) = &cfg.checkpoint else { return Brain::load(&cfg.model).map_err(RolesError::Model) };
     let dir = base.join(dir);
-    let model = onebrain_model::with_checkpoint_shape(&cfg.model, &dir).map_err(RolesError::Model)?;
+    let model = onebrain_model::with_checkpoint_or_peft_shape(&cfg.model, &dir).map_err(RolesError::Model)?;
     let mut brain = Brain::load(&model).map_err(RolesError::Model)?;
-    brain.load_trainable(&dir).map_err(RolesError::Model)?;
+    brain.load_checkpoint_or_peft(&dir, None).map_err(RolesError::Model)?;
     Ok(brain)
 }
 

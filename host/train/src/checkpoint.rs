@@ -13,7 +13,7 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use candle_core::Tensor;
+use candle_core::{DType, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
@@ -94,6 +94,30 @@ impl Keep {
     }
 }
 
+/// How many of `t`'s values are NaN or infinite (`x - x` is 0 for every finite `x`, NaN
+/// otherwise: one sum on the device answers the common case).
+fn non_finite(t: &Tensor) -> Result<usize, TrainError> {
+    let t = t.to_dtype(DType::F32)?;
+    if (&t - &t)?.sum_all()?.to_scalar::<f32>()? == 0.0 {
+        return Ok(0);
+    }
+    Ok(t.flatten_all()?.to_vec1::<f32>()?.iter().filter(|x| !x.is_finite()).count())
+}
+
+/// The names of everything a checkpoint of `learner` would write that holds a NaN or an
+/// infinity: the model's trainable parameters, the value heads and the optimizer's moments.
+pub(crate) fn non_finite_state(learner: &Learner) -> Result<Vec<String>, TrainError> {
+    let mut names = learner.brain_ref().non_finite_parameters()?;
+    let (tensors, _) = learner.state();
+    for (name, t) in &tensors {
+        if non_finite(t)? > 0 {
+            names.push(name.clone());
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 /// [`save`] with a hook called after each file (tests inject a crash there).
 pub(crate) fn save_with(
     checkpoints: &Path,
@@ -102,6 +126,12 @@ pub(crate) fn save_with(
     keep: Keep,
     after_file: &mut dyn FnMut(&str) -> Result<(), TrainError>,
 ) -> Result<PathBuf, TrainError> {
+    // Never written: a checkpoint that would not load back, and the previous one stays the
+    // newest.
+    let names = non_finite_state(learner)?;
+    if !names.is_empty() {
+        return Err(TrainError::NonFinite { update: state.updates, names });
+    }
     fs::create_dir_all(checkpoints).map_err(|e| TrainError::io(checkpoints, e))?;
     let dir = checkpoint_dir(checkpoints, state.updates);
     let tmp = dir.with_extension(&PARTIAL[1..]);
@@ -203,7 +233,44 @@ pub fn latest(checkpoints: &Path) -> Result<Option<(PathBuf, TrainState)>, Train
         path: dir.clone(),
         reason: format!("state.json: {e}"),
     })?;
+    state.check().map_err(|reason| TrainError::Checkpoint {
+        path: dir.clone(),
+        reason: format!("state.json: {reason}"),
+    })?;
     Ok(Some((dir, state)))
+}
+
+impl TrainState {
+    /// What a `state.json` must say to be resumed from, on its own.
+    fn check(&self) -> Result<(), String> {
+        if self.format != 1 {
+            return Err(format!("format {} (this build reads format 1)", self.format));
+        }
+        // AdamW's bias correction raises β to the step count as an i32: past it, the count
+        // wraps and a step count of 0 divides by 1 − β⁰ = 0.
+        if self.optimizer_steps > i32::MAX as u64 {
+            return Err(format!("{} optimizer steps, past what AdamW counts", self.optimizer_steps));
+        }
+        Ok(())
+    }
+
+    /// The counters against the run's config, which a resume cannot change: every update
+    /// consumes `tasks_per_update` tasks and records `episodes_per_update` episodes.
+    pub(crate) fn check_counts(&self, dir: &Path, tasks_per_update: u64, episodes_per_update: u64) -> Result<(), TrainError> {
+        let tasks = self.updates.checked_mul(tasks_per_update);
+        let episodes = self.updates.checked_mul(episodes_per_update);
+        if tasks != Some(self.tasks_consumed) || episodes != Some(self.episodes) {
+            return Err(TrainError::Checkpoint {
+                path: dir.to_path_buf(),
+                reason: format!(
+                    "state.json: {} updates of {tasks_per_update} tasks and {episodes_per_update} episodes each, \
+                     but {} tasks and {} episodes",
+                    self.updates, self.tasks_consumed, self.episodes
+                ),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Loads checkpoint `dir` into `learner` (model parameters, optimizer, value heads).
@@ -216,6 +283,24 @@ pub fn restore(dir: &Path, state: &TrainState, learner: &mut Learner) -> Result<
             path: path.clone(),
             reason: e.to_string(),
         })?;
+    // Moments that are not finite, or a negative second moment (its square root is NaN),
+    // would make the first step's parameters NaN.
+    let mut names: Vec<&String> = tensors.keys().collect();
+    names.sort();
+    for name in names {
+        let t = &tensors[name];
+        let bad = |reason: String| TrainError::Checkpoint { path: path.clone(), reason: format!("`{name}` {reason}") };
+        if t.dtype() != DType::F32 {
+            return Err(bad(format!("holds {:?}, not f32", t.dtype())));
+        }
+        let n = non_finite(t)?;
+        if n > 0 {
+            return Err(bad(format!("holds {n} value(s) not finite (NaN or infinite)")));
+        }
+        if name.starts_with("v.") && t.elem_count() > 0 && t.min_all()?.to_scalar::<f32>()? < 0.0 {
+            return Err(bad("holds a negative second moment".into()));
+        }
+    }
     learner
         .load_state(&tensors, state.optimizer_steps, state.updates)
         .map_err(|reason| TrainError::Checkpoint { path, reason })
@@ -283,6 +368,55 @@ mod tests {
             onebrain_model::resolve_checkpoint(dir.path()),
             checkpoint_dir(&ckpts, 4)
         );
+    }
+
+    /// A parameter made NaN is never written: the save stops naming it and the update, and
+    /// the previous checkpoint stays the newest. A spoiled optimizer moment or `state.json`
+    /// is refused on resuming (issue 51).
+    #[test]
+    fn r51_non_finite_state_is_never_saved_and_never_resumed() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpts = dir.path().join("checkpoints");
+        let brain = Brain::load(&ModelConfig::test_model())
+            .expect("SmolLM2 test model (run scripts/setup.sh)");
+        let mut learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
+        save(&ckpts, &learner, &state(1), 2, 0).unwrap();
+
+        let var = learner.brain_ref().trainable().data().lock().unwrap()["actor.role_tokens"].clone();
+        let good = var.as_tensor().copy().unwrap();
+        var.set(&(var.as_tensor() * f64::NAN).unwrap()).unwrap();
+        let err = save(&ckpts, &learner, &state(2), 2, 0).unwrap_err();
+        assert!(matches!(&err, TrainError::NonFinite { update: 2, names } if names == &["actor.role_tokens"]), "{err}");
+        assert!(err.to_string().contains("update 2") && err.to_string().contains("`actor.role_tokens`"), "{err}");
+        assert!(!checkpoint_dir(&ckpts, 2).exists() && !checkpoint_dir(&ckpts, 2).with_extension("partial").exists());
+        let (found, st) = latest(&ckpts).unwrap().unwrap();
+        assert_eq!(st.updates, 1);
+        var.set(&good).unwrap();
+
+        // A NaN first moment in trainer.safetensors.
+        let trainer = found.join(TRAINER_FILE);
+        let mut tensors = candle_core::safetensors::load(&trainer, &candle_core::Device::Cpu).unwrap();
+        let key = tensors.keys().find(|k| k.starts_with("m.")).unwrap().clone();
+        let t = (&tensors[&key] * f64::NAN).unwrap();
+        tensors.insert(key.clone(), t);
+        candle_core::safetensors::save(&tensors, &trainer).unwrap();
+        let err = restore(&found, &st, &mut learner).unwrap_err().to_string();
+        assert!(err.contains(&format!("`{key}`")) && err.contains("not finite"), "{err}");
+
+        // Counters past what AdamW counts, or that the config cannot have made.
+        let text = std::fs::read_to_string(found.join(STATE_FILE)).unwrap();
+        std::fs::write(found.join(STATE_FILE), text.replace("\"optimizer_steps\": 1", "\"optimizer_steps\": 4294967296")).unwrap();
+        let err = latest(&ckpts).unwrap_err().to_string();
+        assert!(err.contains("4294967296 optimizer steps"), "{err}");
+        let err = state(1).check_counts(&found, 4, 32).unwrap_err().to_string();
+        assert!(err.contains("1 updates of 4 tasks and 32 episodes each, but 8 tasks and 32 episodes"), "{err}");
+        state(3).check_counts(&found, 8, 32).unwrap();
+
+        // Each cause is said once: in the message, not also as the source.
+        let io = TrainError::io(&found, std::io::Error::other("disk full"));
+        assert!(std::error::Error::source(&io).is_none() && io.to_string().ends_with("disk full"));
+        let model = TrainError::from(onebrain_model::Error::InvalidConfig("x".into()));
+        assert!(std::error::Error::source(&model).is_none());
     }
 
     #[test]

@@ -22,20 +22,35 @@ pub enum TrainError {
     /// The model, verifier or plugins could not be set up.
     #[error(transparent)]
     Setup(#[from] RolesError),
-    /// A forward, backward or optimizer step failed.
+    /// A forward, backward or optimizer step failed. (The underlying errors of this, the
+    /// next two and `HeldOut` are in their messages, not sources, so that a chain printer
+    /// such as anyhow's `{:#}` says them once.)
     #[error("model: {0}")]
-    Model(#[from] onebrain_model::Error),
+    Model(onebrain_model::Error),
     /// A tensor operation failed.
     #[error("tensor: {0}")]
-    Tensor(#[from] candle_core::Error),
+    Tensor(candle_core::Error),
     /// A file of the run folder could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What the OS said.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
+    },
+    /// An update left parameters NaN or infinite. The run stops before the update is
+    /// counted or saved, so its last checkpoint is the last good state (issue 51).
+    #[error(
+        "update {update} left {} parameter(s) not finite (NaN or infinite): {}; the run stops, \
+         and its last checkpoint is the last good state",
+        .names.len(),
+        .names.iter().take(4).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    )]
+    NonFinite {
+        /// The update's number (1 for the first).
+        update: u64,
+        /// The parameters (and optimizer moments) at fault, sorted.
+        names: Vec<String>,
     },
     /// A checkpoint is unusable.
     #[error("checkpoint {path}: {reason}")]
@@ -55,17 +70,35 @@ pub enum TrainError {
     Log(#[from] onebrain_eval::TraceError),
     /// The held-out evaluation failed.
     #[error("held-out evaluation: {0}")]
-    HeldOut(#[from] onebrain_eval::EvalError),
+    HeldOut(onebrain_eval::EvalError),
     /// The domain plugin could not generate a task.
     #[error("task stream: {0}")]
     Tasks(String),
 }
 
 impl TrainError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> TrainError {
+    pub(crate) fn io(path: impl Into<PathBuf>, error: std::io::Error) -> TrainError {
         TrainError::Io {
             path: path.into(),
-            source,
+            error,
         }
+    }
+}
+
+impl From<onebrain_model::Error> for TrainError {
+    fn from(e: onebrain_model::Error) -> Self {
+        TrainError::Model(e)
+    }
+}
+
+impl From<candle_core::Error> for TrainError {
+    fn from(e: candle_core::Error) -> Self {
+        TrainError::Tensor(e)
+    }
+}
+
+impl From<onebrain_eval::EvalError> for TrainError {
+    fn from(e: onebrain_eval::EvalError) -> Self {
+        TrainError::HeldOut(e)
     }
 }

@@ -172,6 +172,8 @@ impl Trainer {
         let mut learner = Learner::new(brain, reference, cfg.ppo.clone(), cfg.ablation, cfg.seed)?;
         let state = match found {
             Some((dir, st)) => {
+                let slots = cfg.tasks_per_update() * cfg.ppo.group_size;
+                st.check_counts(&dir, cfg.tasks_per_update() as u64, slots as u64)?;
                 checkpoint::restore(&dir, &st, &mut learner)?;
                 st
             }
@@ -402,6 +404,13 @@ impl Trainer {
         let brain: &Brain = self.learner.brain_ref();
         let mut batch = Batch::from_records(&ordered, self.cfg.ablation, |p| brain.encode(p))?;
         let stats = self.learner.update(&mut batch)?;
+        // A step that made a parameter NaN or infinite (a dropped NaN gradient is not the
+        // only way: a huge finite one, a learning rate, a spoiled moment) stops the run here,
+        // before the update is counted or saved: the last checkpoint stays the last good one.
+        let names = checkpoint::non_finite_state(&self.learner)?;
+        if !names.is_empty() {
+            return Err(TrainError::NonFinite { update: u + 1, names });
+        }
         let since = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| b - a);
         let (cpu2, steal2) = (onebrain_model::cpu_seconds(), onebrain_model::steal_seconds());
         let clock = StepClock {

@@ -120,7 +120,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 return print_json(&r);
             }
             let kernel = r.first().and_then(|p| p.kernel.clone()).unwrap_or_else(|| "none on this CPU".into());
-            outln!("## CPU Q8_0 / Q5_0 products, matrices streamed from memory (onebrain bench matmul; tiled kernel: {kernel})\n")?;
+            outln!("## CPU Q8_0 / Q5_0 products against candle's, matrices streamed from memory (onebrain bench matmul; tiled kernel: {kernel})\n")?;
             let us = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.0} µs"));
             let ratio = |v: Option<f64>| v.map_or("-".into(), |s| format!("{s:.2}×"));
             let (kquants, against_candle): (Vec<_>, Vec<_>) = r.iter().partition(|p| p.q8_tiles_us.is_some());

@@ -5,6 +5,7 @@ mod bench_training;
 mod check;
 mod compare;
 mod eval;
+mod export;
 mod faithful;
 mod generate;
 mod plugins;
@@ -32,6 +33,7 @@ pub fn run(flags: Flags) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Export(args) => export::run(args),
     }
 }
 
