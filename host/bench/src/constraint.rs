@@ -64,7 +64,7 @@ impl ConstraintReport {
         self.rows.iter().map(|r| r.mask_us).sum::<f64>() / 1e6 / decode.max(1e-9)
     }
 
-    /// The README's table.
+    /// The table `docs/performance.md` shows.
     pub fn table(&self) -> Table {
         let mut t = Table::new([
             "task",

@@ -13,7 +13,7 @@
 //! Every bound is set far above what real domains need: the largest figure over every
 //! PlanBench and Planetarium domain and every bundled plugin's domain is at most a tenth of
 //! its bound, and each bound is at least what the `full` mode's domain grammar can write
-//! (`host/grammar/tests/bounds.rs` checks both, and the README's "Hostile inputs" lists the
+//! (`host/grammar/tests/bounds.rs` checks both, and docs/reliability.md lists the
 //! figures).
 
 use llguidance::api::ParserLimits;

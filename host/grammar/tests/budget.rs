@@ -98,7 +98,7 @@ fn a_full_answer_writes_a_domain_that_parses_and_closes_inside_its_cap() {
     let limits = Limits { max_objects: 6, max_init: 8, max_goal: 4, ..Limits::default() };
     let spec = ConstraintSpec::Full { limits, avoid: vec![], forbid_goal_at_init: false };
     // A byte a token is the worst a tokenizer does; below about 800 such tokens a domain and
-    // a problem over names spelt that way do not both fit (README, Constrained decoding).
+    // a problem over names spelt that way do not both fit (docs/constrained-decoding.md).
     for cap in [800, 1000, 2000] {
         for favourites in [&b":d-(\n"[..], b"x(", b"(:x", b" \n(x", b"?-x (:"] {
             let (text, finished, stats) = ramble_stats(&env, &spec, cap, favourites);

@@ -188,7 +188,7 @@ fn run_domain_case(c: DomainCase) -> Result<(), TestCaseError> {
     let seeds = seeds();
     let domain = mutate(&seeds[c.seed % seeds.len()], &c.edits);
     // Below 256 byte tokens, 24-character object names leave the guard's reserves no slack:
-    // one walk in about 4,300 ran a `)` short at 171-177 tokens (README, "Hostile inputs").
+    // one walk in about 4,300 ran a `)` short at 171-177 tokens (docs/reliability.md).
     // Those caps are walked and counted, not held.
     let keep_cap = c.max_tokens >= 256 && c.max_tokens >= 2 * longest_item(&domain) + 64;
     let limits = Limits { max_objects: 8, max_init: 12, max_goal: 6, ..Limits::default() };
@@ -228,7 +228,7 @@ fn fuzz_domains_through_grammars_and_constraints() {
 /// a finished answer's domain and problem parse. Running into the cap is counted, not failed:
 /// with a token a byte, a domain of 48-character names (which the name caps allow at a
 /// thousand tokens) leaves facts of 150 tokens, and a few walks in a thousand still run out
-/// (README, "Hostile inputs"); the four ways that were bugs are fixed above.
+/// (docs/reliability.md); the four ways that were bugs are fixed above.
 #[test]
 fn fuzz_full_answers() {
     use std::sync::atomic::{AtomicUsize, Ordering};

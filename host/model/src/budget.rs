@@ -99,9 +99,11 @@ impl MemoryEstimate {
     }
 }
 
-/// The bytes a loaded model's weights hold: a GGUF's matrices sit in 8-bit blocks (34 bytes
-/// per 32 weights; 4- and 5-bit files are re-quantized up to them), a Hugging Face
-/// directory's in the dense dtype.
+/// The bytes a loaded model's weights hold, at most: a GGUF's matrices at 8 bits (34 bytes
+/// per 32 weights, what Q4_1 and Q5_1 are re-quantized up to), a Hugging Face directory's in
+/// the dense dtype. An upper bound for the k-quants, which keep tiles of their own at 4.5 to
+/// 6.6 bits: the 1.5B's estimate counts about 0.5 GB more than it holds, which errs on the
+/// side of refusing a request rather than running out of memory.
 pub(crate) fn resident_model_bytes(source: &ModelSource, params: usize, dense_bytes_per_param: usize) -> u64 {
     match source {
         ModelSource::Gguf(path) => {

@@ -112,9 +112,9 @@ pub struct ModelConfig {
     pub dtype: WeightDtype,
     /// On x86 CPUs with AVX-512 VNNI, keep the GGUF's matrices as tiles for our own kernel
     /// (`cpu_matmul`): about 1.5× faster decode than candle's kernels and 2.5× more
-    /// aggregate throughput at batch 4. Q8_0 and Q5_0 blocks stay as they are; Q4_1 and
-    /// the k-quants are re-quantized to 8 bits (the README's "Model" section measures
-    /// speed and fidelity). `false` keeps candle's kernels and the file's block types
+    /// aggregate throughput at batch 4. Q8_0 and Q5_0 blocks stay as they are; Q4_K and Q6_K
+    /// keep tiles of their own, Q4_1 is re-quantized to 8 bits (`docs/performance.md`,
+    /// "Generation", measures speed and fidelity). `false` keeps candle's kernels and the file's block types
     /// (Q4_1, Q5_0 and Q5_1 still become Q8_0, which candle multiplies faster). Left out
     /// when `true`, so the digests of existing runs' configs stay the same.
     #[serde(skip_serializing_if = "is_true")]

@@ -53,8 +53,13 @@ impl HeldOut {
 pub struct HeldOutRow {
     /// Updates done when it ran (0: the base model).
     pub update: u64,
-    /// Episodes (tasks × strategies) evaluated.
+    /// Episodes (tasks × strategies) answered: every rate's denominator.
     pub tasks: usize,
+    /// Episodes that stopped on an error of their own before an answer (a model error, such
+    /// as a request the memory budget refused): counted apart, in no rate (issue 46; a
+    /// refused request counted as unsolved once read as a model that cannot solve).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unanswered: usize,
     /// Solved at the first attempt (b_0).
     pub solved_b0: usize,
     /// Solved by the end (b_T).
@@ -83,7 +88,11 @@ pub struct HeldOutRow {
 
 impl HeldOutRow {
     /// The row of the evaluation whose episodes are `records`.
-    pub fn from_records(update: u64, records: &[EpisodeRecord], secs: f64) -> HeldOutRow {
+    pub fn from_records(update: u64, all: &[EpisodeRecord], secs: f64) -> HeldOutRow {
+        let (stopped, answered): (Vec<&EpisodeRecord>, Vec<&EpisodeRecord>) =
+            all.iter().partition(|r| r.stop_error().is_some());
+        let records: Vec<EpisodeRecord> = answered.into_iter().cloned().collect();
+        let records = records.as_slice();
         let reports: Vec<_> = records.iter().filter_map(|r| r.faithfulness.clone()).collect();
         let metrics = FaithfulnessMetrics::from_reports(&reports);
         let solved = || records.iter().filter(|r| r.solved);
@@ -96,6 +105,7 @@ impl HeldOutRow {
         HeldOutRow {
             update,
             tasks: records.len(),
+            unanswered: stopped.len(),
             solved_b0: records.iter().filter(|r| r.b0).count(),
             solved: solved().count(),
             faithful: reports.iter().filter(|f| f.solvable && f.faithful).count(),
@@ -124,8 +134,12 @@ impl HeldOutRow {
             format!("{k}/{} [{:.0}, {:.0}]", self.tasks, lo * 100.0, hi * 100.0)
         };
         let agreement = self.agreement.map_or(String::new(), |a| format!(" | {}", a.line()));
+        let unanswered = match self.unanswered {
+            0 => String::new(),
+            n => format!(" | unanswered (model errors) {n}"),
+        };
         format!(
-            "held-out after {} updates: b0 {} bT {} Faithful {} drift {} | solved with the goal at init {}, objects changed {}{agreement} | {:.0} s",
+            "held-out after {} updates: b0 {} bT {} Faithful {} drift {} | solved with the goal at init {}, objects changed {}{agreement}{unanswered} | {:.0} s",
             self.update,
             r(self.solved_b0),
             r(self.solved),
@@ -186,4 +200,36 @@ mod tests {
         assert!(log.has(2).unwrap() && !log.has(4).unwrap());
         assert_eq!(row(0).line().split(" | ").count(), 3);
     }
+
+    /// An episode the model refused (a request past the memory budget) is not an unsolved
+    /// answer: it is counted apart and out of every rate (issue 46).
+    #[test]
+    fn r46_a_model_error_is_counted_apart_from_the_answers() {
+        let record = |solved: bool, error: Option<&str>| -> EpisodeRecord {
+            let mut r: EpisodeRecord = serde_json::from_value(serde_json::json!({
+                "task_id": "t", "domain": "d", "strategy": "multi-role", "mode": "problem", "model": "m",
+                "task_text": "x", "steps": [], "b0": solved, "solved": solved, "repairs": 0,
+                "solver_calls": 1, "planner_calls": 1, "final_plan": ["(a)"],
+                "timings": { "wall_ms": 0.0, "generation_ms": 0.0, "verification_ms": 0.0,
+                             "planner_ms": 0.0, "judge_ms": 0.0, "plugins_ms": 0.0 },
+            }))
+            .unwrap();
+            r.error = error.map(str::to_string);
+            r
+        };
+        let refused = Some("model error (actor): the request needs 9.1 GiB, past the memory budget of 8 GiB");
+        let records = [record(true, None), record(false, None), record(false, refused)];
+        let row = HeldOutRow::from_records(0, &records, 1.0);
+        assert_eq!((row.tasks, row.unanswered, row.solved, row.solved_b0), (2, 1, 1, 1));
+        assert_eq!(row.rate(row.solved), 0.5);
+        assert!(row.line().contains("unanswered (model errors) 1"), "{}", row.line());
+        // Rows written before the field read as none unanswered, and such rows write without it.
+        let json = serde_json::to_value(HeldOutRow::from_records(0, &records[..2], 1.0)).unwrap();
+        assert!(json.get("unanswered").is_none());
+        assert_eq!(serde_json::from_value::<HeldOutRow>(json).unwrap().unanswered, 0);
+    }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
