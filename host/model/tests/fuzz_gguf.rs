@@ -25,6 +25,7 @@ use proptest::prelude::*;
 
 #[path = "../../../tests/fuzz/campaign.rs"]
 mod campaign;
+mod common;
 mod gguf_layout;
 use gguf_layout::{add_entry, layout, put, replace_value, Kind, Layout, Value};
 
@@ -58,24 +59,6 @@ fn seeds() -> &'static [Seed] {
     })
 }
 
-/// GPT-2's byte-to-character table: a byte-level BPE vocabulary spells every byte.
-fn byte_chars() -> Vec<char> {
-    let mut bs: Vec<u32> = (b'!' as u32..=b'~' as u32).chain(0xA1..=0xAC).chain(0xAE..=0xFF).collect();
-    let mut cs = bs.clone();
-    let mut n = 0;
-    for b in 0..256u32 {
-        if !bs.contains(&b) {
-            bs.push(b);
-            cs.push(256 + n);
-            n += 1;
-        }
-    }
-    let mut table = vec![' '; 256];
-    for (b, c) in bs.into_iter().zip(cs) {
-        table[b as usize] = char::from_u32(c).unwrap();
-    }
-    table
-}
 
 /// A Llama of one layer, hidden size 32, two heads of 16 sharing one key/value head, an MLP
 /// of 64 and a byte-level vocabulary (256 bytes and 3 control tokens, 288 rows): a whole
@@ -106,7 +89,7 @@ fn tiny_model() -> Vec<u8> {
         ("blk.0.ffn_down.weight", matrix(32, 64, GgmlDType::Q8_0)),
         ("output_norm.weight", norm()),
     ];
-    let chars = byte_chars();
+    let chars = common::bytes_to_unicode();
     let mut tokens: Vec<gguf_file::Value> = chars.iter().map(|c| gguf_file::Value::String(c.to_string())).collect();
     let mut types = vec![gguf_file::Value::I32(1); 256];
     for special in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] {
