@@ -89,10 +89,8 @@ pub struct HeldOutRow {
 impl HeldOutRow {
     /// The row of the evaluation whose episodes are `records`.
     pub fn from_records(update: u64, all: &[EpisodeRecord], secs: f64) -> HeldOutRow {
-        let (stopped, answered): (Vec<&EpisodeRecord>, Vec<&EpisodeRecord>) =
+        let (stopped, records): (Vec<&EpisodeRecord>, Vec<&EpisodeRecord>) =
             all.iter().partition(|r| r.stop_error().is_some());
-        let records: Vec<EpisodeRecord> = answered.into_iter().cloned().collect();
-        let records = records.as_slice();
         let reports: Vec<_> = records.iter().filter_map(|r| r.faithfulness.clone()).collect();
         let metrics = FaithfulnessMetrics::from_reports(&reports);
         let solved = || records.iter().filter(|r| r.solved);
@@ -115,7 +113,7 @@ impl HeldOutRow {
             solved_objects_changed: solved()
                 .filter(|r| r.faithfulness.as_ref().is_some_and(|f| !f.objects_preserved))
                 .count(),
-            agreement: AgreementTotals::from_records(records),
+            agreement: AgreementTotals::from_records(records.iter().copied()),
             judge_auc: roc_auc(&scores, &labels).ok(),
             judge_ece: calibration_error(&judged),
             secs,
