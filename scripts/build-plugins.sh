@@ -26,8 +26,10 @@ for manifest in plugins/*/plugin.toml; do
     exit 1
   fi
   if ! cmp -s "$built" "$dir/$name.wasm"; then
-    cp "$built" "$dir/$name.wasm.part"
-    mv "$dir/$name.wasm.part" "$dir/$name.wasm"
+    # A name of this process's own: test threads may run this script at once, and two
+    # copies into one `.part` file interleave.
+    cp "$built" "$dir/$name.wasm.part.$$"
+    mv "$dir/$name.wasm.part.$$" "$dir/$name.wasm"
     echo "build-plugins: installed $dir/$name.wasm" >&2
   fi
 done

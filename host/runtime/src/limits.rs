@@ -49,9 +49,9 @@ impl Default for Limits {
             stderr_kb: 16,
             message_kb: 4,
             reward_bound: 100.0,
-            // Ten times what the largest task of the checker's corpus is given (a
-            // 20-block BlocksWorld, results/checker-large/): room for larger tasks, and a
-            // bound on what one call can cost whatever a manifest asks.
+            // About three times what the largest task of the checker's corpus is given (a
+            // 20-block BlocksWorld, 3.3e11, results/checker-large/): room for larger tasks,
+            // and a bound on what one call can cost whatever a manifest asks.
             max_fuel: 1_000_000_000_000,
             max_timeout_ms: 120_000,
         }
