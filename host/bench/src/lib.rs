@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod constraint;
+pub mod plugins;
 pub mod verifier;
 
 use std::fmt;

@@ -29,6 +29,8 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod config_keys;
+
 use serde::{Deserialize, Serialize};
 
 pub use onebrain_pddl::{Category, Diagnostic, Severity, SpecFile};
@@ -239,6 +241,21 @@ impl Default for FinishedEpisode {
 }
 
 impl FinishedEpisode {
+    /// An episode whose steps were solved as `solved` says (the Actor's first, then each
+    /// repair's), with no specs and s_J = `judge_score`: a reward's smallest real input.
+    pub fn with_outcomes(solved: &[bool], judge_score: f32) -> FinishedEpisode {
+        let steps = solved
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                let role = if i == 0 { StepRole::Actor } else { StepRole::Editor };
+                let outcome = if b { Outcome::Solved } else { Outcome::Unsolvable };
+                Step::new(role, None, Verdict::new(outcome, vec![], vec![]))
+            })
+            .collect();
+        FinishedEpisode { steps, judge_score, ..FinishedEpisode::default() }
+    }
+
     /// b_0: the Actor's first spec was solved.
     pub fn b0(&self) -> bool {
         self.steps.first().is_some_and(|s| s.role == StepRole::Actor && s.verdict.solved)

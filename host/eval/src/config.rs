@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use onebrain_core::config_keys::suggest_near_key;
 use onebrain_model::ModelConfig;
 use onebrain_roles::{CheckerChoice, EpisodeConfig, SolveConfig, SolverConfig, Strategy};
 use onebrain_runtime::RuntimeConfig;
@@ -126,7 +127,7 @@ impl EvalConfig {
     pub fn from_toml(text: &str) -> Result<EvalConfig, ConfigError> {
         let cfg: EvalConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: PathBuf::from("<text>"),
-            message: e.to_string(),
+            message: suggest_near_key(&e.to_string()),
         })?;
         cfg.validate()?;
         Ok(cfg)

@@ -698,7 +698,7 @@ fn r15_text_folder_mistakes_are_clear_errors_naming_the_file() {
 // --------------------------------------------------------- errors that are not answers
 
 /// The memory budget's refusal, as `Brain` words it.
-const REFUSAL: &str = "16 row(s) of 1757 positions need an estimated 7216 MiB (weights 1801, keys and values 4612, work 803), past the memory budget of 4096 MiB (model.memory_budget_mb)";
+const REFUSAL: &str = "16 row(s) of 1757 positions need an estimated 7216 MiB (weights 1801, keys and values 4612, work 803), past the memory budget of 4096 MiB (model.memory-budget-mb)";
 
 /// [`Echo`]'s answers, but every request whose prompt contains one of `refused` is refused
 /// as the memory budget refuses one.

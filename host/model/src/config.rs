@@ -76,32 +76,44 @@ impl FromStr for Role {
 
 /// How to build the backbone and the role parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+// Kebab-case like every other section; the snake_case spelling is kept as an alias for the
+// configs written before, and serialization keeps it so that recorded runs' digests and
+// checkpoints' `brain.json` stay the same.
+#[serde(default, deny_unknown_fields, rename_all(deserialize = "kebab-case"))]
 pub struct ModelConfig {
     /// A `.gguf` file or a Hugging Face directory (`config.json`, `*.safetensors`,
     /// `tokenizer.json`). A bare file name is looked up in `$ONEBRAIN_MODEL_DIR`, then in
     /// `.cache/models/` of the enclosing repository.
     pub path: PathBuf,
     /// Number of learned soft tokens per role, prepended to the input embeddings.
+    #[serde(alias = "role_tokens")]
     pub role_tokens: usize,
     /// LoRA rank of the role adapters; `None` picks the rank that makes each role's
     /// parameters `role_param_fraction` of the backbone's.
+    #[serde(alias = "lora_rank")]
     pub lora_rank: Option<usize>,
     /// Target share of the backbone's parameter count per role (the paper's ≈ 1.67 %).
+    #[serde(alias = "role_param_fraction")]
     pub role_param_fraction: f64,
     /// LoRA scaling numerator: adapters add `alpha / rank · B·A·x`.
+    #[serde(alias = "lora_alpha")]
     pub lora_alpha: f32,
     /// Three independent copies of every trainable parameter (the paper's ablation),
     /// instead of one backbone shared by the roles.
+    #[serde(alias = "separate_models")]
     pub separate_models: bool,
     /// Train the backbone weights too (dense f32), not only the role parameters.
+    #[serde(alias = "train_backbone")]
     pub train_backbone: bool,
     /// Cap on positions (prompt + generation); `None` uses the model's context length,
     /// itself capped at 32768 to bound the rotary tables.
+    #[serde(alias = "max_context")]
     pub max_context: Option<usize>,
     /// Seed for initialising the role parameters (LoRA A, Judge head).
+    #[serde(alias = "init_seed")]
     pub init_seed: u64,
     /// How many prompt KV caches to keep for prefix reuse.
+    #[serde(alias = "prefix_cache_entries")]
     pub prefix_cache_entries: usize,
     /// Where the model runs: `cpu` (default) or `cuda:N`. Left out when `cpu`, so the
     /// digests of existing runs' configs stay the same.
@@ -118,12 +130,14 @@ pub struct ModelConfig {
     /// (Q4_1, Q5_0 and Q5_1 still become Q8_0, which candle multiplies faster). Left out
     /// when `true`, so the digests of existing runs' configs stay the same.
     #[serde(skip_serializing_if = "is_true")]
+    #[serde(alias = "tiled_cpu_kernels")]
     pub tiled_cpu_kernels: bool,
     /// The projections that get LoRA adapters, by PEFT name (`q_proj`, `k_proj`, `v_proj`,
     /// `o_proj`, `gate_proj`, `up_proj`, `down_proj`); `None` adapts all seven (the paper's
     /// ≈ 1.67 % per role). PEFT's own default is `["q_proj", "v_proj"]` at rank 8: about
     /// 0.5 M parameters a role on Qwen 0.5B, small enough to commit a run's result.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "lora_targets")]
     pub lora_targets: Option<Vec<String>>,
     /// Which weights the learner's forward and backward run on: `sampler` (the default)
     /// uses the generation path's own quantized weights, so there is no f32 copy and frozen
@@ -133,6 +147,7 @@ pub struct ModelConfig {
     /// has AVX-512 VNNI, candle's quantized blocks elsewhere); a dense checkpoint or a GPU
     /// uses the dense weights.
     #[serde(skip_serializing_if = "LearnerWeights::is_sampler")]
+    #[serde(alias = "learner_weights")]
     pub learner_weights: LearnerWeights,
     /// With `learner_weights = "sampler"` on our tiles: compute each answer position's logits
     /// only for the tokens its grammar mask allows (exact for the constrained policy), instead
@@ -140,12 +155,14 @@ pub struct ModelConfig {
     /// (README, issue 33). Off by default so that a run's recorded config, which leaves it out
     /// when off, resumes with the numerics it started with.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(alias = "allowed_logits")]
     pub allowed_logits: bool,
     /// The most resident memory, MiB, one request to the model (weights, KV cache, prefill
     /// work) may be estimated to need; a request past it is refused before any model time.
     /// `None` is [`crate::DEFAULT_MEMORY_BUDGET_MIB`]. Left out when `None`, so the digests of
     /// existing runs' configs stay the same.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(alias = "memory_budget_mb")]
     pub memory_budget_mb: Option<usize>,
 }
 
@@ -248,7 +265,7 @@ impl ModelConfig {
             )));
         }
         if self.memory_budget_mb == Some(0) {
-            return Err(Error::InvalidConfig("memory_budget_mb must be at least 1".into()));
+            return Err(Error::InvalidConfig("memory-budget-mb must be at least 1".into()));
         }
         if self.max_context == Some(0) {
             return Err(Error::InvalidConfig("max_context must be at least 1".into()));
@@ -352,6 +369,27 @@ mod tests {
         let bad = ModelConfig { role_param_fraction: 1.5, ..Default::default() };
         assert!(bad.validate().is_err());
         assert!(ModelConfig::default().validate().is_ok());
+    }
+
+    /// Issue 48: `[model]` takes kebab-case like every other section and still reads the
+    /// underscore spelling; what it writes (run digests, `brain.json`) is unchanged.
+    #[test]
+    fn model_keys_are_kebab_case_with_the_old_spelling_as_an_alias() {
+        let kebab: ModelConfig = serde_json::from_str(
+            r#"{"lora-rank": 8, "lora-targets": ["q_proj"], "allowed-logits": true, "memory-budget-mb": 900,
+                "learner-weights": "dense", "tiled-cpu-kernels": false, "role-tokens": 2}"#,
+        )
+        .unwrap();
+        let snake: ModelConfig = serde_json::from_str(
+            r#"{"lora_rank": 8, "lora_targets": ["q_proj"], "allowed_logits": true, "memory_budget_mb": 900,
+                "learner_weights": "dense", "tiled_cpu_kernels": false, "role_tokens": 2}"#,
+        )
+        .unwrap();
+        assert_eq!(kebab, snake);
+        assert_eq!((kebab.lora_rank, kebab.memory_budget_mb, kebab.role_tokens), (Some(8), Some(900), 2));
+        let written = serde_json::to_string(&kebab).unwrap();
+        assert!(written.contains("\"lora_rank\":8") && !written.contains("lora-rank"), "{written}");
+        assert_eq!(serde_json::from_str::<ModelConfig>(&written).unwrap(), kebab);
     }
 
     #[test]

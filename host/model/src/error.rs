@@ -83,7 +83,7 @@ pub enum Error {
     #[error(
         "{rows} row(s) of {positions} positions need an estimated {:.0} MiB (weights {:.0}, \
          keys and values {:.0}, work {:.0}), past the memory budget of {budget_mib} MiB \
-         (model.memory_budget_mb)",
+         (model.memory-budget-mb)",
         .estimate.total_mib(), .estimate.model_mib, .estimate.kv_mib, .estimate.work_mib
     )]
     OverBudget {
@@ -91,7 +91,9 @@ pub enum Error {
         rows: usize,
         /// Positions per row: role tokens, the longest prompt and the tokens to generate.
         positions: usize,
-        /// What the request was estimated to hold.
+        /// What the request was estimated to hold. (The one import of `budget` here, and
+        /// `budget` returns this error: a refusal carries the estimate it refused, so the two
+        /// modules name each other, as a parser and its error type do.)
         estimate: crate::budget::MemoryEstimate,
         /// The budget, MiB.
         budget_mib: usize,

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 
 use crate::ast::{Action, Atom, Domain, Literal, Problem, Term, TypedName};
 use crate::diag::{has_errors, Category, Diagnostic, Span, SpecFile};
-use crate::ground::{ground, GroundError};
+use crate::error::GroundError;
+use crate::ground::ground;
 use crate::parser::{parse_domain, parse_problem};
 use crate::world::TypeTable;
 

@@ -1,4 +1,4 @@
-//! Parse errors: what went wrong and where.
+//! Parse and grounding errors: what went wrong and where.
 
 use crate::diag::{Category, Diagnostic, Span, SpecFile};
 
@@ -57,4 +57,72 @@ impl ParseError {
     pub fn to_diagnostic(&self, file: SpecFile) -> Diagnostic {
         Diagnostic::error(Category::Syntax, self.message.clone()).at(file, self.span)
     }
+}
+
+/// Why a (domain, problem) pair could not be grounded. [`crate::check`] reports all of these
+/// as diagnostics first; grounding stops at the first.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GroundError {
+    /// A type name that is not declared.
+    #[error("{span}: unknown type `{name}` ({context})")]
+    UnknownType {
+        /// The unknown type.
+        name: String,
+        /// Where it was used, in words.
+        context: String,
+        /// Where it was written.
+        span: Span,
+    },
+    /// The type hierarchy has a cycle through this type.
+    #[error("{span}: type `{name}` is its own ancestor")]
+    TypeCycle {
+        /// A type on the cycle.
+        name: String,
+        /// Where it is declared.
+        span: Span,
+    },
+    /// An object or constant that is not declared.
+    #[error("{span}: unknown object `{name}`")]
+    UnknownObject {
+        /// The unknown name.
+        name: String,
+        /// Where it was used.
+        span: Span,
+    },
+    /// A predicate that is not declared.
+    #[error("{span}: unknown predicate `{name}`")]
+    UnknownPredicate {
+        /// The unknown name.
+        name: String,
+        /// Where it was used.
+        span: Span,
+    },
+    /// A predicate used with the wrong number of arguments.
+    #[error("{span}: predicate `{predicate}` takes {expected} arguments, found {found}")]
+    Arity {
+        /// The predicate.
+        predicate: String,
+        /// Its declared arity.
+        expected: usize,
+        /// How many arguments were given.
+        found: usize,
+        /// Where the atom is.
+        span: Span,
+    },
+    /// A variable that is not a parameter of its action.
+    #[error("{span}: `{name}` is not a parameter of action `{action}`")]
+    UndeclaredVariable {
+        /// The variable.
+        name: String,
+        /// The action.
+        action: String,
+        /// Where it was used.
+        span: Span,
+    },
+    /// The task is too large to ground (see [`MAX_JOIN_STEPS`] and [`MAX_GROUND_ACTIONS`]).
+    #[error("grounding exceeded {limit}")]
+    TooLarge {
+        /// Which limit was hit, in words.
+        limit: String,
+    },
 }

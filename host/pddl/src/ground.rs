@@ -10,7 +10,7 @@
 use std::fmt;
 
 use crate::ast::{Domain, Problem};
-use crate::diag::Span;
+use crate::error::GroundError;
 use crate::world::{instantiate, resolve, Arg, CAction, FxHashMap, FxHashSet, Interner, World};
 
 /// Grounding gives up beyond this many join steps: a spec that needs more is far larger than
@@ -21,73 +21,6 @@ pub const MAX_JOIN_STEPS: u64 = 5_000_000;
 /// Grounding gives up beyond this many ground actions, for the same reason.
 pub const MAX_GROUND_ACTIONS: usize = 250_000;
 
-/// Why a (domain, problem) pair could not be grounded. [`crate::check`] reports all of these
-/// as diagnostics first; grounding stops at the first.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum GroundError {
-    /// A type name that is not declared.
-    #[error("{span}: unknown type `{name}` ({context})")]
-    UnknownType {
-        /// The unknown type.
-        name: String,
-        /// Where it was used, in words.
-        context: String,
-        /// Where it was written.
-        span: Span,
-    },
-    /// The type hierarchy has a cycle through this type.
-    #[error("{span}: type `{name}` is its own ancestor")]
-    TypeCycle {
-        /// A type on the cycle.
-        name: String,
-        /// Where it is declared.
-        span: Span,
-    },
-    /// An object or constant that is not declared.
-    #[error("{span}: unknown object `{name}`")]
-    UnknownObject {
-        /// The unknown name.
-        name: String,
-        /// Where it was used.
-        span: Span,
-    },
-    /// A predicate that is not declared.
-    #[error("{span}: unknown predicate `{name}`")]
-    UnknownPredicate {
-        /// The unknown name.
-        name: String,
-        /// Where it was used.
-        span: Span,
-    },
-    /// A predicate used with the wrong number of arguments.
-    #[error("{span}: predicate `{predicate}` takes {expected} arguments, found {found}")]
-    Arity {
-        /// The predicate.
-        predicate: String,
-        /// Its declared arity.
-        expected: usize,
-        /// How many arguments were given.
-        found: usize,
-        /// Where the atom is.
-        span: Span,
-    },
-    /// A variable that is not a parameter of its action.
-    #[error("{span}: `{name}` is not a parameter of action `{action}`")]
-    UndeclaredVariable {
-        /// The variable.
-        name: String,
-        /// The action.
-        action: String,
-        /// Where it was used.
-        span: Span,
-    },
-    /// The task is too large to ground (see [`MAX_JOIN_STEPS`] and [`MAX_GROUND_ACTIONS`]).
-    #[error("grounding exceeded {limit}")]
-    TooLarge {
-        /// Which limit was hit, in words.
-        limit: String,
-    },
-}
 
 /// An interned ground atom.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -73,9 +73,9 @@ pub use ast::{
 };
 pub use check::{check, check_domain, check_sources};
 pub use diag::{has_errors, Category, Diagnostic, Severity, Span, SpecFile};
-pub use error::{ParseError, ParseErrorKind};
+pub use error::{GroundError, ParseError, ParseErrorKind};
 pub use ground::{
-    ground, AtomId, GroundAction, GroundError, GroundTask, Reachability, State, MAX_GROUND_ACTIONS,
+    ground, AtomId, GroundAction, GroundTask, Reachability, State, MAX_GROUND_ACTIONS,
     MAX_JOIN_STEPS,
 };
 pub use parser::{parse_domain, parse_plan, parse_problem, SUPPORTED_REQUIREMENTS};

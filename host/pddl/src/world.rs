@@ -6,7 +6,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::ast::{Action, Atom, Domain, Problem, OBJECT};
 use crate::diag::Span;
-use crate::ground::GroundError;
+use crate::error::GroundError;
 
 /// The type hierarchy as parent pointers. `object` is id 0 and its own parent.
 ///

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use onebrain_core::config_keys::suggest_near_key;
 use onebrain_model::ModelConfig;
 use onebrain_runtime::RuntimeConfig;
 use onebrain_verifier::{Search, SolverLimits};
@@ -91,7 +92,7 @@ impl SolveConfig {
     /// Parses TOML text (unknown keys are errors) and validates it.
     pub fn from_toml(text: &str) -> Result<SolveConfig, RolesError> {
         let cfg: SolveConfig =
-            toml::from_str(text).map_err(|e| RolesError::Config(e.to_string()))?;
+            toml::from_str(text).map_err(|e| RolesError::Config(suggest_near_key(&e.to_string())))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -145,7 +146,10 @@ mod tests {
             (Strategy::SelfRefine, Mode::Problem, CheckerChoice::Native)
         );
         assert_eq!(c.plugins.domains, ["blocksworld"]);
-        assert!(SolveConfig::from_toml("[episode]\nbudgett = 3").is_err());
+        let err = SolveConfig::from_toml("[episode]\nbudgett = 3").unwrap_err().to_string();
+        assert!(err.ends_with("did you mean `budget`?"), "{err}");
+        let err = SolveConfig::from_toml("[model]\nlora_rnak = 8").unwrap_err().to_string();
+        assert!(err.ends_with("did you mean `lora-rank`?"), "{err}");
         assert!(SolveConfig::from_toml("[solver]\ntimeout-s = -1").is_err());
         assert!(matches!(
             SolveConfig::from_file(Path::new("/nonexistent.toml")),

@@ -11,7 +11,8 @@ use wasmtime::Store;
 
 use crate::error::PluginError;
 use crate::host::LoadedPlugin;
-use crate::instance::{CallCost, InstancePolicy, OutputSize, Slot, WorldBindings};
+use crate::instance::{CallCost, InstancePolicy, Slot, WorldBindings};
+use crate::limits::OutputSize;
 use crate::manifest::{CallBudget, World};
 use crate::state::StoreState;
 use crate::validate;
@@ -131,22 +132,6 @@ impl WasmReward {
             }
         }
     }
-}
-
-/// An episode whose steps were solved as `solved` says (the Actor's first, then each
-/// repair's), with no specs and s_J = `judge_score`: the smoke call's and the
-/// benchmark's input.
-pub(crate) fn episode_of(solved: &[bool], judge_score: f32) -> FinishedEpisode {
-    use onebrain_core::{Outcome, Step, StepRole, Verdict};
-    let steps = solved
-        .iter()
-        .enumerate()
-        .map(|(i, &b)| {
-            let role = if i == 0 { StepRole::Actor } else { StepRole::Editor };
-            Step::new(role, None, Verdict::new(if b { Outcome::Solved } else { Outcome::Unsolvable }, vec![], vec![]))
-        })
-        .collect();
-    FinishedEpisode { steps, judge_score, ..FinishedEpisode::default() }
 }
 
 impl Reward for WasmReward {

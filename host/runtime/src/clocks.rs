@@ -13,7 +13,7 @@ use wasmtime::component::{Linker, Resource};
 use wasmtime::StoreContextMut;
 use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
 
-use crate::host::EPOCH_TICK;
+use crate::limits::EPOCH_TICK;
 use crate::state::StoreState;
 
 /// The monotonic-clock interface as wasmtime-wasi 48 registers it.

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use onebrain_core::config_keys::suggest_near_key;
 use serde::{Deserialize, Serialize};
 
 use crate::adapters::{WasmChecker, WasmDiagnosticParser, WasmDomainAdapter, WasmReward};
@@ -102,7 +103,7 @@ pub struct Plugins {
 impl RuntimeConfig {
     /// Parses TOML text (unknown keys are errors).
     pub fn from_toml(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        toml::from_str(text).map_err(|e| suggest_near_key(&e.to_string()))
     }
 
     /// The host and registry this config describes; relative paths are

@@ -8,46 +8,10 @@ use wasmtime::{Config, Engine, OptLevel};
 use crate::cache::{CacheOutcome, ComponentCache};
 use crate::error::{PluginError, PluginErrorKind, PluginId};
 use crate::grants::{CapabilityGranter, Grant, Preopen};
-use crate::limits::Limits;
+use crate::limits::{reservation, Limits, EPOCH_TICK, MEMORY_GUARD_BYTES};
 use crate::manifest::PluginManifest;
 use crate::state::StoreState;
 use crate::wit::{read_api_version, ApiVersion};
-
-/// How often the epoch advances. A guest is interrupted at most one tick
-/// after its deadline (a rough upper bound, as Zed's `wasm_engine()` puts
-/// it); 10 ms keeps the ticking thread's cost negligible.
-pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// The guard regions around each linear memory, after it and before it. Only
-/// address space, never memory: 2 MiB covers the static offset of any load or
-/// store a compiler emits for a Rust struct, so Cranelift folds those offsets
-/// into one bounds check, and the region before stays as wasmtime's defence in
-/// depth against a code-generator bug. (wasmtime's default is 32 MiB each side.)
-pub(crate) const MEMORY_GUARD_BYTES: u64 = 2 << 20;
-
-/// The most a 32-bit linear memory can address (65,536 pages of 64 KiB).
-const WASM32_MEMORY_BYTES: u64 = 4 << 30;
-
-/// The address space one linear memory reserves under a memory cap of
-/// `memory_bytes`: the cap itself (so a memory never moves while it grows up
-/// to the cap; the [`StoreLimiter`](crate::limits::StoreLimiter) refuses
-/// growth past it) plus the two guard regions. Default limits: 64 MiB + 4 MiB.
-///
-/// wasmtime's default is 4 GiB + 2 × 32 MiB per memory whatever the cap, so
-/// that 32-bit loads need no bounds check: under `ulimit -v 8000000`, common on
-/// shared clusters, the second plugin could not load ("mmap failed to reserve
-/// 0x104000000 bytes", issue 35). The price is an explicit bounds check per
-/// load and store (not measured against the old setting; guest calls take
-/// microseconds beside the model's milliseconds).
-pub fn memory_address_space(memory_bytes: u64) -> u64 {
-    reservation(memory_bytes) + 2 * MEMORY_GUARD_BYTES
-}
-
-/// The engine's `memory_reservation` for a memory cap: the cap rounded up to
-/// whole WebAssembly pages, at most what a 32-bit memory can address.
-fn reservation(memory_bytes: u64) -> u64 {
-    memory_bytes.div_ceil(64 << 10).saturating_mul(64 << 10).clamp(64 << 10, WASM32_MEMORY_BYTES)
-}
 
 /// An engine and the linker built on it.
 pub(crate) struct EngineLinker {
@@ -57,7 +21,7 @@ pub(crate) struct EngineLinker {
 
 /// The engine for plugins whose memory is capped at `memory_bytes`, built once
 /// per process and cap (Zed's `wasm_engine()`, Spin's `Config::default`): its
-/// memory reservation follows the cap ([`memory_address_space`]), and compiled
+/// memory reservation follows the cap ([`memory_address_space`](crate::limits::memory_address_space)), and compiled
 /// code and the component cache are tied to its settings (the cache key holds
 /// the engine's compatibility hash, so each cap has its own entries). A process
 /// normally sees one cap; tests see a few. One background thread advances every

@@ -9,7 +9,8 @@ use wasmtime::component::InstancePre;
 use wasmtime::{Store, Trap};
 
 use crate::error::{PluginError, PluginErrorKind};
-use crate::host::{LoadedPlugin, PluginShared, EPOCH_TICK};
+use crate::host::{LoadedPlugin, PluginShared};
+use crate::limits::{OutputSize, EPOCH_TICK};
 use crate::manifest::World;
 use crate::state::StoreState;
 
@@ -29,29 +30,6 @@ pub(crate) trait WorldBindings: Sized + Send + 'static {
 /// hostcall fuel (its type is private, so the text is what identifies it;
 /// `hostile.rs` fails if a wasmtime upgrade changes it).
 const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
-
-/// How many bytes of data a call returned, for the output cap.
-pub(crate) trait OutputSize {
-    fn output_size(&self) -> usize;
-}
-
-impl OutputSize for String {
-    fn output_size(&self) -> usize {
-        self.len()
-    }
-}
-
-impl<T: OutputSize> OutputSize for Vec<T> {
-    fn output_size(&self) -> usize {
-        self.iter().map(OutputSize::output_size).sum::<usize>() + self.len()
-    }
-}
-
-impl<T: OutputSize> OutputSize for Option<T> {
-    fn output_size(&self) -> usize {
-        self.as_ref().map_or(0, OutputSize::output_size)
-    }
-}
 
 /// Whether the host keeps an instance between calls.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

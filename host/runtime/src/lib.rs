@@ -20,8 +20,8 @@
 //!   ([`escape_line`]) before it can reach a terminal.
 //! - [`RuntimeConfig`] is the `[plugins]` config: which plugins, by name or
 //!   path, so a changed line swaps a plugin without rebuilding the host.
-//! - [`bench_plugins`] measures call overhead, cached loads and WASM against
-//!   native code.
+//! - What a call costs, and WASM against native code, is measured by
+//!   `onebrain bench plugins` (`onebrain-bench`), not here.
 //!
 //! ```
 //! use onebrain_runtime::{PluginHost, HostOptions, PluginRegistry, RuntimeConfig, World};
@@ -50,7 +50,6 @@
 #![deny(missing_docs)]
 
 mod adapters;
-mod bench;
 mod cache;
 mod clocks;
 mod config;
@@ -68,15 +67,14 @@ mod validate;
 mod wit;
 
 pub use adapters::{WasmChecker, WasmDiagnosticParser, WasmDomainAdapter, WasmReward};
-pub use bench::{bench_plugins, BenchOptions, BenchReport};
 pub use cache::{CacheOutcome, ComponentCache};
 pub use config::{Plugins, RuntimeConfig};
 pub use error::{FailureKind, PluginError, PluginErrorKind, PluginId, RegistryError};
 pub use files::{MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES};
 pub use grants::{CapabilityGranter, Grant, Grants, PermissionError, Preopen};
-pub use host::{memory_address_space, HostOptions, LoadedPlugin, PluginHost};
+pub use host::{HostOptions, LoadedPlugin, PluginHost};
 pub use instance::{CallCost, InstancePolicy};
-pub use limits::Limits;
+pub use limits::{memory_address_space, Limits};
 pub use manifest::{CallBudget, Permissions, PluginManifest, World};
 pub use registry::{check_manifest, CheckReport, PluginDetails, PluginInfo, PluginRegistry};
 pub use text::{escape_line, escape_path, escape_text};

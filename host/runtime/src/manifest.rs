@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use onebrain_core::config_keys::suggest_near_key;
 use serde::{Deserialize, Serialize};
 
 use crate::error::RegistryError;
@@ -85,7 +86,7 @@ impl CallBudget {
     /// atoms, as `onebrain-pddl` grounds it (what the checker's own work budget grows with);
     /// 0 when the reference does not parse or ground (the checker then reports why).
     pub fn units(reference: &onebrain_core::Spec) -> u64 {
-        use onebrain_sdk::pddl::{ground, parse_domain, parse_problem};
+        use onebrain_pddl::{ground, parse_domain, parse_problem};
         let (Ok(d), Ok(p)) = (parse_domain(&reference.domain), parse_problem(&reference.problem)) else { return 0 };
         ground(&d, &p).map_or(0, |t| (t.num_atoms() + t.actions().len()) as u64)
     }
@@ -155,7 +156,7 @@ impl PluginManifest {
     /// Refuses a name that is not an identifier, a version or description
     /// with control characters, and a `component` that is absolute or has `..`.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let m: PluginManifest = toml::from_str(text).map_err(|e| e.to_string())?;
+        let m: PluginManifest = toml::from_str(text).map_err(|e| suggest_near_key(&e.to_string()))?;
         if !is_identifier(&m.name) {
             return Err(format!(
                 "name `{}` must be 1 to 64 ASCII letters, digits, `-` or `_`",

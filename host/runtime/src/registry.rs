@@ -338,7 +338,7 @@ pub fn check_manifest(host: &PluginHost, m: &PluginManifest) -> CheckReport {
     let smoke: Result<String, PluginError> = (|| match m.world {
         World::Reward => {
             let r = WasmReward::new(&plugin, InstancePolicy::Reuse)?;
-            let out = r.try_rewards(&crate::adapters::episode_of(&[true], 0.8))?;
+            let out = r.try_rewards(&onebrain_core::FinishedEpisode::with_outcomes(&[true], 0.8))?;
             Ok(format!("rewards(b0=1, s_J=0.8) -> actor {}, editor {}, judge {}", out.actor, out.editor, out.judge))
         }
         World::DomainAdapter => {

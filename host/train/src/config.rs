@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use onebrain_core::config_keys::suggest_near_key;
 use onebrain_eval::Benchmark;
 use onebrain_model::{ModelConfig, Role};
 use onebrain_roles::{CheckerChoice, EpisodeConfig, SolveConfig, SolverConfig, Strategy};
@@ -178,7 +179,7 @@ impl TrainConfig {
     /// Parses TOML text (unknown keys are errors) and validates it.
     pub fn from_toml(text: &str) -> Result<TrainConfig, TrainError> {
         let cfg: TrainConfig =
-            toml::from_str(text).map_err(|e| TrainError::Config(e.to_string()))?;
+            toml::from_str(text).map_err(|e| TrainError::Config(suggest_near_key(&e.to_string())))?;
         cfg.validate()?;
         Ok(cfg)
     }

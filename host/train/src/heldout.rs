@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::calibration_error;
 use crate::error::TrainError;
-use crate::metrics::reopen_log;
+use crate::logs::reopen_log;
 
 /// The eval config of a run's held-out slice, loaded once.
 pub(crate) struct HeldOut {

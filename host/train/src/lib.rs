@@ -42,6 +42,7 @@ mod config;
 mod error;
 mod heldout;
 mod learner;
+mod logs;
 mod metrics;
 mod ppo;
 mod trainer;

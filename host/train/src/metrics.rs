@@ -261,7 +261,7 @@ impl MetricsLog {
     /// starts from) are dropped so the log matches the parameters.
     pub fn open(run_dir: &Path, updates: u64) -> Result<MetricsLog, TrainError> {
         let path = run_dir.join("metrics.jsonl");
-        let writer = reopen_log(&path, |r: &MetricsRow| r.update <= updates)?;
+        let writer = crate::logs::reopen_log(&path, |r: &MetricsRow| r.update <= updates)?;
         Ok(MetricsLog { path, writer })
     }
 
@@ -318,22 +318,6 @@ impl MetricsLog {
         fs::write(&path, svg).map_err(|e| TrainError::io(&path, e))?;
         Ok(path)
     }
-}
-
-/// Opens the JSONL log at `path` for appending after dropping the rows `keep` refuses: a
-/// resumed run's logs must end where its checkpoint's parameters do.
-pub(crate) fn reopen_log<T: Serialize + serde::de::DeserializeOwned>(
-    path: &Path,
-    keep: impl Fn(&T) -> bool,
-) -> Result<TraceWriter, TrainError> {
-    let rows: Vec<T> = onebrain_eval::read_jsonl(path)?.records;
-    let text: String = rows
-        .iter()
-        .filter(|r| keep(r))
-        .map(|r| serde_json::to_string(r).expect("a row serialises") + "\n")
-        .collect();
-    fs::write(path, text).map_err(|e| TrainError::io(path, e))?;
-    Ok(TraceWriter::open(path)?)
 }
 
 fn read_rows(path: &Path) -> Result<Vec<MetricsRow>, TrainError> {

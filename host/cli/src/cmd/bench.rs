@@ -5,7 +5,7 @@ use onebrain_bench::Table;
 use onebrain_model::{
     bench_attention, bench_inference, bench_long_prefill, bench_matmul, bench_training, DEFAULT_MODEL_FILE, LONG_PREFILL_TOKENS, TEST_MODEL_FILE,
 };
-use onebrain_runtime::{bench_plugins, BenchOptions};
+use onebrain_bench::plugins::{bench_plugins, BenchOptions};
 
 use crate::cmd::print_json;
 use crate::flags::{BenchArgs, BenchTarget};

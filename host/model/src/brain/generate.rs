@@ -657,7 +657,7 @@ impl Brain {
         MemoryEstimate::of(&self.base.cfg, self.model_bytes, rows, positions)
     }
 
-    /// The memory budget a request must fit, MiB (`memory_budget_mb` in the config).
+    /// The memory budget a request must fit, MiB (`memory-budget-mb` in the config).
     pub fn memory_budget_mib(&self) -> usize {
         self.cfg.memory_budget_mb.unwrap_or(DEFAULT_MEMORY_BUDGET_MIB)
     }

@@ -47,7 +47,7 @@ pub(crate) fn report(r: w::FaithfulnessReport) -> core::FaithfulnessReport {
     }
 }
 
-impl crate::instance::OutputSize for w::FaithfulnessReport {
+impl crate::limits::OutputSize for w::FaithfulnessReport {
     fn output_size(&self) -> usize {
         self.explanation.output_size() + 32
     }

@@ -6,11 +6,8 @@ use std::time::{Duration, Instant};
 use onebrain_sdk::text::PlanBenchWording;
 use serde::Serialize;
 
-use crate::adapters::{WasmDomainAdapter, WasmReward};
-use crate::error::RegistryError;
-use crate::host::{HostOptions, PluginHost};
-use crate::instance::InstancePolicy;
-use crate::registry::PluginRegistry;
+use onebrain_core::FinishedEpisode;
+use onebrain_runtime::{HostOptions, InstancePolicy, PluginHost, PluginRegistry, RegistryError, WasmDomainAdapter, WasmReward};
 
 /// What to measure with.
 #[derive(Clone, Debug)]
@@ -117,7 +114,7 @@ pub fn bench_plugins(options: &BenchOptions) -> Result<BenchReport, RegistryErro
 
     let reward_m = registry.get("paper-rewards")?;
     let reward_p = host.load(reward_m)?;
-    let ep = crate::adapters::episode_of(&[false, false, true], 0.7);
+    let ep = FinishedEpisode::with_outcomes(&[false, false, true], 0.7);
     let reused = WasmReward::new(&reward_p, InstancePolicy::Reuse)?;
     let fresh = WasmReward::new(&reward_p, InstancePolicy::FreshPerCall)?;
     let reward_call_reused_us = time_each(n, |_| {
