@@ -10,5 +10,6 @@ mod hostile;
 mod pipes;
 mod plugins;
 mod solve;
+mod tour;
 mod train;
 mod validate;
