@@ -7,27 +7,6 @@ use onebrain_sdk::{blocks, DomainAdapter, Result, Spec, Task};
 
 const DOMAIN: &str = include_str!("../domain.pddl");
 const DESCRIPTION: &str = include_str!("../description.txt");
-/// PlanBench's `predicates` templates (configs/blocksworld.yaml).
-const PREDICATES: &[(&str, &str)] = &[
-    ("ontable", "the {} is on the table"),
-    ("clear", "the {} is clear"),
-    ("handempty", "the hand is empty"),
-    ("holding", "the hand is currently holding {}"),
-    ("on", "the {} is on top of the {}"),
-];
-/// PlanBench's `encoded_objects`: a, b, c, … in this order; after `l`, colours of our own.
-const COLOURS: [&str; 20] = [
-    "red", "blue", "orange", "yellow", "white", "magenta", "black", "cyan", "green", "violet", "silver", "gold",
-    "pink", "brown", "grey", "purple", "beige", "teal", "navy", "maroon",
-];
-
-fn object(name: &str) -> String {
-    match name.as_bytes() {
-        [c @ b'a'..=b't'] => format!("{} block", COLOURS[(c - b'a') as usize]),
-        _ => name.to_string(),
-    }
-}
-
 #[derive(Default)]
 pub struct Blocksworld;
 
@@ -51,7 +30,7 @@ impl DomainAdapter for Blocksworld {
         })
     }
     fn describe(&self, problem_pddl: &str) -> Result<String> {
-        PlanBenchWording { predicates: PREDICATES, object: &object }.statement(problem_pddl)
+        PlanBenchWording { predicates: blocks::PLANBENCH_PREDICATES, object: &blocks::planbench_object }.statement(problem_pddl)
     }
 }
 

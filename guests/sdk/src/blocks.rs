@@ -100,6 +100,30 @@ pub fn generate(p: &BlockPredicates, problem_name: &str, domain: &str, seed: u64
     }
 }
 
+/// PlanBench's BlocksWorld `predicates` templates (its configs/blocksworld.yaml): how the
+/// blocksworld plugin words a state.
+pub const PLANBENCH_PREDICATES: &[(&str, &str)] = &[
+    ("ontable", "the {} is on the table"),
+    ("clear", "the {} is clear"),
+    ("handempty", "the hand is empty"),
+    ("holding", "the hand is currently holding {}"),
+    ("on", "the {} is on top of the {}"),
+];
+
+/// PlanBench's `encoded_objects`: a, b, c, … in this order; after `l`, colours of our own.
+const COLOURS: [&str; 20] = [
+    "red", "blue", "orange", "yellow", "white", "magenta", "black", "cyan", "green", "violet", "silver", "gold",
+    "pink", "brown", "grey", "purple", "beige", "teal", "navy", "maroon",
+];
+
+/// PlanBench's name for an object in its BlocksWorld wording: `a` is the red block.
+pub fn planbench_object(name: &str) -> String {
+    match name.as_bytes() {
+        [c @ b'a'..=b't'] => format!("{} block", COLOURS[(c - b'a') as usize]),
+        _ => name.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -72,24 +72,6 @@ fn time_each(n: usize, mut f: impl FnMut(usize)) -> f64 {
     )
 }
 
-// The data the blocksworld plugin passes to the SDK (guests/blocksworld/src/lib.rs).
-const PREDICATES: &[(&str, &str)] = &[
-    ("ontable", "the {} is on the table"),
-    ("clear", "the {} is clear"),
-    ("handempty", "the hand is empty"),
-    ("holding", "the hand is currently holding {}"),
-    ("on", "the {} is on top of the {}"),
-];
-const COLOURS: [&str; 12] =
-    ["red", "blue", "orange", "yellow", "white", "magenta", "black", "cyan", "green", "violet", "silver", "gold"];
-
-fn object(name: &str) -> String {
-    match name.as_bytes() {
-        [c @ b'a'..=b'l'] => format!("{} block", COLOURS[(c - b'a') as usize]),
-        _ => name.to_string(),
-    }
-}
-
 fn native_generate(seed: u64, size: u32) -> (String, String) {
     let blocks = onebrain_sdk::blocks::generate(
         &onebrain_sdk::blocks::BLOCKSWORLD,
@@ -99,7 +81,7 @@ fn native_generate(seed: u64, size: u32) -> (String, String) {
         size,
     )
     .expect("valid size");
-    let text = PlanBenchWording { predicates: PREDICATES, object: &object }.statement(&blocks).expect("parses");
+    let text = PlanBenchWording { predicates: onebrain_sdk::blocks::PLANBENCH_PREDICATES, object: &onebrain_sdk::blocks::planbench_object }.statement(&blocks).expect("parses");
     (blocks, text)
 }
 
@@ -150,7 +132,7 @@ pub fn bench_plugins(options: &BenchOptions) -> Result<BenchReport, RegistryErro
     let describe_wasm_us = time_each(n, |i| {
         bw.try_describe(&problems[i % problems.len()]).expect("blocksworld describes");
     });
-    let wording = PlanBenchWording { predicates: PREDICATES, object: &object };
+    let wording = PlanBenchWording { predicates: onebrain_sdk::blocks::PLANBENCH_PREDICATES, object: &onebrain_sdk::blocks::planbench_object };
     let describe_native_us = time_each(n, |i| {
         std::hint::black_box(wording.statement(&problems[i % problems.len()]).expect("parses"));
     });
