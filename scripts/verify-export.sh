@@ -114,5 +114,7 @@ for case in "${CASES[@]}"; do
 {"name": "$case", "gguf": "$gguf", "checkpoint": "$ckpt", "peft": "$dir/peft", "gguf_export": "$dir/gguf",
  "max_tokens": $MAX_TOKENS, "threads": $(nproc), "tasks": [$joined]}
 EOF
-    "$VENV/bin/python" scripts/verify_export.py compare "$dir/case.json" "$OUT/$case.json"
+    # Every case runs and writes its result; the exit status says whether all passed.
+    "$VENV/bin/python" scripts/verify_export.py compare "$dir/case.json" "$OUT/$case.json" || failed=1
 done
+exit "${failed:-0}"

@@ -17,6 +17,7 @@ they would have is reported too.
 
 import gzip
 import json
+import os
 import platform
 import sys
 import time
@@ -25,14 +26,22 @@ from pathlib import Path
 # Domains whose first Actor prompt in the trace is taken: three different tasks.
 DOMAINS = ["blocksworld", "logistics", "gripper"]
 
-# Tolerances, set by measurement (results/export/README.md explains them). onebrain's
-# generation path rounds every matrix product's input to 8 bits, and SmolLM2's Q4_1 matrices
-# are re-quantized to 8 bits on load; transformers runs the GGUF dequantized, in f32. The bar
-# for transformers is therefore the gap the *base* model already shows, with room; llama.cpp
-# also rounds its activations to 8 bits (and keeps Q4_1), so it lands in between.
+# Tolerances, set by measurement (results/export/README.md explains them). The consumers'
+# arithmetic is not onebrain's (its generation path rounds every matrix product's input to 8
+# bits; llama.cpp rounds its own way; transformers runs f32), so their *base* models already
+# differ from onebrain's by about as much as an adapter moves the logits. What the export must
+# get right is the adapter's effect, which the bar measures.
 TOLERANCE = {
-    "transformers": 1.0,
-    "llama.cpp": 1.0,
+    # The bar: the adapter's effect (with minus without) on the consumer against onebrain's
+    # (dense path). transformers runs f32 like the dense path: the largest difference must be
+    # under 5 % of onebrain's largest effect (1.1-1.5 % measured on SmolLM2). llama.cpp rounds
+    # its activations to 8 bits and runs the GGUF's blocks as written, in both of its runs, so
+    # its effect carries its own noise twice over: the largest difference must be under 1.5
+    # times (about sqrt 2, with room) its base model's own largest gap from onebrain's. That
+    # says the export adds no error beyond llama.cpp's arithmetic; transformers is the tight
+    # check.
+    "adapter_effect": {"transformers": {"relative": 0.05}, "llama.cpp": {"base_gaps": 1.5}},
+    # Recorded, not the bar: onebrain's dense path against transformers on the same weights.
     "transformers_vs_dense": 0.05,
 }
 
@@ -71,6 +80,18 @@ def diff_stats(ours, theirs):
     }
 
 
+def effect_stats(ours, ours_base, theirs, theirs_base):
+    """How the adapter moves the logits on each side (with minus without), compared: the base
+    models' own gap cancels, so this is the export's error alone. `relative` is the largest
+    difference over the largest effect."""
+    import numpy as np
+
+    f = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+    mine, yours = f(ours) - f(ours_base), f(theirs) - f(theirs_base)
+    d = np.abs(mine - yours)
+    return {"max_abs": float(d.max()), "mean_abs": float(d.mean()), "relative": float(d.max() / np.abs(mine).max())}
+
+
 def answer_stats(ours, theirs):
     n = len(ours)
     first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), None)
@@ -83,6 +104,51 @@ def answer_stats(ours, theirs):
 
 # ------------------------------------------------------------------ transformers + PEFT
 
+# GGUF block types onebrain re-quantizes to Q8_0 when it loads them (candle multiplies Q8_0
+# faster; docs/performance.md): it never runs these weights as written, so transformers is
+# given the same re-quantized weights, or the base models differ before any adapter does
+# (SmolLM2's Q4_1: 0.35-0.56 max |Δlogit| on the dense path as written, 0.06-0.10 after).
+REQUANTIZED_TO_Q8_0 = {"Q4_1"}
+
+GGUF_TO_HF = {
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
+
+def q8_0_round_trip(w):
+    """`w` quantized as ggml's Q8_0 (blocks of 32 along a row, one f16 scale each) and back."""
+    import torch
+
+    rows, cols = w.shape
+    blocks = w.reshape(rows, cols // 32, 32)
+    scale = (blocks.abs().amax(-1, keepdim=True) / 127.0).to(torch.float16).to(torch.float32)
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.round(blocks / safe).clamp(-127, 127) * (scale > 0)
+    return (q * scale).reshape(rows, cols)
+
+
+def requantize_as_onebrain(model, gguf_path):
+    """Applies onebrain's load-time re-quantization to the matrices the GGUF stores in one of
+    REQUANTIZED_TO_Q8_0; returns how many."""
+    import torch
+    from gguf import GGUFReader
+
+    kinds = {t.name: t.tensor_type.name for t in GGUFReader(gguf_path).tensors}
+    params = dict(model.named_parameters())
+    n = 0
+    with torch.no_grad():
+        for name, kind in kinds.items():
+            parts = name.split(".")
+            if kind not in REQUANTIZED_TO_Q8_0 or len(parts) != 4 or parts[2] not in GGUF_TO_HF:
+                continue
+            hf = f"model.layers.{parts[1]}.{GGUF_TO_HF[parts[2]]}.weight"
+            params[hf].copy_(q8_0_round_trip(params[hf]))
+            n += 1
+    return n
+
+
 
 def transformers_run(case, prompts):
     import torch
@@ -94,8 +160,10 @@ def transformers_run(case, prompts):
     t0 = time.time()
     base = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     base.eval()
+    requantized = requantize_as_onebrain(base, str(gguf))
     load_s = time.time() - t0
-    out = {"load_seconds": load_s, "base_logits": [], "logits": [], "answers": [], "first_step_agrees": []}
+    out = {"load_seconds": load_s, "requantized_to_q8_0": requantized, "base_logits": [], "logits": [],
+           "answers": [], "first_step_agrees": []}
     with torch.no_grad():
         # The base model first: merging the adapter below changes its weights in place.
         for p in prompts:
@@ -257,17 +325,24 @@ def compare(case_file: Path, out_file: Path) -> int:
         assert base["prompt_tokens"] == ours["prompt_tokens"]
     report = {"case": case["name"], "model": case["gguf"], "checkpoint": case["checkpoint"], "role": "actor",
               "tolerance": TOLERANCE, "python": platform.python_version(), "tasks": []}
-    consumers = {}
-    for name, run in [("transformers", transformers_run), ("llama.cpp", llama_run)]:
-        t0 = time.time()
-        try:
-            consumers[name] = run(case, prompts)
-            consumers[name]["seconds"] = time.time() - t0
-        except Exception as e:  # noqa: BLE001 - what failed is the result
-            import traceback
+    # The consumers' raw outputs are kept beside the case, so that the comparison can be
+    # redone without rerunning them (VERIFY_EXPORT_REUSE=1).
+    cache = case_file.with_name("consumers.json")
+    if os.environ.get("VERIFY_EXPORT_REUSE") == "1" and cache.is_file():
+        consumers = json.loads(cache.read_text())
+    else:
+        consumers = {}
+        for name, run in [("transformers", transformers_run), ("llama.cpp", llama_run)]:
+            t0 = time.time()
+            try:
+                consumers[name] = run(case, prompts)
+                consumers[name]["seconds"] = time.time() - t0
+            except Exception as e:  # noqa: BLE001 - what failed is the result
+                import traceback
 
-            traceback.print_exc()
-            consumers[name] = {"error": f"{type(e).__name__}: {e}"}
+                traceback.print_exc()
+                consumers[name] = {"error": f"{type(e).__name__}: {e}"}
+        cache.write_text(json.dumps(consumers))
     try:
         t_agree = transformers_tokens_agree(case, prompts)
     except Exception as e:  # noqa: BLE001
@@ -292,18 +367,34 @@ def compare(case_file: Path, out_file: Path) -> int:
             logits = diff_stats(ours["next_token_logits"], c["logits"][i])
             base_gap = diff_stats(base["next_token_logits"], c["base_logits"][i])
             answer = answer_stats(ours["answer_tokens"], c["answers"][i])
+            # onebrain's effect from its dense path where it has one: its generation path rounds
+            # activations to 8 bits, and that rounding differs between the runs with and without
+            # the adapter, so its effect carries noise of the size of the effect itself.
+            dense = ours.get("dense_next_token_logits") is not None and base.get("dense_next_token_logits") is not None
+            mine = (ours["dense_next_token_logits"], base["dense_next_token_logits"]) if dense else (ours["next_token_logits"], base["next_token_logits"])
+            effect = effect_stats(*mine, c["logits"][i], c["base_logits"][i])
+            effect["onebrain_path"] = "dense" if dense else "generation"
+            effect["generation_path"] = effect_stats(ours["next_token_logits"], base["next_token_logits"], c["logits"][i], c["base_logits"][i])
+            # The consumer's own numerical distance from onebrain, on the base model alone (the
+            # same onebrain path as the effect): what any comparison of the two carries.
+            base_floor = diff_stats(base["dense_next_token_logits"] if dense else base["next_token_logits"], c["base_logits"][i])["max_abs"]
+            effect["base_model_gap"] = base_floor
+            bar = TOLERANCE["adapter_effect"][name]
+            within = effect["relative"] <= bar["relative"] if "relative" in bar else effect["max_abs"] <= bar["base_gaps"] * base_floor
             entry = {
                 "logits": logits,
                 "base_model_logits": base_gap,
+                "adapter_effect": effect,
                 "answer": answer,
-                "within_tolerance": logits["max_abs"] <= TOLERANCE[name],
+                "within_tolerance": within,
             }
             if name == "transformers":
                 entry["cached_greedy_first_step_vs_peft_forward"] = c["first_step_agrees"][i]
                 if ours.get("dense_next_token_logits") is not None:
                     entry["onebrain_dense_path"] = diff_stats(ours["dense_next_token_logits"], c["logits"][i])
                     entry["onebrain_dense_path"]["within_tolerance"] = entry["onebrain_dense_path"]["max_abs"] <= TOLERANCE["transformers_vs_dense"]
-                    entry["onebrain_dense_base_model"] = diff_stats(base["dense_next_token_logits"], c["base_logits"][i]) if base.get("dense_next_token_logits") is not None else None
+                    if base.get("dense_next_token_logits") is not None:
+                        entry["onebrain_dense_base_model"] = diff_stats(base["dense_next_token_logits"], c["base_logits"][i])
             ok &= entry["within_tolerance"] and logits["argmax_equal"]
             row[name] = entry
         report["tasks"].append(row)
@@ -327,6 +418,9 @@ def print_summary(r):
             dense = e.get("onebrain_dense_path")
             extra = f", dense path {dense['max_abs']:.4f}" if dense else ""
             print(f"    {name:12} max|Δlogit| {e['logits']['max_abs']:.4f} (base model {e['base_model_logits']['max_abs']:.4f}){extra}, "
+                  f"adapter effect gap {e['adapter_effect']['max_abs']:.4f} ({e['adapter_effect']['relative']:.1%} of the "
+                  f"{e['adapter_effect']['onebrain_path']} path's effect; base models' gap {e['adapter_effect']['base_model_gap']:.4f}), "
+                  f"within the bar {e['within_tolerance']}, "
                   f"argmax equal {e['logits']['argmax_equal']}, answer equal {e['answer']['equal']} "
                   f"(first divergence {e['answer']['first_divergence']})")
     print(f"  all within tolerance: {r['all_within_tolerance']}")
