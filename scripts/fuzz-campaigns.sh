@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs every fuzzing campaign long and keeps each one's whole output as its log under
+# results/fuzz/ (docs/reliability.md#fuzzing tables them):
+#   scripts/fuzz-campaigns.sh [N] [TARGET...]
+# N (default 20000) scales each campaign by what one input costs: the PDDL, manifest, resume
+# and GGUF campaigns take N inputs, the grammar's domain walks N/10, its `full` and init-mutex
+# walks N/100, manifest folders and checkpoints N/10 and N/4. ONEBRAIN_FUZZ_SEED picks the
+# seed (default 35). TARGETs pick campaigns by log name (pddl, grammar-domains, ...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-20000}
+shift || true
+SEED=${ONEBRAIN_FUZZ_SEED:-35}
+ONLY=("$@")
+mkdir -p results/fuzz
+
+# campaign LOG-NAME CASES "CARGO ARGS" ["TEST FILTERS"]
+campaign() {
+  local name=$1 cases=$2 args=$3 filters=${4:-}
+  if [ ${#ONLY[@]} -gt 0 ] && [[ ! " ${ONLY[*]} " =~ " $name " ]]; then
+    return
+  fi
+  local log="results/fuzz/$name-$cases-seed$SEED.log"
+  echo "fuzz-campaigns: $name, $cases inputs, seed $SEED -> $log" >&2
+  # shellcheck disable=SC2086 # the argument strings are word lists
+  cargo test --release --quiet --no-run $args 2>/dev/null
+  {
+    echo "# $name: ONEBRAIN_FUZZ_CASES=$cases ONEBRAIN_FUZZ_SEED=$SEED cargo test --release $args -- $filters --nocapture --test-threads 1"
+    echo "# $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    local start=$SECONDS status=0
+    # shellcheck disable=SC2086
+    ONEBRAIN_FUZZ_CASES=$cases ONEBRAIN_FUZZ_SEED=$SEED cargo test --release --quiet $args -- $filters --nocapture --test-threads 1 2>&1 || status=$?
+    echo "# exit $status, $((SECONDS - start)) s"
+  } | tee "$log"
+}
+
+campaign pddl "$N" "-p onebrain-pddl --test fuzz"
+campaign grammar-domains $((N / 10)) "-p onebrain-grammar --test fuzz" fuzz_domains
+campaign grammar-full $((N / 100)) "-p onebrain-grammar --test fuzz" fuzz_full
+campaign grammar-init-mutex $((N / 100)) "-p onebrain-grammar --test fuzz" fuzz_init_mutex
+campaign manifest "$N" "-p onebrain-runtime --test fuzz_manifest" "fuzz_manifest_text fuzz_random"
+campaign manifest-folders $((N / 10)) "-p onebrain-runtime --test fuzz_manifest" fuzz_manifest_folders
+campaign resume "$N" "-p onebrain-cli --test fuzz_resume"
+campaign gguf "$N" "-p onebrain-model --test fuzz_gguf"
+campaign checkpoint $((N / 4)) "-p onebrain-train --test fuzz_checkpoint"
