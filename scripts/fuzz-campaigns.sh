@@ -22,8 +22,9 @@ campaign() {
   fi
   local log="results/fuzz/$name-$cases-seed$SEED.log"
   echo "fuzz-campaigns: $name, $cases inputs, seed $SEED -> $log" >&2
+  # Built first, so that the log holds the campaign, not the build (a build error still shows).
   # shellcheck disable=SC2086 # the argument strings are word lists
-  cargo test --release --quiet --no-run $args 2>/dev/null
+  cargo test --release --quiet --no-run $args
   {
     echo "# $name: ONEBRAIN_FUZZ_CASES=$cases ONEBRAIN_FUZZ_SEED=$SEED cargo test --release $args -- $filters --nocapture --test-threads 1"
     echo "# $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"

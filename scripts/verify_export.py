@@ -410,7 +410,7 @@ def print_summary(r):
     for name, err in r["errors"].items():
         print(f"  {name}: FAILED: {err}")
     for t in r["tasks"]:
-        print(f"  {t['task']}: {t['prompt_tokens']} prompt tokens, adapter effect {t['adapter_effect_max_abs']:.3f}")
+        print(f"  {t['task']}: {t['prompt_tokens']} prompt tokens, adapter effect {t['adapter_effect_max_abs']:.3f} (generation path)")
         for name in ["transformers", "llama.cpp"]:
             e = t.get(name)
             if not e:
