@@ -195,6 +195,10 @@ pub struct EvalArgs {
     /// Override the config's decoding constraint (`grammar` or `none`).
     #[arg(long)]
     pub constrain: Option<String>,
+    /// Override the episode's base seed: when sampling, another draw of the same tasks
+    /// (pass@k and best-of-k: `scripts/pass-at-k.sh`).
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Rewrite the report from the trace without running anything.
     #[arg(long, conflicts_with_all = ["shard", "merge"])]
     pub report_only: bool,

@@ -23,6 +23,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     if let Some(c) = &args.constrain {
         cfg.episode.constrain = c.parse::<onebrain_roles::Constrain>()?;
     }
+    if let Some(seed) = args.seed {
+        cfg.episode.seed = seed;
+    }
     if let Some(dir) = &args.out_dir {
         cfg.out_dir = std::env::current_dir()?.join(dir);
     }
