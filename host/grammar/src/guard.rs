@@ -670,6 +670,9 @@ impl Guard {
         }
         let positive = parent != Some("not");
         let partial = scan.word.as_str();
+        // An argument's completions are counted from the name as written: the grammar holds
+        // a declared object to its declared case.
+        let written = scan.raw.as_str();
         // A new fact (or `not`) opens: is there room for it? What counts is whether this
         // token opened the fact's list (`(not …)` for a negated fact), not whether its head
         // has begun: a single token may hold `(car` (regression: a Gripper repair ran into
@@ -722,9 +725,9 @@ impl Guard {
             // The name being written as spelt: the grammar holds an object to its declared
             // case, so `airport` is no way to `AIRPORT` (a Logistics answer declared both
             // `AIRPORT` and `airport_0`, and the case-blind count walked it into a dead end).
-            return self.mutex_completion(pred, &top.words[1..], &scan.raw, new_facts);
+            return self.mutex_completion(pred, &top.words[1..], written, new_facts);
         }
-        self.open_completions(section, positive, pred, &top.words[1..], partial, new_facts, must_break)
+        self.open_completions(section, positive, pred, &top.words[1..], written, new_facts, must_break)
     }
 
     /// Whether a new fact may open in `section` at the `tokens`-th token, after those stated
@@ -905,8 +908,9 @@ impl Guard {
         self.negation_tokens = Some(tokenize(b" (not").len() + 1);
     }
 
-    /// Whether some fact `(pred args… partial…)` that is not yet stated can still be written;
-    /// with `must_break`, one that does not hold in the stated initial state.
+    /// Whether some fact `(pred args… partial…)` that is not yet stated can still be written
+    /// (`partial` as written: [`Guard::spelt_from`]); with `must_break`, one that does not hold
+    /// in the stated initial state.
     #[allow(clippy::too_many_arguments)]
     fn open_completions(
         &self,
@@ -935,7 +939,7 @@ impl Guard {
         if k == sets.len() {
             return !self.facts.iter().chain(new_facts.iter().copied()).any(|f| same_prefix(&f));
         }
-        let here: Vec<&String> = sets[k].iter().filter(|n| n.starts_with(partial)).collect();
+        let here: Vec<&String> = sets[k].iter().filter(|n| self.spelt_from(n, partial)).collect();
         let mut total: u128 = here.len() as u128;
         for s in &sets[k + 1..] {
             total = total.saturating_mul(s.len() as u128);
@@ -957,15 +961,22 @@ impl Guard {
         if k > sets.len() || (k == sets.len() && !partial.is_empty()) {
             return true; // the grammar's to refuse
         }
-        // A declared object is spelt as declared; a constant in any case (as the grammar has it).
-        let spelt_from = |n: &str| match self.objects_raw.iter().find(|(raw, _)| raw.eq_ignore_ascii_case(n)) {
-            Some((raw, _)) => raw.starts_with(partial),
-            None => n.starts_with(&partial.to_ascii_lowercase()),
-        };
         let choices: Vec<Vec<&str>> =
-            (k..sets.len()).map(|i| sets[i].iter().map(String::as_str).filter(|n| i > k || spelt_from(n)).collect()).collect();
+            (k..sets.len()).map(|i| sets[i].iter().map(String::as_str).filter(|n| i > k || self.spelt_from(n, partial)).collect()).collect();
         let rules = mutex::forbidden(&self.init_mutex, pred, sets.len(), self.stated_init(new_facts));
         mutex::free_completion(args, &choices, &rules)
+    }
+
+    /// Whether `name` (lower case, as facts hold it) can still be written from `partial`, the
+    /// name begun as written: a declared object only in its declared case, as the grammar
+    /// holds it (`Z` can become `ZbZSi` but not `z7`), a constant in any case. Counting
+    /// completions case-blind walked answers into names whose only completion repeated a
+    /// stated fact, where the grammar then allowed nothing the guard would (fuzzing, issue 48).
+    fn spelt_from(&self, name: &str, partial: &str) -> bool {
+        match self.objects_raw.iter().find(|(raw, _)| raw.eq_ignore_ascii_case(name)) {
+            Some((raw, _)) => raw.starts_with(partial),
+            None => name.starts_with(&partial.to_ascii_lowercase()),
+        }
     }
 
     /// Whether some goal fact `(pred args… partial…)` with this polarity, not yet stated, does
@@ -975,7 +986,7 @@ impl Guard {
         let k = args.len();
         let all = || self.facts.iter().chain(new_facts.iter().copied());
         let matches = |f: &Fact| {
-            f.words[0] == pred && f.words.len() == sets.len() + 1 && f.words[1..=k] == *args && (k == sets.len() || f.words[k + 1].starts_with(partial))
+            f.words[0] == pred && f.words.len() == sets.len() + 1 && f.words[1..=k] == *args && (k == sets.len() || self.spelt_from(&f.words[k + 1], partial))
         };
         let goal_stated = |words: &[String]| all().any(|f| f.section == Section::Goal && f.positive == positive && f.words == words);
         let init: BTreeSet<&[String]> = all().filter(|f| f.section == Section::Init && matches(f)).map(|f| f.words.as_slice()).collect();
@@ -984,7 +995,7 @@ impl Guard {
             return init.iter().any(|w| !goal_stated(w));
         }
         // Completions in all, less those stated or initially true (counted once each).
-        let here: Vec<&String> = if k == sets.len() { Vec::new() } else { sets[k].iter().filter(|n| n.starts_with(partial)).collect() };
+        let here: Vec<&String> = if k == sets.len() { Vec::new() } else { sets[k].iter().filter(|n| self.spelt_from(n, partial)).collect() };
         let mut total: u128 = if k == sets.len() { 1 } else { here.len() as u128 };
         for s in sets.iter().skip(k + 1) {
             total = total.saturating_mul(s.len() as u128);
@@ -1027,6 +1038,21 @@ mod tests {
         assert!(g.admits(b"(on a a", 10));
         // Two copies inside one token are a repeat too.
         assert!(!g.admits(b"(clear a)(clear a)", 10));
+    }
+
+    /// Regression (issue 48, the init-mutex fuzz campaign at 2,000 cases): with objects `z7`
+    /// and `ZbZSi`, a goal fact `(clear Z` was admitted because `z` has a free completion,
+    /// `(clear z7)`; but the grammar holds a declared object to its declared case, so `Z`
+    /// could only become `ZbZSi`, whose fact was stated, and the guard then refused every
+    /// token the grammar allowed.
+    #[test]
+    fn r48_a_name_begun_in_one_case_counts_only_the_completions_spelt_that_way() {
+        let g = guard("z7 ZbZSi) (:init) (:goal (and (clear ZbZSi) ");
+        assert!(!g.admits(b"(clear Z", 10), "only `ZbZSi` is spelt so, and it is stated");
+        assert!(g.admits(b"(clear z", 10) && g.admits(b"(clear z7)", 10));
+        let g = guard("z7 ZbZSi) (:init (clear ZbZSi) ");
+        assert!(!g.admits(b"(clear Z", 10), "the same in `:init`, without mutex groups");
+        assert!(g.admits(b"(clear z", 10));
     }
 
     #[test]

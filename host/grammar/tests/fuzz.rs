@@ -431,3 +431,26 @@ fn fuzz_init_mutex_walks_finish_with_possible_initial_states() {
     assert!(broken > 0, "no walk without the rule broke a group: the walks do not test the rule");
     assert_eq!(OVERRIDES.load(Ordering::Relaxed), 0, "the guard refused every token somewhere");
 }
+
+/// Regression (issue 48): the init-mutex campaign's shrunk failing case at 2,000 cases (seed
+/// 35). Its goal began `(clear Z` with `z7` and `ZbZSi` declared: the guard counted `z7` as
+/// a way out, the grammar allowed only `ZbZSi`, whose fact was stated, and the guard refused
+/// every token the grammar allowed.
+#[test]
+fn r48_the_init_mutex_campaigns_shrunk_case_walks_without_a_guard_override() {
+    let spec = ConstraintSpec::Problem {
+        domain: seeds()[0].clone(),
+        prefix: "(define (problem p) (:domain d) (:objects ".into(),
+        limits: Limits { max_objects: 4, max_init: 12, max_goal: 4, ..Limits::default() },
+        avoid: vec![],
+        forbid_goal_at_init: false,
+        init_mutex: blocksworld_groups(),
+    };
+    let text = walk(&spec, 300, 17555821172142852134, b"(").unwrap().expect("the constraint builds");
+    let mut c = spec.build(&env(), 300).unwrap();
+    for b in text.bytes() {
+        c.allowed().unwrap();
+        c.consume(u32::from(b)).unwrap();
+    }
+    assert_eq!(c.stats().guard_overrides, 0, "{text:?}");
+}
