@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""What a training run's own episodes say about faithfulness, update by update (issue 47).
+
+    scripts/train-stream.py RUN/episodes.jsonl[.gz] [--window 5]
+
+Training sees only the solver, yet every episode it writes carries `fact_agreement`: its
+answer against the generated task's reference problem under the renaming of objects that
+shares the most facts (onebrain_faithful::fact_agreement). From it, per window of updates:
+
+- solved: b0, the first answer solved;
+- exact: the answer states the reference's objects, initial facts and goal, no more and no
+  less, up to that renaming. In `problem` mode (the domain is the reference's) that is a
+  faithful answer; the reference checker can also accept a few that are not exact;
+- goal at init: the answer's goal already holds in its own `:init`;
+- initial and goal facts: precision P and recall R, summed over the window's answers.
+
+Each window's tasks are new (the stream never repeats a task), so windows differ by their
+tasks as well as by the policy. Shares of episodes come with a 95 % Wilson interval; episodes
+of one task share a group, so the intervals are somewhat too narrow.
+"""
+import argparse
+import gzip
+import json
+import math
+from collections import defaultdict
+
+
+def wilson(k, n, z=1.96):
+    if n == 0:
+        return (0.0, 0.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def share(k, n):
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} [{100 * lo:.0f}, {100 * hi:.0f}]"
+
+
+def ratio(num, den):
+    return f"{num / den:.2f}" if den else "-"
+
+
+def exact(fa):
+    return all(fa[p]["candidate"] == fa[p]["reference"] == fa[p]["shared"] for p in ("objects", "init", "goal"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("episodes")
+    ap.add_argument("--window", type=int, default=5, help="updates per row (default 5)")
+    args = ap.parse_args()
+    opener = gzip.open if args.episodes.endswith(".gz") else open
+    rows = defaultdict(lambda: defaultdict(int))
+    with opener(args.episodes, "rt") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            e = json.loads(line)
+            r = e["record"]
+            w = rows[e["update"] // args.window]
+            w["n"] += 1
+            w["solved"] += bool(r.get("b0"))
+            w["last"] = max(w["last"], e["update"])
+            fa = r.get("fact_agreement")
+            if not fa:
+                w["no_agreement"] += 1
+                continue
+            w["exact"] += exact(fa)
+            w["goal_at_init"] += bool(fa.get("goal_holds_initially"))
+            for part in ("init", "goal"):
+                for k in ("candidate", "reference", "shared"):
+                    w[f"{part}_{k}"] += fa[part][k]
+    print(f"# The training stream of {args.episodes}, {args.window} updates a row\n")
+    print("| updates | episodes | solved | exact | goal at init | init P / R | goal P / R |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for i in sorted(rows):
+        w = rows[i]
+        first = i * args.window
+        print(
+            f"| {first}–{w['last']} | {w['n']} | {share(w['solved'], w['n'])} | {share(w['exact'], w['n'])} "
+            f"| {share(w['goal_at_init'], w['n'])} "
+            f"| {ratio(w['init_shared'], w['init_candidate'])} / {ratio(w['init_shared'], w['init_reference'])} "
+            f"| {ratio(w['goal_shared'], w['goal_candidate'])} / {ratio(w['goal_shared'], w['goal_reference'])} |"
+        )
+    missing = sum(w["no_agreement"] for w in rows.values())
+    if missing:
+        print(f"\n{missing} episode(s) carry no fact agreement (no PDDL, or no reference) and count as not exact.")
+
+
+if __name__ == "__main__":
+    main()
