@@ -16,7 +16,8 @@ shares the most facts (onebrain_faithful::fact_agreement). From it, per window o
 
 Each window's tasks are new (the stream never repeats a task), so windows differ by their
 tasks as well as by the policy. Shares of episodes come with a 95 % Wilson interval; episodes
-of one task share a group, so the intervals are somewhat too narrow.
+of one task share a group, so the intervals are somewhat too narrow. Updates are numbered as
+`metrics.jsonl` numbers them, from 1; a running update's episodes count in the last row.
 """
 import argparse
 import gzip
@@ -61,10 +62,13 @@ def main():
                 continue
             e = json.loads(line)
             r = e["record"]
-            w = rows[e["update"] // args.window]
+            # An episode line's `update` counts the updates done before it: the 16 episodes
+            # of line update 0 make `metrics.jsonl`'s update 1.
+            update = e["update"] + 1
+            w = rows[(update - 1) // args.window]
             w["n"] += 1
             w["solved"] += bool(r.get("b0"))
-            w["last"] = max(w["last"], e["update"])
+            w["last"] = max(w["last"], update)
             fa = r.get("fact_agreement")
             if not fa:
                 w["no_agreement"] += 1
@@ -79,7 +83,7 @@ def main():
     print("|---|---:|---:|---:|---:|---:|---:|")
     for i in sorted(rows):
         w = rows[i]
-        first = i * args.window
+        first = i * args.window + 1
         print(
             f"| {first}–{w['last']} | {w['n']} | {share(w['solved'], w['n'])} | {share(w['exact'], w['n'])} "
             f"| {share(w['goal_at_init'], w['n'])} "
