@@ -868,6 +868,10 @@ impl Guard {
         let goal = BLANKS_RESERVE.max(GOAL_RESERVE.max(self.goal_fact_tokens() + 3));
         match section_of(&self.scan.stack) {
             Some(Section::Goal) => goal,
+            // In `:init`, what opening its last fact reserved: the fact, closing `:init` and a
+            // one-fact goal. Blanks inside that fact had eaten into it, and a byte-level walk
+            // reached `(:goal` with no room for its longest fact (fuzzing, issue 48).
+            Some(Section::Init) => goal.max(self.close_reserve()).max(INIT_RESERVE.max(self.fact_tokens() + self.goal_fact_tokens() + INIT_CLOSE)),
             _ if self.objects.is_none() => goal.max(self.objects_reserve()),
             _ => goal.max(self.close_reserve()),
         }
@@ -1053,6 +1057,20 @@ mod tests {
         let g = guard("z7 ZbZSi) (:init (clear ZbZSi) ");
         assert!(!g.admits(b"(clear Z", 10), "the same in `:init`, without mutex groups");
         assert!(g.admits(b"(clear z", 10));
+    }
+
+    /// Regression (issue 48, the init-mutex fuzz campaign at 20,000 cases): blanks inside an
+    /// `:init` fact of 24-character names ate the room its opening reserved for the fact,
+    /// closing `:init` and a one-fact goal; the walk reached `(:goal` with no room for it.
+    #[test]
+    fn r48_blanks_inside_an_init_fact_leave_the_room_its_opening_reserved() {
+        let (a, b) = ("a".repeat(24), "b".repeat(24));
+        let g = guard(&format!("{a} {b}) (:init (on {a} "));
+        let need = INIT_RESERVE.max(g.fact_tokens() + g.goal_fact_tokens() + INIT_CLOSE);
+        let short = 400 - need + 1;
+        assert!(!g.admits(b"\t", short), "a blank with {} tokens left, {need} needed", need - 1);
+        assert!(g.admits(b.as_bytes(), short), "the fact itself goes on");
+        assert!(g.admits(b"\t", 400 - need));
     }
 
     #[test]

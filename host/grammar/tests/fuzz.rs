@@ -432,12 +432,19 @@ fn fuzz_init_mutex_walks_finish_with_possible_initial_states() {
     assert_eq!(OVERRIDES.load(Ordering::Relaxed), 0, "the guard refused every token somewhere");
 }
 
-/// Regression (issue 48): the init-mutex campaign's shrunk failing case at 2,000 cases (seed
-/// 35). Its goal began `(clear Z` with `z7` and `ZbZSi` declared: the guard counted `z7` as
-/// a way out, the grammar allowed only `ZbZSi`, whose fact was stated, and the guard refused
-/// every token the grammar allowed.
+/// Regression (issue 48): the init-mutex campaign's shrunk failing cases (seed 35), where the
+/// guard refused every token the grammar allowed. At 2,000 cases: a goal began `(clear Z`
+/// with `z7` and `ZbZSi` declared; the guard counted `z7` as a way out, the grammar allowed
+/// only `ZbZSi`, whose fact was stated. At 20,000: blanks inside the last `:init` fact ate
+/// the room its opening had reserved, and `(:goal` had none left for its longest fact.
 #[test]
-fn r48_the_init_mutex_campaigns_shrunk_case_walks_without_a_guard_override() {
+fn r48_the_init_mutex_campaigns_shrunk_cases_walk_without_a_guard_override() {
+    for (max_tokens, seed, favourites) in [(300, 17555821172142852134, &b"("[..]), (302, 4214350580899594110, b"a(n")] {
+        walk_without_override(max_tokens, seed, favourites);
+    }
+}
+
+fn walk_without_override(max_tokens: usize, seed: u64, favourites: &[u8]) {
     let spec = ConstraintSpec::Problem {
         domain: seeds()[0].clone(),
         prefix: "(define (problem p) (:domain d) (:objects ".into(),
@@ -446,11 +453,12 @@ fn r48_the_init_mutex_campaigns_shrunk_case_walks_without_a_guard_override() {
         forbid_goal_at_init: false,
         init_mutex: blocksworld_groups(),
     };
-    let text = walk(&spec, 300, 17555821172142852134, b"(").unwrap().expect("the constraint builds");
-    let mut c = spec.build(&env(), 300).unwrap();
+    let text = walk(&spec, max_tokens, seed, favourites).unwrap().expect("the constraint builds");
+    let mut c = spec.build(&env(), max_tokens).unwrap();
     for b in text.bytes() {
         c.allowed().unwrap();
         c.consume(u32::from(b)).unwrap();
     }
     assert_eq!(c.stats().guard_overrides, 0, "{text:?}");
 }
+
