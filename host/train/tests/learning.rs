@@ -10,7 +10,7 @@
 //! unrewarded one (CI saw 11/16 -> 16/16 solved with -0.108 vs -0.093).
 //!
 //! The test fails when the advantage's sign is flipped (checked by hand: negate the
-//! advantage in `ppo::clipped_surrogate_sum` and both assertions fail; see the README).
+//! advantage in `ppo::clipped_surrogate_sum` and the test fails; `docs/training.md` has the figures).
 //!
 //! Skips, saying why, when the set-up has not been run (`scripts/setup.sh --models test`,
 //! `scripts/build-plugins.sh`).
@@ -32,8 +32,10 @@ use onebrain_train::{Ablation, Advantage, Batch, Learner, PolicySample, PpoArgs}
 /// The margin matters more than the exact figures, which move with any change to the model's
 /// numerics. At T = 1.0 the base solved 11/16 when this test was written and 13–14/16 by
 /// issue 17's kernel work (which change moved it was not pinned down), with batches of 8/8
-/// and no room left to rise: the test failed with PPO unchanged. At T = 1.6 over 32 seeds the base solves 13/32 and the run 30/32
-/// (T = 1.3: 21/32 -> 29/32; task 0: 23/32 -> 30/32; the sign flipped: 13/32 -> 4/32).
+/// and no room left to rise: the test failed with PPO unchanged. At T = 1.6 over 32 seeds the
+/// base solves 12–13/32 (the batches the verifier's timing makes move the rounding) and the run
+/// 16/32 on the sampler's weights, 30/32 on the dense learner it first ran on; the sign flipped
+/// gives 13/32 -> 5/32 (docs/training.md).
 const TASK_SEED: u64 = 3;
 const EVAL_SEEDS: Range<u64> = 1000..1032;
 const TEMPERATURE: f32 = 1.6;
@@ -51,16 +53,9 @@ fn ready() -> Option<&'static str> {
 /// The Actor alone, sampled under the problem grammar; its reward R_A is b_0 (no Judge term).
 fn config() -> SolveConfig {
     SolveConfig {
-        // candle's kernels, the layout the figures above were measured on. Our tiled kernels
-        // round differently and so sample other answers; the test passes there too (8/32 ->
-        // 20/32), but it tests learning, not kernels.
-        // The dense learner, too: the figures were measured with it. The sampler-weights learner
-        // (issue 33) is checked by tests/ratio.rs; this test was not yet run on it.
-        model: ModelConfig {
-            tiled_cpu_kernels: false,
-            learner_weights: LearnerWeights::Dense,
-            ..ModelConfig::test_model()
-        },
+        // The learner training runs: the sampler's own tiled weights (issue 47), where the CPU
+        // has a tiled kernel; candle's quantized blocks and a dense learner elsewhere.
+        model: ModelConfig { learner_weights: LearnerWeights::Sampler, ..ModelConfig::test_model() },
         episode: EpisodeConfig {
             strategy: Strategy::MultiRole,
             mode: Mode::Problem,
@@ -144,7 +139,10 @@ fn ppo_on_the_solver_reward_raises_rewarded_answers_and_sampled_success() {
         solved(&before)
     );
 
+    // Both checks are made after the last evaluation, so that a failing run (the advantage's
+    // sign flipped) shows all its figures.
     let mut mixed_batches = 0;
+    let mut lagging = Vec::new();
     for u in 0..UPDATES {
         let first = 2000 + u * EPISODES_PER_UPDATE;
         let records = rollouts(&cfg, &services, &mut learner, first..first + EPISODES_PER_UPDATE);
@@ -174,11 +172,10 @@ fn ppo_on_the_solver_reward_raises_rewarded_answers_and_sampled_success() {
                 "  log-prob per token: rewarded {:.3} -> {:.3}, unrewarded {:.3} -> {:.3}",
                 lp0.0, lp1.0, lp0.1, lp1.1
             );
-            assert!(
-                gain_rewarded > gain_unrewarded,
-                "update {u}: the batch's rewarded answers should gain on its unrewarded: \
-                 {gain_rewarded:+.3} vs {gain_unrewarded:+.3}"
-            );
+            // (A NaN gain fails too.)
+            if gain_rewarded.partial_cmp(&gain_unrewarded) != Some(std::cmp::Ordering::Greater) {
+                lagging.push(format!("update {u}: {gain_rewarded:+.3} vs {gain_unrewarded:+.3}"));
+            }
             mixed_batches += 1;
         }
     }
@@ -186,6 +183,12 @@ fn ppo_on_the_solver_reward_raises_rewarded_answers_and_sampled_success() {
 
     let after = rollouts(&cfg, &services, &mut learner, EVAL_SEEDS);
     eprintln!("solved on the fixed seeds: {}/{n} -> {}/{n}", solved(&before), solved(&after));
+    assert!(
+        lagging.is_empty(),
+        "each batch's rewarded answers should gain log-probability on its unrewarded ones \
+         (rewarded vs unrewarded gain per token): {}",
+        lagging.join("; ")
+    );
     assert!(
         solved(&after) > solved(&before),
         "sampled success over the fixed seeds should rise: {} -> {}",
