@@ -113,6 +113,28 @@ fn eval_runs_reports_and_resumes_from_the_trace() {
     );
 }
 
+/// `--seed` sets the episode's base seed (one draw of pass@k: scripts/pass-at-k.sh), and
+/// `--out-dir` keeps the draw apart from the config's own run.
+#[test]
+fn eval_seed_sets_every_episodes_base_seed() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path());
+    let draw = dir.path().join("draw-5");
+    TestCommand::new(&["eval", "--seed", "5", "--out-dir"]).arg(&draw).arg("--config").arg(&cfg).stdout();
+    assert!(!dir.path().join("run").exists(), "the draw went to its own folder");
+    let trace = std::fs::read_to_string(draw.join("trace.jsonl")).unwrap();
+    assert_eq!(trace.lines().count(), 2);
+    for line in trace.lines() {
+        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
+        let first = &rec["steps"][0]["sampling"]["seed"];
+        assert_eq!(first, 5, "{}: the first step samples with the base seed", rec["strategy"]);
+    }
+}
+
 #[test]
 fn eval_report_only_needs_no_model() {
     let dir = tempfile::tempdir().unwrap();
