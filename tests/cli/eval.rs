@@ -113,26 +113,34 @@ fn eval_runs_reports_and_resumes_from_the_trace() {
     );
 }
 
-/// `--seed` sets the episode's base seed (one draw of pass@k: scripts/pass-at-k.sh), and
-/// `--out-dir` keeps the draw apart from the config's own run.
+/// `--seed` sets the run's base seed (one draw of pass@k: scripts/pass-at-k.sh) and
+/// `--out-dir` keeps the draw apart from the config's own run. Regression (issue 46): every
+/// episode of a run sampled with the base seed itself, so all its tasks drew the same random
+/// numbers; each now has a seed of its own, from the base seed, its strategy and its task.
 #[test]
-fn eval_seed_sets_every_episodes_base_seed() {
+fn eval_seed_draws_episodes_with_seeds_of_their_own() {
     if let Some(why) = model_ready() {
         eprintln!("skipping: {why}");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path());
-    let draw = dir.path().join("draw-5");
-    TestCommand::new(&["eval", "--seed", "5", "--out-dir"]).arg(&draw).arg("--config").arg(&cfg).stdout();
-    assert!(!dir.path().join("run").exists(), "the draw went to its own folder");
-    let trace = std::fs::read_to_string(draw.join("trace.jsonl")).unwrap();
-    assert_eq!(trace.lines().count(), 2);
-    for line in trace.lines() {
-        let rec: serde_json::Value = serde_json::from_str(line).unwrap();
-        let first = &rec["steps"][0]["sampling"]["seed"];
-        assert_eq!(first, 5, "{}: the first step samples with the base seed", rec["strategy"]);
-    }
+    let first_seeds = |seed: &str| -> Vec<u64> {
+        let draw = dir.path().join(format!("draw-{seed}"));
+        TestCommand::new(&["eval", "--seed", seed, "--out-dir"]).arg(&draw).arg("--config").arg(&cfg).stdout();
+        let trace = std::fs::read_to_string(draw.join("trace.jsonl")).unwrap();
+        let mut seeds: Vec<u64> = trace
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["steps"][0]["sampling"]["seed"].as_u64().unwrap())
+            .collect();
+        seeds.sort();
+        seeds
+    };
+    let five = first_seeds("5");
+    assert!(!dir.path().join("run").exists(), "the draws went to their own folders");
+    assert_eq!(five.len(), 2);
+    assert_ne!(five[0], five[1], "the run's two episodes share a seed: {five:?}");
+    assert_ne!(first_seeds("6"), five, "another base seed, other episode seeds");
 }
 
 #[test]

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use onebrain_core::Task;
 use onebrain_roles::{
-    load_model, run_pipelined, Episode, EpisodeInput, EpisodeRecord, Event, LanguageModel, RolesError, Services,
-    Strategy,
+    episode_seed, load_model, run_pipelined, Episode, EpisodeConfig, EpisodeInput, EpisodeRecord, Event, LanguageModel,
+    RolesError, Services, Strategy,
 };
 use onebrain_verifier::VerifierPool;
 
@@ -282,7 +282,10 @@ pub fn run_eval_with<'m>(
                     EvalTask::Plugin(task) => services.episode_input(task.clone())?,
                     EvalTask::Given(input) => services.with_foreign_example(input.clone())?,
                 };
-                episodes.push(Episode::new(input, &ep_cfg, &model.name()));
+                // Each episode samples with a seed of its own, from the task and strategy,
+                // so that a run's tasks draw independent samples whatever the order or shard.
+                let seed = episode_seed(ep_cfg.seed, &[strategy.as_str().as_bytes(), &[0], input.task.id.as_bytes()]);
+                episodes.push(Episode::new(input, &EpisodeConfig { seed, ..ep_cfg.clone() }, &model.name()));
             }
             // Both callbacks report progress; the cell lets them share it.
             let cell = std::cell::RefCell::new(&mut *progress);

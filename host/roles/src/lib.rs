@@ -91,7 +91,7 @@ pub use solve::{
     domain_text_input, read_nonempty_text, read_reference, solve, solve_with, task_from_problem_file, CustomDomain,
     DomainFile, DomainText, ReferenceFiles, SolveOptions, TaskInput,
 };
-pub use strategy::{Constrain, EpisodeConfig, ExampleChoice, RepeatPolicy, Strategy, TotConfig, MAX_RESAMPLES};
+pub use strategy::{episode_seed, Constrain, EpisodeConfig, ExampleChoice, RepeatPolicy, Strategy, TotConfig, MAX_RESAMPLES};
 
 /// The model types the records and the [`LanguageModel`] trait use.
 pub use onebrain_model::{Generation, Role, SamplingConfig, StopReason};

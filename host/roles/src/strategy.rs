@@ -2,6 +2,7 @@
 
 use onebrain_model::SamplingConfig;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::error::RolesError;
 use crate::extract::Mode;
@@ -158,6 +159,22 @@ impl Default for TotConfig {
             max_tokens: 24,
         }
     }
+}
+
+/// One episode's own sampling seed, from a run's base seed and what tells the episode apart
+/// (an update and a slot in training; a strategy and a task in an evaluation): a hash,
+/// shifted right so that the episode's per-step seeds (seed + 1000·step + resamples) stay
+/// apart from any other episode's. Episodes that all sampled with the base seed drew the same
+/// random numbers, so one evaluation's tasks rose and fell together: issue 46's pass@k draws
+/// found 13 faithful answers of 64 with one base seed and 1 with the next.
+pub fn episode_seed(base: u64, parts: &[&[u8]]) -> u64 {
+    let mut h = Sha256::new();
+    h.update(base.to_le_bytes());
+    for part in parts {
+        h.update(part);
+    }
+    let d = h.finalize();
+    u64::from_le_bytes(d[..8].try_into().expect("8 bytes")) >> 8
 }
 
 /// The settings of one episode. Defaults are the paper's table: H_max = 5, K = 6, greedy at

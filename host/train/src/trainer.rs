@@ -488,12 +488,7 @@ fn changed_keys(old: &TrainConfig, new: &TrainConfig) -> Vec<String> {
 /// The sampling seed of episode `slot` of update `update`: distinct per slot and spread out,
 /// so that no two episodes' per-step seeds (seed + i) meet.
 fn episode_seed(run_seed: u64, update: u64, slot: usize) -> u64 {
-    let mut h = Sha256::new();
-    h.update(run_seed.to_le_bytes());
-    h.update(update.to_le_bytes());
-    h.update((slot as u64).to_le_bytes());
-    let d = h.finalize();
-    u64::from_le_bytes(d[..8].try_into().expect("8 bytes")) >> 8 // room for + step
+    onebrain_roles::episode_seed(run_seed, &[&update.to_le_bytes(), &(slot as u64).to_le_bytes()])
 }
 
 /// The episodes recorded for update `update`, by slot.
