@@ -21,6 +21,7 @@ Shares of tasks come with a 95 % Wilson interval over the tasks; episodes that s
 error (no answer) are counted apart and never picked.
 """
 import gzip
+import importlib.util
 import json
 import math
 import sys
@@ -30,14 +31,11 @@ from pathlib import Path
 LAMBDA_JUDGE = 0.3  # λ_J of the eval config (the paper's; `[episode] lambda-judge`)
 
 
-def wilson(k, n, z=1.96):
-    if n == 0:
-        return (0.0, 0.0)
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
+# The Wilson interval of scripts/trace-summary.py, not a second copy of it.
+_spec = importlib.util.spec_from_file_location("trace_summary", Path(__file__).with_name("trace-summary.py"))
+_trace_summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_trace_summary)
+wilson = _trace_summary.wilson
 
 
 def share(k, n):
