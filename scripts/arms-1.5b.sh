@@ -6,6 +6,12 @@ set -u
 cd "$(dirname "$0")/.."
 BIN=${ONEBRAIN_BIN:-target/release/onebrain}
 RUNS=${RUNS:-/work/runs}
+# With autogroup scheduling on, nice only orders jobs within one session: a `nice -n 19` job
+# started elsewhere takes as much CPU as the arm (updates ran 17-29 min instead of ~8).
+if [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
+  echo "arms-1.5b: autogroup scheduling is on, so niced jobs beside the arms are not niced;" \
+    "as root: echo 0 > /proc/sys/kernel/sched_autogroup_enabled" | tee -a $RUNS/arms.log >&2
+fi
 for arm in text-agreement solver-only full; do
   echo "== $(date -u +%FT%TZ) arm $arm" >> $RUNS/arms.log
   RAYON_NUM_THREADS=2 "$BIN" train --config configs/train-cpu-$arm.toml \
