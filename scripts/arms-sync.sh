@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies the 1.5B arms' small files from their run folders into results/ for committing:
-# config, metrics, curves, held-out lines and each held-out evaluation's report (not its
-# trace). Rerun as the arms go; it copies only what exists.
+# config, metrics, curves, the episode log gzipped, held-out lines and each held-out
+# evaluation's report (not its trace). Rerun as the arms go; it copies only what exists.
 #   scripts/arms-sync.sh            RUNS=/work/runs by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,9 @@ for run in "$RUNS"/train-1.5b-*/; do
   for f in config.json metrics.jsonl heldout.jsonl curves.svg; do
     [ -f "$run/$f" ] && cp "$run/$f" "$out/$f"
   done
+  # The episode log, gzipped (about 60 KB an update): scripts/train-stream.py reads it.
+  # Each commit of it stores the whole log again: commit it once a session, not every update.
+  [ -f "$run/episodes.jsonl" ] && gzip -n -c "$run/episodes.jsonl" > "$out/episodes.jsonl.gz"
   for eval in "$run"/heldout/update-*/; do
     [ -d "$eval" ] || continue
     dest=$out/heldout/$(basename "$eval")
