@@ -15,17 +15,11 @@ host/faithful/src/lifted.rs pin them), written out here so that arms run without
 traces do not carry them, are counted alike.
 """
 import gzip
-import importlib.util
 import json
 import re
 import sys
-from pathlib import Path
 
-# The Wilson interval of scripts/trace-summary.py, not a second copy of it.
-_spec = importlib.util.spec_from_file_location("trace_summary", Path(__file__).with_name("trace-summary.py"))
-_trace_summary = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_trace_summary)
-wilson = _trace_summary.wilson
+from intervals import wilson
 
 # Per domain, per group, its parts: (predicate, argument positions of the group's parameters).
 GROUPS = {

@@ -21,7 +21,6 @@ Shares of tasks come with a 95 % Wilson interval over the tasks; episodes that s
 error (no answer) are counted apart and never picked.
 """
 import gzip
-import importlib.util
 import json
 import math
 import sys
@@ -31,11 +30,7 @@ from pathlib import Path
 LAMBDA_JUDGE = 0.3  # λ_J of the eval config (the paper's; `[episode] lambda-judge`)
 
 
-# The Wilson interval of scripts/trace-summary.py, not a second copy of it.
-_spec = importlib.util.spec_from_file_location("trace_summary", Path(__file__).with_name("trace-summary.py"))
-_trace_summary = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_trace_summary)
-wilson = _trace_summary.wilson
+from intervals import wilson
 
 
 def share(k, n):

@@ -11,19 +11,10 @@ time, grammar build time, forced tokens). The report `onebrain eval` writes has 
 tables; this is the few lines the README quotes, with intervals.
 """
 import json
-import math
 import sys
 from collections import defaultdict
 
-
-def wilson(k, n, z=1.96):
-    if n == 0:
-        return (float("nan"), float("nan"))
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (max(0.0, c - h), min(1.0, c + h))
+from intervals import wilson
 
 
 def pct(k, n):

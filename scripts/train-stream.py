@@ -21,18 +21,11 @@ of one task share a group, so the intervals are somewhat too narrow. Updates are
 """
 import argparse
 import gzip
-import importlib.util
 import json
-import math
 from collections import defaultdict
-from pathlib import Path
 
 
-# The Wilson interval of scripts/trace-summary.py, not a second copy of it.
-_spec = importlib.util.spec_from_file_location("trace_summary", Path(__file__).with_name("trace-summary.py"))
-_trace_summary = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_trace_summary)
-wilson = _trace_summary.wilson
+from intervals import wilson
 
 
 def share(k, n):
