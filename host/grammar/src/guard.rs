@@ -735,12 +735,17 @@ impl Guard {
     /// close the answer (from `:init`, with a one-fact goal).
     fn room_for_fact(&self, section: Section, new_facts: &[&Fact], tokens: usize) -> bool {
         let count = self.facts.iter().chain(new_facts.iter().copied()).filter(|f| f.section == section).count();
-        let (fact, goal_fact) = (self.fact_tokens(), self.goal_fact_tokens());
         let (max, reserve) = match section {
-            Section::Init => (self.limits.max_init, INIT_RESERVE.max(fact + goal_fact + INIT_CLOSE)),
-            Section::Goal => (self.limits.max_goal, GOAL_RESERVE.max(goal_fact + 3)),
+            Section::Init => (self.limits.max_init, self.init_fact_reserve()),
+            Section::Goal => (self.limits.max_goal, GOAL_RESERVE.max(self.goal_fact_tokens() + 3)),
         };
         count < max && self.max_tokens.saturating_sub(tokens) >= reserve
+    }
+
+    /// What must be left when an `:init` fact opens: the fact at its longest, closing `:init`,
+    /// and a one-fact goal.
+    fn init_fact_reserve(&self) -> usize {
+        INIT_RESERVE.max(self.fact_tokens() + self.goal_fact_tokens() + INIT_CLOSE)
     }
 
     /// Whether a goal fact whose list opened at token `opened_at` (unknown: now, the `tokens`-th)
@@ -871,7 +876,7 @@ impl Guard {
             // In `:init`, what opening its last fact reserved: the fact, closing `:init` and a
             // one-fact goal. Blanks inside that fact had eaten into it, and a byte-level walk
             // reached `(:goal` with no room for its longest fact (fuzzing, issue 48).
-            Some(Section::Init) => goal.max(self.close_reserve()).max(INIT_RESERVE.max(self.fact_tokens() + self.goal_fact_tokens() + INIT_CLOSE)),
+            Some(Section::Init) => goal.max(self.close_reserve()).max(self.init_fact_reserve()),
             _ if self.objects.is_none() => goal.max(self.objects_reserve()),
             _ => goal.max(self.close_reserve()),
         }
@@ -1066,7 +1071,7 @@ mod tests {
     fn r48_blanks_inside_an_init_fact_leave_the_room_its_opening_reserved() {
         let (a, b) = ("a".repeat(24), "b".repeat(24));
         let g = guard(&format!("{a} {b}) (:init (on {a} "));
-        let need = INIT_RESERVE.max(g.fact_tokens() + g.goal_fact_tokens() + INIT_CLOSE);
+        let need = g.init_fact_reserve();
         let short = 400 - need + 1;
         assert!(!g.admits(b"\t", short), "a blank with {} tokens left, {need} needed", need - 1);
         assert!(g.admits(b.as_bytes(), short), "the fact itself goes on");
