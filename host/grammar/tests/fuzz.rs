@@ -382,40 +382,24 @@ fn fuzz_init_mutex_walks_finish_with_possible_initial_states() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static BROKEN_WITHOUT: AtomicUsize = AtomicUsize::new(0);
     static OVERRIDES: AtomicUsize = AtomicUsize::new(0);
-    let domain = seeds()[0].clone();
-    assert!(domain.contains("blocksworld"), "the first seed is the plugin's BlocksWorld");
+    assert!(seeds()[0].contains("blocksworld"), "the first seed is the plugin's BlocksWorld");
     let case = (300usize..700, any::<u64>(), prop::collection::vec(prop::sample::select(&b"( )ohnacb"[..]), 1..6));
     let report = campaign::run("grammar/init-mutex", 48, case, |(max_tokens, seed, favourites)| {
-        let limits = Limits { max_objects: 4, max_init: 12, max_goal: 4, ..Limits::default() };
-        let spec = |init_mutex: Vec<MutexGroup>| ConstraintSpec::Problem {
-            domain: domain.clone(),
-            prefix: "(define (problem p) (:domain d) (:objects ".into(),
-            limits,
-            avoid: vec![],
-            forbid_goal_at_init: false,
-            init_mutex,
-        };
-        let on = spec(blocksworld_groups());
+        let on = blocksworld_problem(blocksworld_groups());
         let Some((text, _)) = walk_within(&on, max_tokens, seed, &favourites, true).map_err(TestCaseError::fail)? else {
             return Err(TestCaseError::fail("the constraint does not build"));
         };
         if let Some(why) = impossible_blocksworld(&init_facts(&text)) {
             return Err(TestCaseError::fail(format!("{why}:\n{text}")));
         }
-        let env = env();
-        let mut c = on.build(&env, max_tokens).unwrap();
-        for b in text.bytes() {
-            c.allowed().unwrap();
-            c.consume(u32::from(b)).unwrap();
-        }
         // A case whose walk found every token refused fails on its own, so that proptest
         // shrinks it and prints it (2,000 cases at seed 35 found 14 such walks).
-        let overrides = c.stats().guard_overrides as usize;
+        let overrides = guard_overrides(&on, max_tokens, &text) as usize;
         OVERRIDES.fetch_add(overrides, Ordering::Relaxed);
         if overrides > 0 {
             return Err(TestCaseError::fail(format!("the guard refused every token {overrides} time(s) in:\n{text}")));
         }
-        if let Some((off, _)) = walk_within(&spec(vec![]), max_tokens, seed, &favourites, true).map_err(TestCaseError::fail)? {
+        if let Some((off, _)) = walk_within(&blocksworld_problem(vec![]), max_tokens, seed, &favourites, true).map_err(TestCaseError::fail)? {
             if impossible_blocksworld(&init_facts(&off)).is_some() {
                 BROKEN_WITHOUT.fetch_add(1, Ordering::Relaxed);
             }
@@ -445,20 +429,31 @@ fn r48_the_init_mutex_campaigns_shrunk_cases_walk_without_a_guard_override() {
 }
 
 fn walk_without_override(max_tokens: usize, seed: u64, favourites: &[u8]) {
-    let spec = ConstraintSpec::Problem {
+    let spec = blocksworld_problem(blocksworld_groups());
+    let text = walk(&spec, max_tokens, seed, favourites).unwrap().expect("the constraint builds");
+    assert_eq!(guard_overrides(&spec, max_tokens, &text), 0, "{text:?}");
+}
+
+/// The init-mutex walks' constraint: a problem for the plugin's BlocksWorld (the first seed),
+/// with these mutex groups.
+fn blocksworld_problem(init_mutex: Vec<MutexGroup>) -> ConstraintSpec {
+    ConstraintSpec::Problem {
         domain: seeds()[0].clone(),
         prefix: "(define (problem p) (:domain d) (:objects ".into(),
         limits: Limits { max_objects: 4, max_init: 12, max_goal: 4, ..Limits::default() },
         avoid: vec![],
         forbid_goal_at_init: false,
-        init_mutex: blocksworld_groups(),
-    };
-    let text = walk(&spec, max_tokens, seed, favourites).unwrap().expect("the constraint builds");
+        init_mutex,
+    }
+}
+
+/// How often the guard refused every token the grammar allowed (and was overridden) while
+/// `text` was written under `spec`.
+fn guard_overrides(spec: &ConstraintSpec, max_tokens: usize, text: &str) -> u32 {
     let mut c = spec.build(&env(), max_tokens).unwrap();
     for b in text.bytes() {
         c.allowed().unwrap();
         c.consume(u32::from(b)).unwrap();
     }
-    assert_eq!(c.stats().guard_overrides, 0, "{text:?}");
+    c.stats().guard_overrides
 }
-
