@@ -143,6 +143,15 @@ fn eval_seed_draws_episodes_with_seeds_of_their_own() {
     assert_ne!(first_seeds("6"), five, "another base seed, other episode seeds");
 }
 
+/// `--in-flight` overrides the config's; none at all cannot run and is refused up front.
+#[test]
+fn eval_in_flight_must_be_at_least_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path());
+    let err = TestCommand::new(&["eval", "--in-flight", "0", "--config"]).arg(&cfg).fails_with(2);
+    assert!(err.contains("--in-flight") && err.contains("0"), "{err}");
+}
+
 #[test]
 fn eval_report_only_needs_no_model() {
     let dir = tempfile::tempdir().unwrap();

@@ -136,6 +136,41 @@ fn train_runs_checkpoints_and_resumes() {
     for row in ["solved", "plan", "faithful", "goal holds at the start", "initial facts"] {
         assert!(table.lines().any(|l| l.starts_with(row)), "{row}: {table}");
     }
+
+    // `posthoc`: the parameters after 0 and 2 updates solve the held-out slice again, one row
+    // per update, and give the answers the run's own evaluations gave (greedy, the run's
+    // model and initial role parameters; issue 47).
+    let eval = fixture("configs/eval-heldout-smollm.toml");
+    let out = TestCommand::new(&["posthoc", "--run"])
+        .arg(&run)
+        .arg("--config")
+        .arg(&eval)
+        .args(&["--updates", "0,2", "--in-flight", "1"])
+        .stdout();
+    assert!(out.contains("held-out after 2 updates: b0 "), "{out}");
+    let rows = lines(&run.join("posthoc/eval-heldout-smollm.jsonl"));
+    assert_eq!(rows.iter().map(|h| h["update"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 2]);
+    let outputs = |trace: &Path| -> Vec<String> {
+        lines(trace)
+            .iter()
+            .flat_map(|r| r["steps"].as_array().unwrap().iter().map(|s| s["output"].to_string()).collect::<Vec<_>>())
+            .collect()
+    };
+    for u in ["update-000000", "update-000002"] {
+        let again = outputs(&run.join("posthoc/eval-heldout-smollm").join(u).join("trace.jsonl"));
+        assert!(!again.is_empty(), "{u}: no steps");
+        assert_eq!(again, outputs(&run.join("heldout").join(u).join("trace.jsonl")), "{u}");
+    }
+    let text = TestCommand::new(&["compare", "--set", "eval-heldout-smollm"]).arg(&run).stdout();
+    assert!(text.contains("update 2"), "{text}");
+    // A checkpoint the run did not keep is named.
+    let err = TestCommand::new(&["posthoc", "--run"])
+        .arg(&run)
+        .arg("--config")
+        .arg(&eval)
+        .args(&["--updates", "5"])
+        .fails_with(1);
+    assert!(err.contains("update-000005") && err.contains("keep-checkpoints-every"), "{err}");
 }
 
 /// `compare` on the committed arms: a row per held-out evaluation, the change with its

@@ -38,6 +38,9 @@ pub enum Command {
     /// Compare training runs (arms): held-out rows before and after with 95 % intervals,
     /// each arm against the first, and the curves on shared axes.
     Compare(CompareArgs),
+    /// Evaluate a training run's kept checkpoints afterwards on an eval config's tasks, with
+    /// this binary: one row per update in `RUN/posthoc/SET.jsonl`, for `compare --set SET`.
+    Posthoc(PosthocArgs),
     /// Write one role of a checkpoint for another runtime: a PEFT adapter folder
     /// (transformers + PEFT) or a LoRA adapter GGUF (llama.cpp), with its role tokens.
     Export(ExportArgs),
@@ -75,6 +78,32 @@ pub struct CompareArgs {
     /// Write `arms.md` and the curves (`arms-*.svg`) into this folder.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Compare the runs' post-hoc evaluations on this set (`onebrain posthoc`; the eval
+    /// config's file stem, e.g. `eval-heldout`) instead of the held-out rows the runs made.
+    #[arg(long)]
+    pub set: Option<String>,
+}
+
+/// `onebrain posthoc`.
+#[derive(Debug, Args)]
+pub struct PosthocArgs {
+    /// The run folder (`onebrain train`'s out-dir): its `config.json` gives the model, its
+    /// `checkpoints/update-N` the parameters.
+    #[arg(long)]
+    pub run: PathBuf,
+    /// The eval config whose tasks, episode and solver the evaluations use (its `[model]`
+    /// is replaced by the run's).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// The updates to evaluate, comma-separated; 0 is the parameters the run started from.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub updates: Vec<u64>,
+    /// Episodes open at once (overrides the eval config's `in-flight`; on the CPU a greedy
+    /// answer does not depend on it).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub in_flight: Option<u64>,
+    #[command(flatten)]
+    pub device: DeviceFlag,
 }
 
 /// `onebrain train`.
@@ -199,6 +228,10 @@ pub struct EvalArgs {
     /// (pass@k and best-of-k: `scripts/pass-at-k.sh`).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Override the config's `in-flight` (episodes open at once). On the CPU a row's
+    /// arithmetic does not depend on its batch, so greedy answers are the same at any value.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub in_flight: Option<u64>,
     /// Rewrite the report from the trace without running anything.
     #[arg(long, conflicts_with_all = ["shard", "merge"])]
     pub report_only: bool,

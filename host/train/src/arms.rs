@@ -1,7 +1,9 @@
 //! Comparing training runs (the learning experiment's arms): each arm's held-out row before
 //! and after, the change with its 95 % interval, the arms against the first one, and their
 //! curves on shared axes. Reads only a run folder's small files (`metrics.jsonl`,
-//! `heldout.jsonl`, `heldout/update-*/report.json`), so it works on committed `results/`.
+//! `heldout.jsonl`, `heldout/update-*/report.json`, or a post-hoc set's
+//! `posthoc/SET.jsonl` and `posthoc/SET/update-*/report.json`), so it works on committed
+//! `results/`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,6 +14,7 @@ use onebrain_eval::{line_chart, wilson_interval, Report};
 use crate::error::TrainError;
 use crate::heldout::{read_rows as read_heldout, HeldOutRow};
 use crate::metrics::MetricsRow;
+use crate::posthoc::{posthoc_dir, posthoc_rows_path};
 
 /// One arm: a run folder's logs.
 #[derive(Clone, Debug)]
@@ -30,17 +33,28 @@ impl ArmRun {
     /// Reads the run folder `dir`; an arm without a held-out evaluation is an error, since
     /// there is nothing to compare.
     pub fn read(name: &str, dir: &Path) -> Result<ArmRun, TrainError> {
+        ArmRun::read_rows(name, dir, &dir.join("heldout.jsonl"), &dir.join("heldout"))
+    }
+
+    /// Reads the run folder `dir` with its post-hoc evaluations on the set `set`
+    /// (`onebrain posthoc`) as its held-out rows, in place of those the run made itself.
+    pub fn read_set(name: &str, dir: &Path, set: &str) -> Result<ArmRun, TrainError> {
+        ArmRun::read_rows(name, dir, &posthoc_rows_path(dir, set), &posthoc_dir(dir, set))
+    }
+
+    fn read_rows(name: &str, dir: &Path, rows: &Path, evaluations: &Path) -> Result<ArmRun, TrainError> {
         let metrics: Vec<MetricsRow> = onebrain_eval::read_jsonl(&dir.join("metrics.jsonl"))?.records;
-        let heldout = read_heldout(&dir.join("heldout.jsonl"))?;
+        let heldout = read_heldout(rows)?;
         if heldout.is_empty() {
             return Err(TrainError::Config(format!(
-                "{}: no held-out evaluation in heldout.jsonl: nothing to compare",
-                dir.display()
+                "{}: no held-out evaluation in {}: nothing to compare",
+                dir.display(),
+                rows.display()
             )));
         }
         let mut reports = BTreeMap::new();
         for row in &heldout {
-            let path = dir.join("heldout").join(format!("update-{:06}", row.update)).join("report.json");
+            let path = evaluations.join(format!("update-{:06}", row.update)).join("report.json");
             if let Ok(text) = std::fs::read_to_string(&path) {
                 let report: Report = serde_json::from_str(&text)
                     .map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
@@ -336,6 +350,22 @@ mod tests {
         let dirs: Vec<PathBuf> = ["a/train-cpu-full", "a/train-cpu-fuller"].map(PathBuf::from).into();
         assert_eq!(arm_names(&dirs), ["full", "fuller"]);
         assert_eq!(arm_names(&[PathBuf::from("runs/one")]), ["one"]);
+    }
+
+    #[test]
+    fn an_arm_read_on_a_posthoc_set_takes_that_set_s_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = ArmRun::read_set("a", dir.path(), "eval-update0").unwrap_err().to_string();
+        assert!(err.contains("posthoc/eval-update0.jsonl") && err.contains("nothing to compare"), "{err}");
+        std::fs::create_dir_all(dir.path().join("posthoc")).unwrap();
+        let rows: String = [0, 10, 40]
+            .map(|u| serde_json::to_string(&HeldOutRow::from_records(u, &[], 1.0)).unwrap() + "\n")
+            .concat();
+        std::fs::write(posthoc_rows_path(dir.path(), "eval-update0"), rows).unwrap();
+        std::fs::write(dir.path().join("heldout.jsonl"), serde_json::to_string(&HeldOutRow::from_records(0, &[], 1.0)).unwrap()).unwrap();
+        let arm = ArmRun::read_set("a", dir.path(), "eval-update0").unwrap();
+        assert_eq!(arm.heldout.iter().map(|r| r.update).collect::<Vec<_>>(), [0, 10, 40]);
+        assert_eq!(ArmRun::read("a", dir.path()).unwrap().heldout.len(), 1);
     }
 
     #[test]

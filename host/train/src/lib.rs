@@ -12,6 +12,8 @@
 //!   counters the checkpoint keeps, with the optimizer's moments.
 //! - With `eval-config`, the run solves a fixed held-out slice (benchmark rows, greedy)
 //!   before the first update and every `eval-every` updates: `heldout.jsonl`, [`HeldOutRow`].
+//! - [`evaluate_update`] is `onebrain posthoc`: a run's kept checkpoints evaluated afterwards,
+//!   on any eval config, by the binary at hand (`RUN/posthoc/SET.jsonl`).
 //! - [`compare_table`] and [`compare_curves`] are `onebrain compare`: arms' held-out rows
 //!   before and after, their changes with intervals, and their curves on shared axes.
 //! - `ppo.rs` holds the whole objective (clipped surrogate, value loss, Judge loss
@@ -44,6 +46,7 @@ mod heldout;
 mod learner;
 mod logs;
 mod metrics;
+mod posthoc;
 mod ppo;
 mod trainer;
 
@@ -61,4 +64,5 @@ pub use ppo::{
     group_advantages, joint_loss, judge_loss_sum, normalize, value_loss_sum, Advantage,
     PolicyStats, PpoArgs,
 };
+pub use posthoc::{evaluate_update, posthoc_config, posthoc_dir, posthoc_rows_path, set_name};
 pub use trainer::{TrainEvent, Trainer};

@@ -12,7 +12,10 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         .runs
         .iter()
         .zip(&names)
-        .map(|(dir, name)| ArmRun::read(name, dir))
+        .map(|(dir, name)| match &args.set {
+            Some(set) => ArmRun::read_set(name, dir, set),
+            None => ArmRun::read(name, dir),
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let table = compare_table(&arms);
     outln!("{table}")?;

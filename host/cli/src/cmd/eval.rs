@@ -26,6 +26,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     if let Some(seed) = args.seed {
         cfg.episode.seed = seed;
     }
+    if let Some(n) = args.in_flight {
+        cfg.in_flight = n as usize;
+    }
     if let Some(dir) = &args.out_dir {
         cfg.out_dir = std::env::current_dir()?.join(dir);
     }

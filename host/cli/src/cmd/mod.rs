@@ -9,6 +9,7 @@ mod export;
 mod faithful;
 mod generate;
 mod plugins;
+mod posthoc;
 mod solve;
 mod train;
 mod validate;
@@ -33,6 +34,7 @@ pub fn run(flags: Flags) -> anyhow::Result<()> {
         Command::Eval(args) => eval::run(args),
         Command::Train(args) => train::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Posthoc(args) => posthoc::run(args),
         Command::Export(args) => export::run(args),
     }
 }

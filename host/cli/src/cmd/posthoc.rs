@@ -1,0 +1,39 @@
+//! `onebrain posthoc`: a training run's kept checkpoints evaluated afterwards on an eval
+//! config's tasks, a row per update in `RUN/posthoc/SET.jsonl` (`compare --set SET`).
+
+use std::io::Write;
+
+use onebrain_eval::{progress_line, Progress};
+use onebrain_train::{evaluate_update, posthoc_dir, posthoc_rows_path, set_name};
+
+use crate::flags::PosthocArgs;
+use crate::out::{errln, outln};
+
+pub fn run(args: PosthocArgs) -> anyhow::Result<()> {
+    let set = set_name(&args.config)?;
+    for &update in &args.updates {
+        errln!("== update {update}: {}", posthoc_dir(&args.run, &set).join(format!("update-{update:06}")).display());
+        let row = evaluate_update(
+            &args.run,
+            &args.config,
+            update,
+            |cfg| {
+                args.device.apply(&mut cfg.model);
+                if let Some(n) = args.in_flight {
+                    cfg.in_flight = n as usize;
+                }
+            },
+            &mut |p| match p {
+                Progress::Planned { total, done, .. } => errln!("{total} episodes, {done} already in the trace"),
+                Progress::Finished { done, total, record } => {
+                    errln!("{}", progress_line(*done, *total, record));
+                    let _ = std::io::stderr().flush();
+                }
+                Progress::Event(_) => {}
+            },
+        )?;
+        outln!("{}", row.line())?;
+    }
+    outln!("rows: {}", posthoc_rows_path(&args.run, &set).display())?;
+    Ok(())
+}
