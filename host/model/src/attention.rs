@@ -11,11 +11,18 @@
 
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Tensor};
 
-/// `(b, heads, 1, d)` queries against `(b, kv_heads, len, d)` keys and values (any
-/// strides with a unit last one), grouped-query: query head `h` reads kv head
-/// `h / (heads / kv_heads)`. The output is `(b, heads, 1, d)`.
+/// `(b, heads, q, d)` queries against `(b, kv_heads, len, d)` keys and values (any strides
+/// with a unit last one), grouped-query: query head `h` reads kv head `h / (heads / kv_heads)`.
+/// Query `i` of a row is position `len − q + i` and sees keys `0 ..= len − q + i`. The output
+/// is `(b, heads, q, d)`. `q > 1` serves a row that feeds several forced tokens in one pass.
 /// With `hidden`, row `r` skips keys `hidden[r].0 .. hidden[r].0 + hidden[r].1` (a batch's
-/// padding), as an additive mask of −∞ there would, but with no exponential taken.
+/// padding, before the new positions), as an additive mask of −∞ there would, but with no
+/// exponential taken.
+///
+/// A query's arithmetic is its own (issue 47: greedy answers moved with the batch they
+/// decoded in): its scores, its blocks of [`POSITION_BLOCK`] keys counted over the keys it
+/// sees (hidden ones left out, not zeroed), their sums and their merge are the same bits
+/// whatever rows, padding or other queries share the call.
 #[derive(Debug, Clone)]
 pub(crate) struct DecodeAttention {
     /// Multiplies the scores (1/√d).
@@ -41,7 +48,7 @@ fn strides4(l: &Layout) -> candle_core::Result<(usize, [usize; 3], [usize; 4])> 
 const POSITION_BLOCK: usize = 256;
 
 /// `Σ a_i b_i` in eight independent lanes, so that it vectorizes.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
@@ -54,7 +61,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Keys whose dot products with one query [`dots`] computes together.
-const DOTS: usize = 8;
+pub(crate) const DOTS: usize = 8;
 
 /// [`dot`] of `a` with each of `bs`, each bit for bit as `dot` gives it. One dot is one
 /// chain of dependent adds (a head's 64 features: eight, each waiting on the last), so a
@@ -65,7 +72,7 @@ const DOTS: usize = 8;
 /// change elsewhere in the crate (another split into codegen units) once left them on the
 /// stack, one scalar add at a time, and the rollouts 15–25 % slower.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
-fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
+pub(crate) fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
     use std::arch::x86_64::{__m256, _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps, _mm256_storeu_ps};
     let whole = a.len() / 8 * 8;
     assert!(bs.iter().all(|b| b.len() >= a.len()), "a key as wide as the query");
@@ -92,7 +99,7 @@ fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
 
 /// [`dots`] where the build does not target AVX.
 #[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
-fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
+pub(crate) fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
     let whole = a.len() / 8 * 8;
     let mut acc = [[0f32; 8]; DOTS];
     for c in (0..whole).step_by(8) {
@@ -111,21 +118,36 @@ fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
 }
 
 /// `out[j] = scale · q·k_j` for the keys `k_j = k[base + j · stride ..][..q.len()]`, `j` in
-/// `keys`, [`DOTS`] keys at a time.
-fn scaled_scores(q: &[f32], k: &[f32], base: usize, stride: usize, keys: std::ops::Range<usize>, scale: f32, out: &mut [f32]) {
+/// `0..out.len()`, [`DOTS`] keys at a time (each score the bits [`dot`] gives it).
+fn scaled_scores(q: &[f32], k: &[f32], base: usize, stride: usize, scale: f32, out: &mut [f32]) {
     let d = q.len();
     let key = |j: usize| &k[base + j * stride..][..d];
-    let mut j = keys.start;
-    while j + DOTS <= keys.end {
-        let s = dots(q, std::array::from_fn(|n| key(j + n)));
-        for (o, s) in out[j..j + DOTS].iter_mut().zip(s) {
+    let done = out.len() / DOTS * DOTS;
+    let mut groups = out.chunks_exact_mut(DOTS);
+    for (g, o) in groups.by_ref().enumerate() {
+        let s = dots(q, std::array::from_fn(|n| key(g * DOTS + n)));
+        for (o, s) in o.iter_mut().zip(s) {
             *o = scale * s;
         }
-        j += DOTS;
     }
-    for j in j..keys.end {
-        out[j] = scale * dot(q, key(j));
+    for (j, o) in groups.into_remainder().iter_mut().enumerate() {
+        *o = scale * dot(q, key(done + j));
     }
+}
+
+/// The keys at visible positions `seen` of a row whose keys `hidden` are skipped (visible
+/// position `p` is key `p` before the run, key `p + hidden.len()` after it): up to two runs
+/// `(first key, count)`, the one before the hidden run and the one after it; either may be
+/// empty.
+pub(crate) fn visible_runs(seen: std::ops::Range<usize>, hidden: std::ops::Range<usize>) -> [(usize, usize); 2] {
+    let before = seen.start.min(hidden.start)..seen.end.min(hidden.start);
+    let after = seen.start.max(hidden.start)..seen.end.max(hidden.start);
+    [(before.start, before.len()), (after.start + hidden.len(), after.len())]
+}
+
+/// How many of keys `0..end` a row whose keys `hidden` are skipped sees.
+pub(crate) fn seen_before(end: usize, hidden: &std::ops::Range<usize>) -> usize {
+    end - (hidden.start.min(end)..hidden.end.min(end)).len()
 }
 
 /// `e^x` for `x ≤ 0` (scores less their maximum), in plain arithmetic so that a loop of it
@@ -242,14 +264,20 @@ fn row_max(row: &[f32]) -> f32 {
     acc.into_iter().fold(rest, f32::max)
 }
 
-/// `out += Σ_j p_j · v_j` over value rows `v[base + j · stride ..][..D]`, the `D` sums held in
-/// registers (a width known at compile time lets the loop keep them there).
-fn weighted_rows<const D: usize>(p: &[f32], v: &[f32], base: usize, stride: usize, out: &mut [f32]) {
+/// `out += Σ_j p_j · v_j` over the value rows of `runs` in turn (`(first row, count)`, row `r`
+/// at `v[base + r · stride ..][..D]`), `p` holding their weights in that order, the `D` sums
+/// held in registers (a width known at compile time lets the loop keep them there) and
+/// carried from one run to the next: one chain per feature, as if the rows were adjacent.
+fn weighted_rows<const D: usize>(p: &[f32], v: &[f32], base: usize, stride: usize, runs: &[(usize, usize)], out: &mut [f32]) {
     let mut acc = [0f32; D];
-    for (j, &w) in p.iter().enumerate() {
-        let row: &[f32; D] = v[base + j * stride..][..D].try_into().expect("a value row is D wide");
-        for i in 0..D {
-            acc[i] += w * row[i];
+    let mut ws = p.iter();
+    for &(first, count) in runs {
+        for r in first..first + count {
+            let w = *ws.next().expect("a weight per value row");
+            let row: &[f32; D] = v[base + r * stride..][..D].try_into().expect("a value row is D wide");
+            for i in 0..D {
+                acc[i] += w * row[i];
+            }
         }
     }
     for (o, a) in out.iter_mut().zip(acc) {
@@ -258,12 +286,20 @@ fn weighted_rows<const D: usize>(p: &[f32], v: &[f32], base: usize, stride: usiz
 }
 
 /// [`weighted_rows`] for any width.
-fn weighted_rows_any(p: &[f32], v: &[f32], base: usize, stride: usize, out: &mut [f32]) {
+fn weighted_rows_any(p: &[f32], v: &[f32], base: usize, stride: usize, runs: &[(usize, usize)], out: &mut [f32]) {
     let d = out.len();
-    for (j, &w) in p.iter().enumerate() {
-        for (o, &x) in out.iter_mut().zip(&v[base + j * stride..][..d]) {
-            *o += w * x;
+    let mut acc = vec![0f32; d];
+    let mut ws = p.iter();
+    for &(first, count) in runs {
+        for r in first..first + count {
+            let w = *ws.next().expect("a weight per value row");
+            for (a, &x) in acc.iter_mut().zip(&v[base + r * stride..][..d]) {
+                *a += w * x;
+            }
         }
+    }
+    for (o, a) in out.iter_mut().zip(acc) {
+        *o += a;
     }
 }
 
@@ -289,92 +325,98 @@ impl CustomOp3 for DecodeAttention {
         vl: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let (q, k, v) = (qs.as_slice::<f32>()?, ks.as_slice::<f32>()?, vs.as_slice::<f32>()?);
-        let (qo, qst, [b, heads, one, d]) = strides4(ql)?;
+        let (qo, qst, [b, heads, q_len, d]) = strides4(ql)?;
         let (ko, kst, [kb, kv_heads, len, kd]) = strides4(kl)?;
         let (vo, vst, vdims) = strides4(vl)?;
-        if one != 1 || kb != b || kd != d || vdims != [kb, kv_heads, len, kd] || kv_heads == 0 || heads % kv_heads != 0 || len == 0 {
+        if q_len == 0 || q_len > len || kb != b || kd != d || vdims != [kb, kv_heads, len, kd] || kv_heads == 0 || heads % kv_heads != 0 {
             candle_core::bail!("decode-attention: q {:?}, k {:?}, v {vdims:?}", ql.shape().dims(), kl.shape().dims());
         }
         let hidden = |bi: usize| self.hidden.as_ref().map_or(0..0, |h| h[bi].0..h[bi].0 + h[bi].1);
         if let Some(h) = &self.hidden {
-            if h.len() != b || (0..b).any(|bi| hidden(bi).end > len || hidden(bi).len() >= len) {
-                candle_core::bail!("decode-attention: hidden keys {h:?} for {b} rows of {len} keys");
+            // Every query sees itself: the hidden runs lie before the new positions.
+            if h.len() != b || (0..b).any(|bi| hidden(bi).end > len - q_len) {
+                candle_core::bail!("decode-attention: hidden keys {h:?} for {b} rows of {len} keys, {q_len} new");
             }
         }
+        // Keys query `i` of row `bi` sees.
+        let seen = |bi: usize, i: usize| seen_before(len - q_len + i + 1, &hidden(bi));
         let rep = heads / kv_heads;
-        let blocks = len.div_ceil(POSITION_BLOCK);
-        // Per (row, kv head, position block): for each of its `rep` query heads, a partial
-        // softmax and its unnormalized output, merged below.
+        // Position blocks of the row that sees the most keys; a row with fewer has nothing
+        // in its last ones.
+        let blocks = (0..b).map(|bi| seen(bi, q_len - 1).div_ceil(POSITION_BLOCK)).max().unwrap_or(0);
+        // Per (row, kv head, position block): for each of its `rep` query heads and `q_len`
+        // queries, a partial softmax and its unnormalized output, merged below.
         let items = b * kv_heads * blocks;
-        let mut partials: Vec<Partial> = (0..items * rep).map(|_| Partial { max: 0.0, sum: 0.0 }).collect();
-        let mut outs = vec![0f32; items * rep * d];
+        let per_item = rep * q_len;
+        let mut partials: Vec<Partial> = (0..items * per_item).map(|_| Partial { max: f32::NEG_INFINITY, sum: 0.0 }).collect();
+        let mut outs = vec![0f32; items * per_item * d];
         let (partials_addr, outs_addr) = (partials.as_mut_ptr() as usize, outs.as_mut_ptr() as usize);
         candle_core::utils::barrier_pool().execute_chunked(items, |range| {
-            let mut p = vec![0f32; rep * POSITION_BLOCK.min(len)];
+            let mut p = vec![0f32; POSITION_BLOCK];
             for item in range {
                 let (bi, kh, blk) = (item / (kv_heads * blocks), item / blocks % kv_heads, item % blocks);
-                let first = blk * POSITION_BLOCK;
-                let n = POSITION_BLOCK.min(len - first);
-                let kbase = ko + bi * kst[0] + kh * kst[1] + first * kst[2];
-                let vbase = vo + bi * vst[0] + kh * vst[1] + first * vst[2];
-                // SAFETY: each item owns its `rep` partials and `rep × d` outputs; both
-                // vectors outlive the pool's execution.
+                let kbase = ko + bi * kst[0] + kh * kst[1];
+                let vbase = vo + bi * vst[0] + kh * vst[1];
+                // SAFETY: each item owns its `per_item` partials and `per_item × d` outputs;
+                // both vectors outlive the pool's execution.
                 let (part, out) = unsafe {
                     (
-                        std::slice::from_raw_parts_mut((partials_addr as *mut Partial).add(item * rep), rep),
-                        std::slice::from_raw_parts_mut((outs_addr as *mut f32).add(item * rep * d), rep * d),
+                        std::slice::from_raw_parts_mut((partials_addr as *mut Partial).add(item * per_item), per_item),
+                        std::slice::from_raw_parts_mut((outs_addr as *mut f32).add(item * per_item * d), per_item * d),
                     )
                 };
-                // This block's hidden keys, relative to its first.
-                let skip = hidden(bi);
-                let skip = skip.start.clamp(first, first + n) - first..skip.end.clamp(first, first + n) - first;
+                // The block's keys are its row's visible ones `first..`, the hidden run skipped.
+                let first = blk * POSITION_BLOCK;
                 for r in 0..rep {
-                    let qrow = &q[qo + bi * qst[0] + (kh * rep + r) * qst[1]..][..d];
-                    let pr = &mut p[r * n..][..n];
-                    scaled_scores(qrow, k, kbase, kst[2], 0..skip.start, self.scale, pr);
-                    pr[skip.clone()].fill(f32::NEG_INFINITY);
-                    scaled_scores(qrow, k, kbase, kst[2], skip.end..n, self.scale, pr);
-                    let max = pr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    if max == f32::NEG_INFINITY {
-                        // Every key of the block is hidden: it adds nothing.
-                        pr.fill(0.0);
-                        part[r] = Partial { max, sum: 0.0 };
-                        out[r * d..][..d].fill(0.0);
-                        continue;
-                    }
-                    pr.iter_mut().for_each(|pj| *pj = exp_nonpositive(*pj - max));
-                    pr[skip.clone()].fill(0.0);
-                    part[r] = Partial { max, sum: pr.iter().sum() };
-                    let orow = &mut out[r * d..][..d];
-                    match d {
-                        64 => weighted_rows::<64>(pr, v, vbase, vst[2], orow),
-                        128 => weighted_rows::<128>(pr, v, vbase, vst[2], orow),
-                        _ => weighted_rows_any(pr, v, vbase, vst[2], orow),
+                    for i in 0..q_len {
+                        let slot = r * q_len + i;
+                        let last = seen(bi, i).min(first + POSITION_BLOCK);
+                        if last <= first {
+                            continue; // past this query's keys: its partial stays empty
+                        }
+                        let runs = visible_runs(first..last, hidden(bi));
+                        let qrow = &q[qo + bi * qst[0] + (kh * rep + r) * qst[1] + i * qst[2]..][..d];
+                        let pr = &mut p[..last - first];
+                        let (before, after) = pr.split_at_mut(runs[0].1);
+                        scaled_scores(qrow, k, kbase + runs[0].0 * kst[2], kst[2], self.scale, before);
+                        scaled_scores(qrow, k, kbase + runs[1].0 * kst[2], kst[2], self.scale, after);
+                        let max = pr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                        pr.iter_mut().for_each(|pj| *pj = exp_nonpositive(*pj - max));
+                        part[slot] = Partial { max, sum: pr.iter().sum() };
+                        let orow = &mut out[slot * d..][..d];
+                        match d {
+                            64 => weighted_rows::<64>(pr, v, vbase, vst[2], &runs, orow),
+                            128 => weighted_rows::<128>(pr, v, vbase, vst[2], &runs, orow),
+                            _ => weighted_rows_any(pr, v, vbase, vst[2], &runs, orow),
+                        }
                     }
                 }
             }
         });
-        // Merge the blocks of each (row, query head): rescale each to the overall maximum.
-        let mut out = vec![0f32; b * heads * d];
+        // Merge each query's own blocks: rescale each to the overall maximum.
+        let mut out = vec![0f32; b * heads * q_len * d];
         for bi in 0..b {
             for h in 0..heads {
                 let (kh, r) = (h / rep, h % rep);
-                let at = |blk: usize| ((bi * kv_heads + kh) * blocks + blk) * rep + r;
-                let max = (0..blocks).map(|blk| partials[at(blk)].max).fold(f32::NEG_INFINITY, f32::max);
-                let orow = &mut out[(bi * heads + h) * d..][..d];
-                let mut sum = 0f32;
-                for blk in 0..blocks {
-                    let w = exp_nonpositive(partials[at(blk)].max - max);
-                    sum += w * partials[at(blk)].sum;
-                    for (o, &x) in orow.iter_mut().zip(&outs[at(blk) * d..][..d]) {
-                        *o += w * x;
+                for i in 0..q_len {
+                    let own = seen(bi, i).div_ceil(POSITION_BLOCK);
+                    let at = |blk: usize| ((bi * kv_heads + kh) * blocks + blk) * per_item + r * q_len + i;
+                    let max = (0..own).map(|blk| partials[at(blk)].max).fold(f32::NEG_INFINITY, f32::max);
+                    let orow = &mut out[((bi * heads + h) * q_len + i) * d..][..d];
+                    let mut sum = 0f32;
+                    for blk in 0..own {
+                        let w = exp_nonpositive(partials[at(blk)].max - max);
+                        sum += w * partials[at(blk)].sum;
+                        for (o, &x) in orow.iter_mut().zip(&outs[at(blk) * d..][..d]) {
+                            *o += w * x;
+                        }
                     }
+                    let inv = 1.0 / sum;
+                    orow.iter_mut().for_each(|o| *o *= inv);
                 }
-                let inv = 1.0 / sum;
-                orow.iter_mut().for_each(|o| *o *= inv);
             }
         }
-        Ok((CpuStorage::F32(out), Shape::from((b, heads, 1, d))))
+        Ok((CpuStorage::F32(out), Shape::from((b, heads, q_len, d))))
     }
 }
 
@@ -435,8 +477,8 @@ mod tests {
             // Through the scores of a strided block, hidden keys and a remainder included.
             let flat: Vec<f32> = keys.iter().cycle().take(3 * DOTS + 3).flat_map(|k| [k.as_slice(), &[9.0; 4]].concat()).collect();
             let mut got = vec![f32::NAN; 3 * DOTS + 3];
-            scaled_scores(&q, &flat, 0, d + 4, 1..3 * DOTS + 3, 0.125, &mut got);
-            assert!(got[0].is_nan(), "a key outside the range is left alone");
+            scaled_scores(&q, &flat, d + 4, d + 4, 0.125, &mut got[1..]);
+            assert!(got[0].is_nan(), "a score outside `out` is left alone");
             for (j, s) in got.iter().enumerate().skip(1) {
                 assert_eq!(s.to_bits(), (0.125 * dot(&q, &keys[j % DOTS])).to_bits(), "d {d}, score {j}");
             }
@@ -485,6 +527,78 @@ mod tests {
             let hidden: Vec<(usize, usize)> = runs.iter().map(|&(s, n)| (s, n.min(len - 1 - s))).collect();
             check(runs.len(), 6, 2, len, len + 7, d, Some(&hidden));
         }
+    }
+
+    fn bits(t: &Tensor) -> Vec<u32> {
+        t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Issue 47: a padded row gives the bits of the same row without its padding, whatever
+    /// the padding's length, so that its blocks, sums and merge do not move with the batch.
+    #[test]
+    fn a_padded_row_gives_the_bits_of_its_unpadded_keys() {
+        let (heads, kv, d) = (6, 2, 64);
+        // 700 visible keys (3 blocks), padded after 40 of them by runs of several lengths.
+        let (seen, at) = (700, 40);
+        let (k, v) = (wavy((1, kv, seen, d), 1.0), wavy((1, kv, seen, d), 2.0));
+        let q = wavy((1, heads, 1, d), 0.0);
+        let op = DecodeAttention { scale: 0.125, hidden: None };
+        let want = bits(&q.apply_op3(&k, &v, op).unwrap());
+        for pad in [1, 7, 216, 300, 600] {
+            let widen = |t: &Tensor| {
+                let junk = wavy((1, kv, pad, d), 5.0);
+                Tensor::cat(&[&t.narrow(2, 0, at).unwrap(), &junk, &t.narrow(2, at, seen - at).unwrap()], 2).unwrap()
+            };
+            let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(at, pad)].into()) };
+            let got = q.apply_op3(&widen(&k), &widen(&v), op).unwrap();
+            assert_eq!(bits(&got), want, "{pad} padding keys");
+        }
+    }
+
+    /// Issue 47: several new positions in one call (a row's forced tokens fed in one pass)
+    /// give each the bits it gets as the one new position of a call of its own, a batch's
+    /// padding included.
+    #[test]
+    fn several_queries_give_each_the_bits_of_one_alone() {
+        let (heads, kv, d, len, new) = (4, 2, 64, 520, 5);
+        let (k, v) = (wavy((2, kv, len, d), 1.0), wavy((2, kv, len, d), 2.0));
+        let q = wavy((2, heads, new, d), 0.0);
+        for hidden in [None, Some(vec![(3, 250), (0, 0)])] {
+            let op = DecodeAttention { scale: 0.125, hidden: hidden.clone().map(Into::into) };
+            let together = q.apply_op3(&k, &v, op.clone()).unwrap();
+            for i in 0..new {
+                let end = len - new + i + 1;
+                let one = q.narrow(2, i, 1).unwrap();
+                let alone = one.apply_op3(&k.narrow(2, 0, end).unwrap(), &v.narrow(2, 0, end).unwrap(), op.clone()).unwrap();
+                assert_eq!(bits(&together.narrow(2, i, 1).unwrap()), bits(&alone), "query {i}, hidden {hidden:?}");
+            }
+            check_queries(&q, &k, &v, &op);
+        }
+        // A hidden run reaching the new positions is refused.
+        let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(0, len - new + 1), (0, 0)].into()) };
+        assert!(q.apply_op3(&k, &v, op).is_err());
+    }
+
+    /// Several queries against the masked softmax of repeat-kv and matmuls.
+    fn check_queries(q: &Tensor, k: &Tensor, v: &Tensor, op: &DecodeAttention) {
+        let (b, heads, new, d) = q.dims4().unwrap();
+        let (_, kv, len, _) = k.dims4().unwrap();
+        let got = q.apply_op3(k, v, op.clone()).unwrap();
+        let rep = |t: &Tensor| t.unsqueeze(2).unwrap().broadcast_as((b, kv, heads / kv, len, d)).unwrap().reshape((b, heads, len, d)).unwrap();
+        let scores = (q.matmul(&rep(k).t().unwrap()).unwrap() * f64::from(op.scale)).unwrap();
+        let mut m = vec![0f32; b * new * len];
+        for r in 0..b {
+            let (s, n) = op.hidden.as_ref().map_or((0, 0), |h| h[r]);
+            for i in 0..new {
+                let row = &mut m[(r * new + i) * len..][..len];
+                row[s..s + n].fill(-1e9);
+                row[len - new + i + 1..].fill(-1e9);
+            }
+        }
+        let scores = scores.broadcast_add(&Tensor::from_vec(m, (b, 1, new, len), &Device::Cpu).unwrap()).unwrap();
+        let want = candle_nn::ops::softmax(&scores, D::Minus1).unwrap().matmul(&rep(v)).unwrap();
+        let diff = (got - want).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(diff < 1e-5, "{new} queries: max diff {diff}");
     }
 
     /// Our op against repeat-kv, matmul, softmax (with an additive mask where `hidden` is

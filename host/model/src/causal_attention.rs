@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use candle_core::{CpuStorage, CustomOp3, Layout, Shape, Tensor};
 
-use crate::attention::softmax_rows_in_place;
+use crate::attention::{seen_before, softmax_rows_in_place, visible_runs};
 
 /// `(b, kv_heads, rows, d)` queries (already scaled by 1/√d; the `rep` query heads that share a
 /// kv head folded into `rows = rep × q_len`) against `(b, kv_heads, keys, d)` keys and values.
@@ -71,9 +71,16 @@ impl HiddenKeys {
 /// Rows per block: a block's scores (`ROWS × keys` floats) stay in L2 at a 1,400-key prompt.
 const ROWS: usize = 64;
 
-/// Keys per step of the forward's p·V: its sums split at multiples of this, the same for
-/// every row however wide its block is.
+/// Keys per step of the forward's p·V: a row's sums split after every this many of the keys
+/// it sees, the same for every row however wide its block is and however much padding its
+/// batch hides, and every step multiplies exactly this many (zeros past a row's last key),
+/// since gemm's kernels for a depth of 1 or 2 round otherwise.
 const KEYS: usize = 256;
+
+/// Fewest keys a block's scores are computed for (zero keys past the last): gemm takes a
+/// product of at most 16 × 16 entries (64 rows against 4 keys) through dot-product kernels
+/// that round otherwise than its blocked ones, which every wider block runs.
+const MIN_SCORE_KEYS: usize = 5;
 
 /// The shape of one call, checked.
 #[derive(Clone, Copy, Debug)]
@@ -168,17 +175,18 @@ fn product(
     }
 }
 
-/// The probabilities of rows `first..first + n` of one head in `p` (`m × widest`, row-major),
-/// from their queries `qb` (`m × d`, `m ≥ n`): scores `q·Kᵀ`, then a softmax over each row's
-/// visible keys, zero past them. Rows past `n` are padding: they keep their raw scores, and
-/// the caller drops what they produce. Keys `hidden` are seen by none of them.
+/// The probabilities of rows `first..first + n` of one head in `p` (`m × cols`, row-major,
+/// `cols ≥ widest` keys of `k`), from their queries `qb` (`m × d`, `m ≥ n`): scores `q·Kᵀ`,
+/// then a softmax over each row's visible keys, zero past them. Rows past `n` are padding:
+/// they keep their raw scores, and the caller drops what they produce. Keys `hidden` are
+/// seen by none of them.
 #[allow(clippy::too_many_arguments)]
-fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, widest: usize, hidden: std::ops::Range<usize>, p: &mut [f32]) {
+fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, cols: usize, hidden: std::ops::Range<usize>, p: &mut [f32]) {
     let d = dims.d;
     let m = qb.len() / d;
-    product((m, widest, d), p, widest, false, qb, (d, 1), k, (1, d));
+    product((m, cols, d), p, cols, false, qb, (d, 1), k, (1, d));
     let mut seen = Vec::with_capacity(n);
-    for (i, row) in p.chunks_exact_mut(widest).take(n).enumerate() {
+    for (i, row) in p.chunks_exact_mut(cols).take(n).enumerate() {
         let (visible, hidden) = row.split_at_mut(dims.visible(first + i));
         hidden.fill(0.0);
         seen.push(visible);
@@ -245,23 +253,61 @@ impl CustomOp3 for CausalAttention {
         let blocks = dims.blocks();
         let mut out = vec![0f32; heads * rows * d];
         let addr = out.as_mut_ptr() as usize;
-        // A row's output must not depend on which block holds it: a prompt prefilled after a
-        // cached head must give the bits of the same prompt prefilled at once (prefix reuse
-        // may not change what greedy decoding writes). gemm's kernels differ with the row
-        // count, so every block is padded to ROWS rows, and p·V runs in blocks of keys
-        // counted from key 0, so that each row's sum splits the same way.
+        // A row's output must not depend on which block holds it, nor on the padding its
+        // batch hides: a prompt prefilled after a cached head, or in a batch, must give the
+        // bits of the same prompt prefilled alone at once (prefix reuse and batching may not
+        // change what greedy decoding writes; issue 47). gemm's kernels differ with the row
+        // count, so every block is padded to ROWS rows, and p·V runs in steps of KEYS of the
+        // keys a row sees (the hidden ones left out), so that each row's sum splits the same
+        // way.
+        let score_keys = keys.max(MIN_SCORE_KEYS);
         candle_core::utils::barrier_pool().execute_chunked(heads * blocks, |items| {
-            let (mut p, mut qb, mut ob) = (vec![0f32; ROWS * keys], vec![0f32; ROWS * d], vec![0f32; ROWS * d]);
+            let (mut p, mut qb, mut ob) = (vec![0f32; ROWS * score_keys], vec![0f32; ROWS * d], vec![0f32; ROWS * d]);
+            // A step's probabilities and values gathered where its keys are not one run of
+            // KEYS (across the hidden run, or the last keys), zeros past them.
+            let (mut ps, mut vs) = (vec![0f32; ROWS * KEYS], vec![0f32; KEYS * d]);
+            // The keys of a sequence shorter than MIN_SCORE_KEYS, zeros past them.
+            let mut kpad = vec![0f32; if keys < MIN_SCORE_KEYS { MIN_SCORE_KEYS * d } else { 0 }];
             for item in items {
                 let (h, blk) = (item / blocks, item % blocks);
                 let (first, n, widest) = dims.block(blk);
                 let (qh, kh, vh) = input.head(h);
+                let hide = hidden.of_head(h);
                 qb[..n * d].copy_from_slice(&qh[first * d..][..n * d]);
                 qb[n * d..].fill(0.0);
-                probabilities(&dims, &qb, kh, first, n, widest, hidden.of_head(h), &mut p);
-                for k0 in (0..widest).step_by(KEYS) {
-                    let kn = KEYS.min(widest - k0);
-                    product((ROWS, d, kn), &mut ob, d, k0 > 0, &p[k0..], (widest, 1), &vh[k0 * d..], (d, 1));
+                let cols = widest.max(MIN_SCORE_KEYS);
+                let kh = match kpad.is_empty() {
+                    true => kh,
+                    false => {
+                        kpad[..keys * d].copy_from_slice(kh);
+                        &kpad[..]
+                    }
+                };
+                probabilities(&dims, &qb, kh, first, n, cols, hide.clone(), &mut p);
+                let seen = seen_before(widest, &hide);
+                if seen == 0 {
+                    ob.fill(0.0); // every query of the block is padding that sees nothing
+                }
+                for (step, s0) in (0..seen).step_by(KEYS).enumerate() {
+                    let runs = visible_runs(s0..(s0 + KEYS).min(seen), hide.clone());
+                    let whole = runs.iter().find(|r| r.1 == KEYS);
+                    let (lhs, lhs_rs, rhs): (&[f32], usize, &[f32]) = match whole {
+                        Some(&(k0, _)) => (&p[k0..], cols, &vh[k0 * d..]),
+                        None => {
+                            ps.fill(0.0);
+                            vs.fill(0.0);
+                            let mut at = 0;
+                            for &(k0, kn) in runs.iter().filter(|r| r.1 > 0) {
+                                for (row, gathered) in p.chunks_exact(cols).zip(ps.chunks_exact_mut(KEYS)).take(n) {
+                                    gathered[at..at + kn].copy_from_slice(&row[k0..k0 + kn]);
+                                }
+                                vs[at * d..(at + kn) * d].copy_from_slice(&vh[k0 * d..(k0 + kn) * d]);
+                                at += kn;
+                            }
+                            (&ps, KEYS, &vs)
+                        }
+                    };
+                    product((ROWS, d, KEYS), &mut ob, d, step > 0, lhs, (lhs_rs, 1), rhs, (d, 1));
                 }
                 // SAFETY: rows `first..first + n` of head `h` belong to this item alone.
                 let o = unsafe { span(addr, (h * rows + first) * d, n * d) };
