@@ -110,6 +110,29 @@ impl Weight {
         }
     }
 
+    /// [`Weight::matmul`] where each row's bits do not depend on the rows beside it (issue 47).
+    /// Our tiles quantize and sum each row on its own already. gemm (dense weights) sums a
+    /// row's products in one order for every shape but a few, one row (a matrix-vector
+    /// kernel) and at most 16 × 16 outputs (dot-product kernels): such a product gets zero
+    /// rows to pass them. candle's quantized kernels, which serve only matrices the tiles
+    /// cannot take (or CPUs without AVX2), pick repacked kernels by the row count and are
+    /// left as they are.
+    pub(crate) fn matmul_rows(&self, x: &Tensor) -> Result<Tensor> {
+        let Weight::Dense(w) = self else { return self.matmul(x) };
+        let dims = x.dims().to_vec();
+        let last = *dims.last().expect("matmul input has a last dimension");
+        let (m, n) = (x.elem_count() / last.max(1), w.dim(0)?);
+        let least = 2.max((16 * 16 + 1usize).div_ceil(n));
+        if m >= least || !x.device().is_cpu() {
+            return self.matmul(x);
+        }
+        let x2 = x.reshape((m, last))?.pad_with_zeros(0, 0, least - m)?;
+        let y = self.matmul(&x2)?.narrow(0, 0, m)?;
+        let mut out = dims;
+        *out.last_mut().expect("checked above") = n;
+        Ok(y.reshape(out)?)
+    }
+
     /// Rows of the matrix for token ids (the embedding lookup).
     pub(crate) fn embedding(&self, ids: &Tensor) -> Result<Tensor> {
         match self {
@@ -160,24 +183,49 @@ pub(crate) struct Linear {
 }
 
 impl Linear {
-    fn forward(&self, x: &Tensor, lora: Option<(&LoraPair, f64)>) -> Result<Tensor> {
-        let mut y = self.w.matmul(x)?;
+    /// `x · Wᵀ (+ b) (+ LoRA)`. In generation ([`Mode::Fast`]) every product gives each row
+    /// the bits it gets alone, so that a row decodes the same whatever batch it is in
+    /// (issue 47).
+    fn forward(&self, x: &Tensor, lora: Option<(&LoraPair, f64)>, mode: Mode) -> Result<Tensor> {
+        let mut y = match mode {
+            Mode::Fast => self.w.matmul_rows(x)?,
+            Mode::Diff => self.w.matmul(x)?,
+        };
         if let Some(b) = &self.b {
             y = y.broadcast_add(b)?;
+        }
+        if let (Some((pair, scale)), Mode::Fast) = (lora, mode) {
+            if x.device().is_cpu() && x.dtype() == DType::F32 {
+                let delta = x.contiguous()?.apply_op1_no_bwd(&LoraRows::new(pair, scale)?)?;
+                return Ok((y + delta)?);
+            }
         }
         if let Some((pair, scale)) = lora {
             // LoRA: W x + s · B (A x). Rank ≪ width, so A first keeps it cheap.
             let dims = x.dims().to_vec();
             let last = dims[dims.len() - 1];
             let x2 = x.reshape(((), last))?;
+            // Zero rows up to LORA_LEAST_ROWS, so that each row's bits do not depend on how
+            // many rows the learner runs at once (a whole sequence, or a head and its tail).
+            let m = x2.dim(0)?;
+            let x2 = match m < LORA_LEAST_ROWS {
+                true => x2.pad_with_zeros(0, 0, LORA_LEAST_ROWS - m)?,
+                false => x2,
+            };
             // The scale goes on Bᵀ (rank × out) rather than on the (tokens × out) delta.
-            let delta = x2.matmul(&pair.a.t()?)?.matmul(&(pair.b.t()? * scale)?)?;
+            let delta = x2.matmul(&pair.a.t()?)?.matmul(&(pair.b.t()? * scale)?)?.narrow(0, 0, m)?;
             let delta = delta.reshape(y.shape())?;
             y = (y + delta)?;
         }
         Ok(y)
     }
 }
+
+/// Fewest rows the learner's LoRA products take (zero rows past a short input): gemm sums a
+/// row's products in one order from 65 rows on, but through other kernels at most 16 × 16
+/// outputs (a rank-8 product of up to 32 rows), and cuts the depth otherwise up to 64 rows
+/// (into 512s; above, into equal parts).
+const LORA_LEAST_ROWS: usize = 65;
 
 /// The projections LoRA adapts, in PEFT's naming order.
 pub const LORA_TARGETS: [&str; 7] =
@@ -188,6 +236,86 @@ pub const LORA_TARGETS: [&str; 7] =
 pub(crate) struct LoraPair {
     pub(crate) a: Tensor,
     pub(crate) b: Tensor,
+}
+
+/// A LoRA pair's `s · (x · Aᵀ) · Bᵀ` on the CPU, row by row in one fixed order. Through
+/// candle's matmul a row's sums ran in an order that depends on the row count (gemm picks
+/// dot-product kernels for small products, blocked ones for large), so a row's bits moved
+/// with the batch it decoded in (issue 47).
+struct LoraRows {
+    /// `A (rank, in)`, row-major.
+    a: Vec<f32>,
+    /// `s · Bᵀ (rank, out)`, row-major: each rank's column of B, scaled, so that a row's
+    /// outputs add one rank at a time in vector lanes.
+    sbt: Vec<f32>,
+    rank: usize,
+}
+
+impl LoraRows {
+    fn new(pair: &LoraPair, scale: f64) -> Result<LoraRows> {
+        let (rank, _) = pair.a.dims2()?;
+        let (out, _) = pair.b.dims2()?;
+        let a = pair.a.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        let b = pair.b.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+        let s = scale as f32;
+        let sbt = (0..rank * out).map(|i| s * b[(i % out) * rank + i / out]).collect();
+        Ok(LoraRows { a, sbt, rank })
+    }
+}
+
+/// Rows of a LoRA product per task: a row costs `rank × (in + out)` multiply-adds, a few µs.
+const LORA_ROWS_PER_TASK: usize = 16;
+
+impl candle_core::CustomOp1 for LoraRows {
+    fn name(&self) -> &'static str {
+        "lora-rows"
+    }
+
+    fn cpu_fwd(&self, storage: &candle_core::CpuStorage, layout: &candle_core::Layout) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+        use crate::attention::{dot, dots, DOTS};
+        let x = crate::causal_attention::slice(storage, layout)?;
+        let dims = layout.shape().dims();
+        let inp = *dims.last().unwrap_or(&0);
+        let rank = self.rank;
+        if rank == 0 || self.a.len() != rank * inp {
+            candle_core::bail!("lora-rows: input {dims:?} against A of {} × {}", rank, self.a.len() / rank.max(1));
+        }
+        let out = self.sbt.len() / rank;
+        let m = x.len() / inp.max(1);
+        let mut y = vec![0f32; m * out];
+        let a_row = |k: usize| &self.a[k * inp..][..inp];
+        let row = |r: usize, y: &mut [f32]| {
+            let xr = &x[r * inp..][..inp];
+            // u = A x, DOTS ranks at a time (each the bits `dot` gives it).
+            let mut u = vec![0f32; rank];
+            let mut k = 0;
+            while k + DOTS <= rank {
+                u[k..k + DOTS].copy_from_slice(&dots(xr, std::array::from_fn(|n| a_row(k + n))));
+                k += DOTS;
+            }
+            for (k, uk) in u.iter_mut().enumerate().skip(k) {
+                *uk = dot(xr, a_row(k));
+            }
+            // y = (s Bᵀ)ᵀ u, one rank at a time into every output.
+            for (k, &uk) in u.iter().enumerate() {
+                for (o, &w) in y.iter_mut().zip(&self.sbt[k * out..][..out]) {
+                    *o += uk * w;
+                }
+            }
+        };
+        let addr = y.as_mut_ptr() as usize;
+        candle_core::utils::barrier_pool().execute_chunked(m.div_ceil(LORA_ROWS_PER_TASK), |items| {
+            for item in items {
+                for r in item * LORA_ROWS_PER_TASK..((item + 1) * LORA_ROWS_PER_TASK).min(m) {
+                    // SAFETY: each row is visited once, by one task; `y` outlives the pool's run.
+                    row(r, unsafe { crate::causal_attention::span(addr, r * out, out) });
+                }
+            }
+        });
+        let mut shape = dims.to_vec();
+        *shape.last_mut().expect("an input row") = out;
+        Ok((candle_core::CpuStorage::F32(y), candle_core::Shape::from(shape)))
+    }
 }
 
 /// A role's view for one forward: soft tokens are prepended by the caller, adapters
@@ -497,6 +625,13 @@ pub(crate) struct Step {
     /// Cached keys `[start, end)` whose keys and values are constants of a training graph
     /// (a detached prompt head): the attention's backward gives them no gradient.
     pub(crate) constant_keys: (usize, usize),
+    /// Whether the new positions are decoded tokens rather than a prompt's. On the CPU a
+    /// decoded position attends through [`DecodeAttention`] however many a pass feeds (a
+    /// row's forced tokens go in one pass alone, one per step in a batch), and a prompt's
+    /// through the fused [`CausalAttention`] however few a chunk holds (one, for the last
+    /// token of a prompt alone): each position then gets the same bits whichever pass and
+    /// batch compute it (issue 47).
+    pub(crate) decode: bool,
 }
 
 /// What one layer's attention may see: a step's mask, and the run of keys it hides per row;
@@ -506,12 +641,18 @@ pub(crate) struct Attend<'a> {
     mask: Option<&'a Tensor>,
     hidden: Option<&'a Arc<[(usize, usize)]>>,
     constant_keys: (usize, usize),
+    decode: bool,
 }
 
 impl Step {
     /// Plain causal attention at the cache's own positions.
     pub(crate) fn causal() -> Step {
-        Step { positions: None, mask: None, hidden: None, constant_keys: (0, 0) }
+        Step { positions: None, mask: None, hidden: None, constant_keys: (0, 0), decode: false }
+    }
+
+    /// Plain causal attention of decoded tokens at the cache's own positions.
+    pub(crate) fn decode() -> Step {
+        Step { decode: true, ..Step::causal() }
     }
 
     /// This step, with cached keys `keys` constants of the graph (see [`Step::constant_keys`]).
@@ -646,7 +787,7 @@ impl Backbone {
         let mut x = x.clone();
         for (i, block) in self.blocks.iter().enumerate() {
             let layer_cache = cache.as_mut().map(|c| &mut c.layers[i]);
-            let attend = Attend { mask: mask.as_ref(), hidden: step.hidden.as_ref(), constant_keys: step.constant_keys };
+            let attend = Attend { mask: mask.as_ref(), hidden: step.hidden.as_ref(), constant_keys: step.constant_keys, decode: step.decode };
             x = self.block_forward(i, block, &x, &cos, &sin, attend, layer_cache, past, role, mode)?;
         }
         if let Some(c) = cache {
@@ -658,6 +799,12 @@ impl Backbone {
     /// Logits `(.., vocab)` of final hidden states.
     pub(crate) fn logits(&self, hidden: &Tensor) -> Result<Tensor> {
         self.lm_head.matmul(hidden)
+    }
+
+    /// [`Backbone::logits`] for generation: each row's bits its own (see
+    /// [`Weight::matmul_rows`]), whatever rows share the call.
+    pub(crate) fn row_logits(&self, hidden: &Tensor) -> Result<Tensor> {
+        self.lm_head.matmul_rows(hidden)
     }
 
     fn rope_tables(
@@ -718,9 +865,9 @@ impl Backbone {
         let n_rep = n_h / n_kv;
 
         let h = rms_norm(x, &blk.attn_norm, cfg.rms_norm_eps, mode)?;
-        let q = blk.q.forward(&h, role.get(layer, 0))?;
-        let k = blk.k.forward(&h, role.get(layer, 1))?;
-        let v = blk.v.forward(&h, role.get(layer, 2))?;
+        let q = blk.q.forward(&h, role.get(layer, 0), mode)?;
+        let k = blk.k.forward(&h, role.get(layer, 1), mode)?;
+        let v = blk.v.forward(&h, role.get(layer, 2), mode)?;
         let q = q.reshape((b, q_len, n_h, hd))?.transpose(1, 2)?.contiguous()?;
         let k = k.reshape((b, q_len, n_kv, hd))?.transpose(1, 2)?.contiguous()?;
         let v = v.reshape((b, q_len, n_kv, hd))?.transpose(1, 2)?.contiguous()?;
@@ -752,16 +899,16 @@ impl Backbone {
         };
         let kv_len = k.dim(2)?;
 
-        // One query per head on the CPU, with no mask or one that hides a run of keys per row
-        // (decode, alone or batched): read the cache in place instead of packing it for two
-        // tiny matmuls, and skip the hidden keys instead of adding a mask and taking e^-1e9.
+        // Decoded tokens on the CPU, with no mask or one that hides a run of keys per row
+        // (alone or batched): read the cache in place instead of packing it for two tiny
+        // matmuls, and skip the hidden keys instead of adding a mask and taking e^-1e9.
         let plain = mask.is_none() || attend.hidden.is_some();
-        if mode == Mode::Fast && q_len == 1 && plain && q.device().is_cpu() && q.dtype() == DType::F32 {
+        if mode == Mode::Fast && attend.decode && plain && q.device().is_cpu() && q.dtype() == DType::F32 {
             let scale = 1.0 / (hd as f32).sqrt();
             let op = DecodeAttention { scale, hidden: attend.hidden.filter(|_| mask.is_some()).cloned() };
             let attn = q.apply_op3_no_bwd(&k, &v, &op)?;
-            let attn = attn.reshape((b, q_len, n_h * hd))?;
-            let x = (x + blk.o.forward(&attn, role.get(layer, 3))?)?;
+            let attn = attn.transpose(1, 2)?.reshape((b, q_len, n_h * hd))?;
+            let x = (x + blk.o.forward(&attn, role.get(layer, 3), mode)?)?;
             return self.mlp(layer, blk, &x, role, mode);
         }
 
@@ -806,16 +953,16 @@ impl Backbone {
             }
         };
         let attn = attn.reshape((b, n_h, q_len, hd))?.transpose(1, 2)?.reshape((b, q_len, n_h * hd))?;
-        let x = (x + blk.o.forward(&attn, role.get(layer, 3))?)?;
+        let x = (x + blk.o.forward(&attn, role.get(layer, 3), mode)?)?;
         self.mlp(layer, blk, &x, role, mode)
     }
 
     /// The block's second half: the gated MLP with its residual.
     fn mlp(&self, layer: usize, blk: &Block, x: &Tensor, role: &RoleView, mode: Mode) -> Result<Tensor> {
         let h = rms_norm(x, &blk.ffn_norm, self.cfg.rms_norm_eps, mode)?;
-        let gate = blk.gate.forward(&h, role.get(layer, 4))?;
-        let up = blk.up.forward(&h, role.get(layer, 5))?;
-        let mlp = blk.down.forward(&gated(&gate, &up, mode)?, role.get(layer, 6))?;
+        let gate = blk.gate.forward(&h, role.get(layer, 4), mode)?;
+        let up = blk.up.forward(&h, role.get(layer, 5), mode)?;
+        let mlp = blk.down.forward(&gated(&gate, &up, mode)?, role.get(layer, 6), mode)?;
         Ok((x + mlp)?)
     }
 }

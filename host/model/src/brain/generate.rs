@@ -321,15 +321,14 @@ impl Brain {
     /// Generates one continuation per prompt, row `i` sampled as `samplings[i]` says (its
     /// seed, temperature, top-p, token cap, stop strings and constraint, built for it alone),
     /// decoding the rows together: identical prompts are prefilled once, and a prefix common
-    /// to all prompts once. Every product and the decode attention work row by row, so a
-    /// row whose batch arithmetic is its batch-1 arithmetic (rows of one prompt, no padding,
-    /// nothing forced) gives its batch-1 output bit for bit. Left padding, a differently
-    /// chunked prefill and forced tokens (fed one per step in a batch, in one pass alone)
-    /// change the last bits of the f32 arithmetic; dense weights keep that below 1e-3 in
-    /// log-probability, but the quantized path rounds every activation to 8 bits, which
-    /// amplifies it (mean |Δ log π| ~1e-2 on SmolLM2), so a sampled row may drift from its
-    /// batch-1 run after a few dozen tokens. See `host/model/tests/batched_rows.rs`. Any
-    /// row's error fails the call; see [`Brain::generate_rows_each`].
+    /// to all prompts once. On the CPU a row's arithmetic is its own (issue 47): every
+    /// product works row by row, attention counts its blocks over the keys a row sees (its
+    /// padding left out), a prompt's positions attend through one kernel however the prefill
+    /// is cut into heads, tails and chunks, and decoded ones through another however many a
+    /// pass feeds. So a row gives its batch-1 output bit for bit whatever rows, padding and
+    /// prefix cache share its call (`host/model/tests/batched_rows.rs`, issue 47); elsewhere
+    /// (CUDA, bf16 activations) only up to rounding. Any row's error fails the call; see
+    /// [`Brain::generate_rows_each`].
     pub fn generate_rows(
         &mut self,
         role: Role,
@@ -373,7 +372,7 @@ impl Brain {
         let prefill_secs = start.elapsed().as_secs_f64();
         let backbone = self.gen_backbone(role).clone();
         let view = self.role_params(role).view(self.scale, true)?;
-        let mut logits = backbone.logits(&pre.last_hidden)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
+        let mut logits = backbone.row_logits(&pre.last_hidden)?.to_dtype(DType::F32)?.to_vec2::<f32>()?;
 
         // Each row's finished output (or its own error), its constraint and its sampler.
         let mut outs: Vec<Option<Result<Generation>>> = (0..b).map(|_| None).collect();
@@ -554,7 +553,7 @@ impl Brain {
             let step = decode_step(&next_pos, &pads, &pad_start, kv.len, fed, self.device())?;
             let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Fast)?;
             logits = backbone
-                .logits(&hidden.narrow(1, fed - 1, 1)?.squeeze(1)?)?
+                .row_logits(&hidden.narrow(1, fed - 1, 1)?.squeeze(1)?)?
                 .to_dtype(DType::F32)?
                 .to_vec2::<f32>()?;
             for p in next_pos.iter_mut() {
@@ -860,7 +859,7 @@ impl Brain {
     pub fn next_token_logits(&mut self, role: Role, prompts: &[Vec<u32>]) -> Result<Vec<Vec<f32>>> {
         let pre = self.prefill(role, prompts, prompts.len(), 0)?;
         let backbone = self.gen_backbone(role);
-        Ok(backbone.logits(&pre.last_hidden)?.to_vec2::<f32>()?)
+        Ok(backbone.row_logits(&pre.last_hidden)?.to_vec2::<f32>()?)
     }
 }
 
@@ -913,6 +912,7 @@ fn tail_step(pad_start: &[usize], pads: &[usize], past: usize, cols: std::ops::R
         mask: Some(Tensor::from_vec(mask, (b, 1, 1, q, keys), dev)?),
         hidden: Some(runs),
         constant_keys: (0, 0),
+        decode: false,
     })
 }
 
@@ -922,7 +922,7 @@ fn tail_step(pad_start: &[usize], pads: &[usize], past: usize, cols: std::ops::R
 fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], past: usize, q: usize, dev: &Device) -> Result<Step> {
     if pads.iter().all(|&p| p == 0) {
         // Every row is at the same position with nothing to hide: plain causal.
-        return Ok(Step::causal());
+        return Ok(Step::decode());
     }
     let n = next_pos.len();
     let kv = past + q;
@@ -943,6 +943,7 @@ fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], past: usiz
         mask: Some(Tensor::from_vec(mask, (n, 1, 1, q, kv), dev)?),
         hidden,
         constant_keys: (0, 0),
+        decode: true,
     })
 }
 
