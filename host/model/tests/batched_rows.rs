@@ -375,3 +375,89 @@ fn time_16_constrained_rows_batched_and_one_at_a_time() {
         single_tokens as f64 / single
     );
 }
+
+/// Issue 47, greedy means reproducible: a row's arithmetic may not depend on the rows beside
+/// it. Six prompts of two domains and several lengths (sharing the chat template, a domain or
+/// a task text with each other, and one sharing nothing but the template), each decoded
+/// greedily alone, beside 2, 7 and 15 other rows (other padding, other prefix groups, other
+/// orders, rows retiring at other steps), give the same next-token logits and
+/// log-probabilities bit for bit and the same tokens, forced tokens and adapters included.
+fn assert_greedy_rows_are_batch_invariant(mut brain: Brain) {
+    perturb_adapters(&brain);
+    let greedy = |constraint: Option<ConstraintSpec>, max_tokens| SamplingConfig { temperature: 0.0, max_tokens, constraint, ..Default::default() };
+    let chat = |brain: &Brain, user: &str| brain.encode(&brain.chat_prompt("You answer briefly.", user)).unwrap();
+    let mut prompts: Vec<Vec<u32>> = vec![
+        domain_prompt(&brain, DOMAIN, TASKS[0]),
+        domain_prompt(&brain, LONG_DOMAIN, TASKS[2]),
+        domain_prompt(&brain, DOMAIN, TASKS[1]),
+        chat(&brain, "Name three primary colors."),
+        domain_prompt(&brain, LONG_DOMAIN, TASKS[0]),
+        domain_prompt(&brain, DOMAIN, TASKS[2]),
+    ];
+    let mut samplings = vec![
+        greedy(Some(spec()), 40),
+        greedy(Some(domain_spec(LONG_DOMAIN)), 40),
+        greedy(Some(spec()), 40),
+        greedy(None, 40),
+        greedy(Some(domain_spec(LONG_DOMAIN)), 40),
+        greedy(Some(spec()), 40),
+    ];
+    let checked = prompts.len();
+    // Ten neighbours of other lengths and caps (their rows retire at other steps).
+    for k in 0..10 {
+        let task = format!("{} (Task {k}.)", TASKS[k % 3].repeat(1 + k % 2));
+        match k % 5 {
+            4 => prompts.push(chat(&brain, &format!("Count to {}.", 3 + k))),
+            _ => prompts.push(domain_prompt(&brain, if k % 2 == 0 { DOMAIN } else { LONG_DOMAIN }, &task)),
+        }
+        samplings.push(match k % 5 {
+            4 => greedy(None, 12 + 3 * k),
+            _ if k % 2 == 0 => greedy(Some(spec()), 12 + 3 * k),
+            _ => greedy(Some(domain_spec(LONG_DOMAIN)), 12 + 3 * k),
+        });
+    }
+    let lens: Vec<usize> = prompts.iter().map(Vec::len).collect();
+    assert!(lens.iter().collect::<std::collections::BTreeSet<_>>().len() >= 12, "rows of many lengths: {lens:?}");
+    let pick = |rows: &[usize]| -> (Vec<Vec<u32>>, Vec<SamplingConfig>) {
+        (rows.iter().map(|&i| prompts[i].clone()).collect(), rows.iter().map(|&i| samplings[i].clone()).collect())
+    };
+    // Batches of 16, 8 (the checked rows in another order among two neighbours) and 3 rows.
+    let batches: Vec<Vec<usize>> = vec![(0..16).collect(), vec![9, 5, 2, 14, 0, 4, 1, 3], vec![4, 0, 3]];
+    let mut runs = Vec::new();
+    for rows in &batches {
+        let (p, s) = pick(rows);
+        let logits = brain.next_token_logits(Role::Actor, &p).unwrap();
+        let generated = brain.generate_rows(Role::Actor, &p, &s).unwrap();
+        runs.push((rows, logits, generated));
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let mut forced = 0;
+    for i in 0..checked {
+        let (p, s) = pick(&[i]);
+        let alone_logits = brain.next_token_logits(Role::Actor, &p).unwrap().remove(0);
+        let alone = brain.generate_rows(Role::Actor, &p, &s).unwrap().remove(0);
+        assert!(!alone.tokens.is_empty(), "row {i}");
+        for (rows, logits, generated) in &runs {
+            let Some(at) = rows.iter().position(|&r| r == i) else { continue };
+            let what = format!("row {i} of {}", rows.len());
+            let differ = logits[at].iter().zip(&alone_logits).filter(|(a, b)| a.to_bits() != b.to_bits()).count();
+            assert_eq!(differ, 0, "{what}: {differ} next-token logits differ from the row's alone");
+            same_row(&what, &generated[at], &alone, 0.0);
+            assert_eq!(bits(&generated[at].logprobs), bits(&alone.logprobs), "{what}: log-probabilities");
+        }
+        forced += alone.constraint.as_ref().map_or(0, |c| c.forced);
+    }
+    assert!(forced >= 4, "only {forced} forced tokens: the test needs some");
+}
+
+#[test]
+fn issue_47_greedy_rows_are_batch_invariant_on_the_samplers_weights() {
+    let Some(brain) = smol(ModelConfig::test_model()) else { return };
+    assert_greedy_rows_are_batch_invariant(brain);
+}
+
+#[test]
+fn issue_47_greedy_rows_are_batch_invariant_on_dense_weights() {
+    let Some(brain) = smol(ModelConfig { train_backbone: true, ..ModelConfig::test_model() }) else { return };
+    assert_greedy_rows_are_batch_invariant(brain);
+}
