@@ -125,7 +125,7 @@ impl RoleParams {
             .iter()
             .map(|layer| {
                 let v: Vec<Option<LoraPair>> =
-                    layer.iter().map(|p| p.as_ref().map(|(a, b)| LoraPair { a: t(a), b: t(b) })).collect();
+                    layer.iter().map(|p| p.as_ref().map(|(a, b)| LoraPair::new(t(a), t(b)))).collect();
                 v.try_into().expect("seven slots")
             })
             .collect();

@@ -11,7 +11,7 @@
 
 use std::sync::{
     atomic::{AtomicUsize, Ordering},
-    Arc,
+    Arc, OnceLock,
 };
 
 use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
@@ -196,7 +196,7 @@ impl Linear {
         }
         if let (Some((pair, scale)), Mode::Fast) = (lora, mode) {
             if x.device().is_cpu() && x.dtype() == DType::F32 {
-                let delta = x.contiguous()?.apply_op1_no_bwd(&LoraRows::new(pair, scale)?)?;
+                let delta = x.contiguous()?.apply_op1_no_bwd(&*pair.rows(scale)?)?;
                 return Ok((y + delta)?);
             }
         }
@@ -236,6 +236,26 @@ pub const LORA_TARGETS: [&str; 7] =
 pub(crate) struct LoraPair {
     pub(crate) a: Tensor,
     pub(crate) b: Tensor,
+    /// A and B laid out for [`LoraRows`], made on the first generation product and kept for
+    /// the view's life (one call), instead of copied on every token's product.
+    rows: OnceLock<Arc<LoraRows>>,
+}
+
+impl LoraPair {
+    pub(crate) fn new(a: Tensor, b: Tensor) -> LoraPair {
+        LoraPair { a, b, rows: OnceLock::new() }
+    }
+
+    /// The pair as [`LoraRows`] at `scale`. A view has one scale, so the first call's
+    /// layout serves every later one; a different scale is rebuilt, not reused.
+    fn rows(&self, scale: f64) -> Result<Arc<LoraRows>> {
+        if let Some(rows) = self.rows.get().filter(|r| r.scale == scale) {
+            return Ok(rows.clone());
+        }
+        let rows = Arc::new(LoraRows::new(self, scale)?);
+        let _ = self.rows.set(rows.clone());
+        Ok(rows)
+    }
 }
 
 /// A LoRA pair's `s · (x · Aᵀ) · Bᵀ` on the CPU, row by row in one fixed order. Through
@@ -249,6 +269,14 @@ struct LoraRows {
     /// outputs add one rank at a time in vector lanes.
     sbt: Vec<f32>,
     rank: usize,
+    /// The `s` folded into `sbt`.
+    scale: f64,
+}
+
+impl std::fmt::Debug for LoraRows {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoraRows").field("rank", &self.rank).field("scale", &self.scale).finish_non_exhaustive()
+    }
 }
 
 impl LoraRows {
@@ -259,7 +287,7 @@ impl LoraRows {
         let b = pair.b.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
         let s = scale as f32;
         let sbt = (0..rank * out).map(|i| s * b[(i % out) * rank + i / out]).collect();
-        Ok(LoraRows { a, sbt, rank })
+        Ok(LoraRows { a, sbt, rank, scale })
     }
 }
 
