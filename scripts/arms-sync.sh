@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies the 1.5B arms' small files from their run folders into results/ for committing:
 # config, metrics, curves, the episode log gzipped, held-out lines and each held-out
-# evaluation's report (not its trace). Rerun as the arms go; it copies only what exists.
+# evaluation's report (not its trace), and the same of its post-hoc evaluations. Rerun as the arms go; it copies only what exists.
 #   scripts/arms-sync.sh            RUNS=/work/runs by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,18 @@ for run in "$RUNS"/train-1.5b-*/; do
     dest=$out/heldout/$(basename "$eval")
     mkdir -p "$dest"
     find "$eval" -maxdepth 1 -type f ! -name trace.jsonl -exec cp {} "$dest"/ \;
+  done
+  # Post-hoc evaluations (`onebrain posthoc`): each set's rows and reports, not traces.
+  for rows in "$run"/posthoc/*.jsonl; do
+    [ -f "$rows" ] || continue
+    set=$(basename "$rows" .jsonl)
+    mkdir -p "$out/posthoc" && cp "$rows" "$out/posthoc/"
+    for eval in "$run"/posthoc/"$set"/update-*/; do
+      [ -d "$eval" ] || continue
+      dest=$out/posthoc/$set/$(basename "$eval")
+      mkdir -p "$dest"
+      find "$eval" -maxdepth 1 -type f ! -name trace.jsonl -exec cp {} "$dest"/ \;
+    done
   done
   echo "arms-sync: $out"
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a training run's own episodes say about faithfulness, update by update (issue 47).
 
-    scripts/train-stream.py RUN/episodes.jsonl[.gz] [--window 5]
+    scripts/train-stream.py RUN/episodes.jsonl[.gz] [--window 5] [--by-domain]
 
 Training sees only the solver, yet every episode it writes carries `fact_agreement`: its
 answer against the generated task's reference problem under the renaming of objects that
@@ -18,6 +18,8 @@ Each window's tasks are new (the stream never repeats a task), so windows differ
 tasks as well as by the policy. Shares of episodes come with a 95 % Wilson interval; episodes
 of one task share a group, so the intervals are somewhat too narrow. Updates are numbered as
 `metrics.jsonl` numbers them, from 1; a running update's episodes count in the last row.
+`--by-domain` adds a table of exact answers and solved ones per domain and window: a run can
+learn to solve a domain's tasks while its exact answers there fall.
 """
 import argparse
 import gzip
@@ -45,9 +47,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("episodes")
     ap.add_argument("--window", type=int, default=5, help="updates per row (default 5)")
+    ap.add_argument("--by-domain", action="store_true", help="also exact / solved per domain")
     args = ap.parse_args()
     opener = gzip.open if args.episodes.endswith(".gz") else open
     rows = defaultdict(lambda: defaultdict(int))
+    # (window, domain) -> counts, for --by-domain.
+    domains = defaultdict(lambda: defaultdict(int))
     with opener(args.episodes, "rt") as f:
         for line in f:
             if not line.strip():
@@ -61,7 +66,11 @@ def main():
             w["n"] += 1
             w["solved"] += bool(r.get("b0"))
             w["last"] = max(w["last"], update)
+            d = domains[((update - 1) // args.window, r["domain"])]
+            d["n"] += 1
+            d["solved"] += bool(r.get("b0"))
             fa = r.get("fact_agreement")
+            d["exact"] += bool(fa) and exact(fa)
             if not fa:
                 w["no_agreement"] += 1
                 continue
@@ -82,6 +91,17 @@ def main():
             f"| {ratio(w['init_shared'], w['init_candidate'])} / {ratio(w['init_shared'], w['init_reference'])} "
             f"| {ratio(w['goal_shared'], w['goal_candidate'])} / {ratio(w['goal_shared'], w['goal_reference'])} |"
         )
+    if args.by_domain:
+        names = sorted({name for _, name in domains})
+        print("\nExact answers / solved ones, of each domain's episodes in the window:\n")
+        print("| updates | " + " | ".join(names) + " |")
+        print("|---|" + "---:|" * len(names))
+        for i in sorted(rows):
+            cells = []
+            for name in names:
+                d = domains[(i, name)]
+                cells.append(f"{d['exact']} / {d['solved']} of {d['n']}" if d["n"] else "–")
+            print(f"| {i * args.window + 1}–{rows[i]['last']} | " + " | ".join(cells) + " |")
     missing = sum(w["no_agreement"] for w in rows.values())
     if missing:
         print(f"\n{missing} episode(s) carry no fact agreement (no PDDL, or no reference) and count as not exact.")
