@@ -12,6 +12,10 @@
 # with `onebrain compare --set eval-heldout RUN...`.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 RUN [RUN...]" >&2; exit 2; }
+# The run folders as absolute paths: the script runs from the repository's root.
+runs=()
+for run in "$@"; do runs+=("$(realpath "$run")"); done
+set -- "${runs[@]}"
 cd "$(dirname "$0")/.."
 bin=${ONEBRAIN_BIN:-target/release/onebrain}
 updates=${UPDATES:-0,10,20,30,40}
