@@ -95,7 +95,10 @@ pub fn evaluate_update(
     rows.push(row.clone());
     rows.sort_by_key(|r| r.update);
     let text: String = rows.iter().map(|r| serde_json::to_string(r).expect("a row serialises") + "\n").collect();
-    std::fs::write(&log, text).map_err(|e| TrainError::io(&log, e))?;
+    // Through a temporary file and a rename, so that a kill mid-write keeps the old rows.
+    let tmp = log.with_extension("jsonl.partial");
+    std::fs::write(&tmp, text).map_err(|e| TrainError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &log).map_err(|e| TrainError::io(&log, e))?;
     Ok(row)
 }
 

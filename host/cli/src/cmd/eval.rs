@@ -75,7 +75,28 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
 }
 
 fn run_planning(cfg: &EvalConfig, base: &std::path::Path, shard: Option<Shard>, verbose: bool) -> anyhow::Result<()> {
-    let outcome = run_eval(cfg, base, shard, &mut |p| match p {
+    let outcome = run_eval(cfg, base, shard, &mut |p| print_progress(p, verbose))?;
+    outln!("{}\n", outcome.summary)?;
+    outln!(
+        "ran {} episode(s), {} found in the trace",
+        outcome.ran, outcome.skipped
+    )?;
+    outln!("trace:  {}", outcome.trace_path.display())?;
+    outln!("report: {}", outcome.report_paths.markdown.display())?;
+    if let Some(s) = shard {
+        outln!("shard {s}: when every shard is done, `onebrain eval --config C --merge` writes the run's report")?;
+    }
+    // A run with no answer at all (every request refused) is a set-up error, not 0 % (issue 46).
+    if let Some(e) = outcome.no_answers() {
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// An eval's progress on stderr: the plan, a line per finished episode, and with `verbose`
+/// every step (`onebrain eval`, and `onebrain posthoc`'s evaluations).
+pub(super) fn print_progress(p: &Progress, verbose: bool) {
+    match p {
         Progress::Planned {
             total,
             done,
@@ -98,20 +119,5 @@ fn run_planning(cfg: &EvalConfig, base: &std::path::Path, shard: Option<Shard>, 
             errln!("{}", progress_line(*done, *total, record));
             let _ = std::io::stderr().flush();
         }
-    })?;
-    outln!("{}\n", outcome.summary)?;
-    outln!(
-        "ran {} episode(s), {} found in the trace",
-        outcome.ran, outcome.skipped
-    )?;
-    outln!("trace:  {}", outcome.trace_path.display())?;
-    outln!("report: {}", outcome.report_paths.markdown.display())?;
-    if let Some(s) = shard {
-        outln!("shard {s}: when every shard is done, `onebrain eval --config C --merge` writes the run's report")?;
     }
-    // A run with no answer at all (every request refused) is a set-up error, not 0 % (issue 46).
-    if let Some(e) = outcome.no_answers() {
-        return Err(e.into());
-    }
-    Ok(())
 }

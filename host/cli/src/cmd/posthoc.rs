@@ -1,9 +1,6 @@
 //! `onebrain posthoc`: a training run's kept checkpoints evaluated afterwards on an eval
 //! config's tasks, a row per update in `RUN/posthoc/SET.jsonl` (`compare --set SET`).
 
-use std::io::Write;
-
-use onebrain_eval::{progress_line, Progress};
 use onebrain_train::{evaluate_update, posthoc_dir, posthoc_rows_path, set_name};
 
 use crate::flags::PosthocArgs;
@@ -23,14 +20,7 @@ pub fn run(args: PosthocArgs) -> anyhow::Result<()> {
                     cfg.in_flight = n as usize;
                 }
             },
-            &mut |p| match p {
-                Progress::Planned { total, done, .. } => errln!("{total} episodes, {done} already in the trace"),
-                Progress::Finished { done, total, record } => {
-                    errln!("{}", progress_line(*done, *total, record));
-                    let _ = std::io::stderr().flush();
-                }
-                Progress::Event(_) => {}
-            },
+            &mut |p| super::eval::print_progress(p, false),
         )?;
         outln!("{}", row.line())?;
     }
