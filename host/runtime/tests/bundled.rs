@@ -23,11 +23,11 @@ fn plugins_check_passes_for_every_bundled_plugin() {
     for info in reg.list() {
         let report = reg.check(&host, &info.name).unwrap();
         assert!(report.ok, "{}: {:?}", info.name, report.error);
-        assert_eq!(report.api_version.as_deref(), Some("0.3.0"));
+        assert_eq!(report.api_version.as_deref(), Some("0.4.0"));
         assert!(!report.smoke.is_empty());
     }
     let details = reg.inspect("blocksworld").unwrap();
-    assert_eq!(details.api_version.as_deref(), Some("0.3.0"));
+    assert_eq!(details.api_version.as_deref(), Some("0.4.0"));
     assert_eq!(details.sha256.as_ref().map(String::len), Some(64));
 }
 
