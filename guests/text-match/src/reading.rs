@@ -107,6 +107,8 @@ pub struct FactReading {
     pub atom: Atom,
     /// False for a negative goal literal.
     pub positive: bool,
+    /// Where it is: the atom's `(`, or a goal literal's.
+    pub span: Span,
     /// The named objects its arguments stand for, in PDDL order; `None` when one of them
     /// names nothing in the text.
     pub mentions: Option<Vec<usize>>,
@@ -184,7 +186,7 @@ impl Reading {
             .filter(|a| seen.insert(a.to_string().to_ascii_lowercase()))
             .map(|a| {
                 let (mentions, said) = check(a, false);
-                FactReading { atom: a.clone(), positive: true, mentions, said }
+                FactReading { atom: a.clone(), positive: true, span: a.span, mentions, said }
             })
             .collect();
         let mut seen = BTreeSet::new();
@@ -200,7 +202,7 @@ impl Reading {
                 } else {
                     (None, false)
                 };
-                FactReading { atom: l.atom.clone(), positive: l.positive, mentions, said }
+                FactReading { atom: l.atom.clone(), positive: l.positive, span: l.span, mentions, said }
             })
             .collect();
         Reading { objects, init, goal, covered }
