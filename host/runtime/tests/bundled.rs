@@ -11,7 +11,7 @@ use onebrain_runtime::{InstancePolicy, Limits, PluginErrorKind, WasmDomainAdapte
 #[test]
 fn plugins_list_shows_the_bundled_plugins() {
     let names: Vec<String> = common::registry().list().into_iter().filter(|p| p.built).map(|p| p.name).collect();
-    for want in ["blocksworld", "mystery-blocksworld", "logistics", "gripper", "paper-rewards", "fd-diagnostics"] {
+    for want in ["blocksworld", "mystery-blocksworld", "logistics", "gripper", "paper-rewards", "fd-diagnostics", "text-diagnostics"] {
         assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
     }
 }
