@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 /// The WIT version this SDK speaks; written into every plugin's
 /// `onebrain:api-version` custom section, read by the host before it instantiates.
-const API_VERSION: &str = "0.3.0";
+const API_VERSION: &str = "0.4.0";
 
 const WORLDS: [(&str, &str); 4] = [
     ("reward", "__onebrain_wit_reward"),

@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `reward` | [`Reward`] | [`export_reward!`] |
 //! | `domain-adapter` | [`DomainAdapter`] | [`export_domain_adapter!`] |
-//! | `diagnostic-parser` | [`DiagnosticParser`] | [`export_diagnostic_parser!`] |
+//! | `diagnostic-parser` | [`DiagnosticParser`] (`parse` the planner's output, `review` a spec against the task text) | [`export_diagnostic_parser!`] |
 //! | `faithfulness-checker` | [`FaithfulnessChecker`] | [`export_faithfulness_checker!`] |
 //!
 //! The plugin type must implement [`Default`]; one value lives for the life
@@ -127,6 +127,24 @@ pub mod __private {
                 severity: $crate::__onebrain_enum!(d.severity, $w::Severity => $crate::Severity, [Error, Warning]),
                 message: d.message,
                 file: d.file.map(|f| $crate::__onebrain_enum!(f, $w::SpecFile => $crate::SpecFile, [Domain, Problem, Plan])),
+                line: d.line,
+                column: d.column,
+            }
+        }};
+    }
+
+    /// An SDK `Diagnostic` as a WIT `diagnostic` (of the bindings module `$w`).
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __onebrain_diagnostic_to_wit {
+        ($d:expr, $w:ident) => {{
+            let d = $d;
+            $w::Diagnostic {
+                category: $crate::__onebrain_enum!(d.category, $crate::Category => $w::Category,
+                    [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
+                severity: $crate::__onebrain_enum!(d.severity, $crate::Severity => $w::Severity, [Error, Warning]),
+                message: d.message,
+                file: d.file.map(|f| $crate::__onebrain_enum!(f, $crate::SpecFile => $w::SpecFile, [Domain, Problem, Plan])),
                 line: d.line,
                 column: d.column,
             }
@@ -310,18 +328,22 @@ macro_rules! export_diagnostic_parser {
                 let native: ::std::vec::Vec<$crate::Diagnostic> =
                     native.into_iter().map(|d| $crate::__onebrain_diagnostic_from_wit!(d, w)).collect();
                 let out = __ONEBRAIN_PLUGIN.with(|p| $crate::DiagnosticParser::parse(p, &raw, &native))?;
-                Ok(out
-                    .into_iter()
-                    .map(|d| w::Diagnostic {
-                        category: $crate::__onebrain_enum!(d.category, $crate::Category => w::Category,
-                            [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
-                        severity: $crate::__onebrain_enum!(d.severity, $crate::Severity => w::Severity, [Error, Warning]),
-                        message: d.message,
-                        file: d.file.map(|f| $crate::__onebrain_enum!(f, $crate::SpecFile => w::SpecFile, [Domain, Problem, Plan])),
-                        line: d.line,
-                        column: d.column,
-                    })
-                    .collect())
+                Ok(out.into_iter().map(|d| $crate::__onebrain_diagnostic_to_wit!(d, w)).collect())
+            }
+            fn review(
+                task_text: ::std::string::String,
+                candidate: __onebrain_bindings::onebrain::plugin::types::Spec,
+                found: ::std::vec::Vec<__onebrain_bindings::onebrain::plugin::types::Diagnostic>,
+            ) -> ::core::result::Result<
+                ::std::vec::Vec<__onebrain_bindings::onebrain::plugin::types::Diagnostic>,
+                ::std::string::String,
+            > {
+                use __onebrain_bindings::onebrain::plugin::types as w;
+                let candidate = $crate::Spec { domain: candidate.domain, problem: candidate.problem };
+                let found: ::std::vec::Vec<$crate::Diagnostic> =
+                    found.into_iter().map(|d| $crate::__onebrain_diagnostic_from_wit!(d, w)).collect();
+                let out = __ONEBRAIN_PLUGIN.with(|p| $crate::DiagnosticParser::review(p, &task_text, &candidate, &found))?;
+                Ok(out.into_iter().map(|d| $crate::__onebrain_diagnostic_to_wit!(d, w)).collect())
             }
         }
         __onebrain_bindings::export!(__OnebrainExport with_types_in __onebrain_bindings);

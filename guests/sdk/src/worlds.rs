@@ -44,12 +44,26 @@ pub trait DomainAdapter {
     }
 }
 
-/// The `diagnostic-parser` world: the planner's raw output to categorised diagnostics.
+/// The `diagnostic-parser` world: what the verifier saw, as categorised diagnostics for
+/// the Editor. Serve `parse` (the planner's raw output), `review` (the spec against the
+/// task's text), or both.
 pub trait DiagnosticParser {
     /// Categorises `raw`; `native` is what the host's own checks found.
-    /// An empty answer means "nothing to add".
+    /// An empty answer means "nothing to add". Called for the config's
+    /// `diagnostic-parser` whenever the planner ran and found no plan.
     fn parse(&self, raw: &SolverOutput, native: &[Diagnostic]) -> Result<Vec<Diagnostic>> {
         let _ = (raw, native);
+        Ok(Vec::new())
+    }
+
+    /// What in `candidate` disagrees with `task_text`, the task's own statement; `found`
+    /// is what the verifier already said about `candidate`. Called for each of the
+    /// config's `diagnostic-reviewers` on every unsolved spec (which may not parse); the
+    /// answer is appended to the spec's diagnostics and reaches the Editor's prompt.
+    /// Answer few short lines, worst first (the Editor sees eight diagnostics in all);
+    /// at most 16, none with an empty message. An empty answer means "nothing to add".
+    fn review(&self, task_text: &str, candidate: &Spec, found: &[Diagnostic]) -> Result<Vec<Diagnostic>> {
+        let _ = (task_text, candidate, found);
         Ok(Vec::new())
     }
 }

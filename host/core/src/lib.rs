@@ -144,6 +144,15 @@ impl Verdict {
 pub trait Verifier: Send + Sync {
     /// Verifies one spec.
     fn verify(&self, spec: &Spec) -> Verdict;
+
+    /// Verifies a spec written for the task stated by `task_text` (x). A verifier that
+    /// reads the text (one with diagnostic reviewers) may add diagnostics about what in the
+    /// spec disagrees with it; b, the outcome and the plan are [`Verifier::verify`]'s. The
+    /// episode calls this one. By default the text is not read.
+    fn verify_task(&self, task_text: &str, spec: &Spec) -> Verdict {
+        let _ = task_text;
+        self.verify(spec)
+    }
 }
 
 /// Which role wrote a step's spec.
@@ -523,9 +532,17 @@ pub trait DomainAdapter: Send + Sync {
     fn describe(&self, problem_pddl: &str) -> Result<String, BoxError>;
 }
 
-/// Turns the planner's raw output into categorised diagnostics.
+/// Turns what the verifier saw into categorised diagnostics: the planner's raw output, and
+/// a spec read against the task's text.
 pub trait DiagnosticParser: Send + Sync {
     /// Categorises `raw`, given what the native checks already found.
     fn parse(&self, raw: &SolverOutput, native: &[Diagnostic])
         -> Result<Vec<Diagnostic>, BoxError>;
+
+    /// What in `candidate` disagrees with `task_text`, given what the verifier already
+    /// found (`found`). By default nothing: a parser that only reads the planner's output.
+    fn review(&self, task_text: &str, candidate: &Spec, found: &[Diagnostic]) -> Result<Vec<Diagnostic>, BoxError> {
+        let _ = (task_text, candidate, found);
+        Ok(Vec::new())
+    }
 }

@@ -180,7 +180,7 @@ pub fn run_episode<M: LanguageModel + ?Sized>(
         }
         let response = match &request {
             Request::Done => break,
-            Request::Verify { spec } => Response::Verified(verifier.verify(spec)),
+            Request::Verify { spec } => Response::Verified(verifier.verify_task(&episode.task().text, spec)),
             other => serve_model(model, other).expect("a model request"),
         };
         request = episode.resume(response);
@@ -258,6 +258,7 @@ where
             // 2. Hand verifications to the pool; take verdicts that are ready.
             for (i, s) in slots.iter_mut().enumerate() {
                 if let Some(Slot {
+                    episode,
                     request: Request::Verify { spec },
                     waiting: waiting @ false,
                     ..
@@ -266,7 +267,9 @@ where
                     *waiting = true;
                     let pool = pool.clone();
                     let spec = spec.clone();
-                    verifying.spawn(async move { (i, pool.verify(spec).await) });
+                    // The task text, for a verifier with diagnostic reviewers (none by default).
+                    let text = episode.task().text.clone();
+                    verifying.spawn(async move { (i, pool.verify_task(text, spec).await) });
                 }
             }
             while let Some(joined) = verifying.try_join_next() {

@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use onebrain_core::{Checker, DomainAdapter, Reward, Task, Verifier};
+use onebrain_core::{Checker, DiagnosticParser, DomainAdapter, Reward, Task, Verifier};
 use onebrain_model::Brain;
-use onebrain_verifier::PlanningVerifier;
+use onebrain_verifier::{PlanningVerifier, ReviewedVerifier};
 
 use crate::config::{CheckerChoice, SolveConfig};
 use crate::driver::Finalizer;
@@ -66,13 +66,21 @@ impl Services {
         if let Some(p) = plugins.diagnostic_parser.clone() {
             verifier = verifier.with_diagnostic_parser(p);
         }
+        // With `diagnostic-reviewers` (none by default), each unsolved spec is also read
+        // against the task's text, and what the reviewers find reaches the Editor.
+        let verifier: Arc<dyn Verifier> = if plugins.diagnostic_reviewers.is_empty() {
+            Arc::new(verifier)
+        } else {
+            let reviewers = plugins.diagnostic_reviewers.iter().map(|r| Arc::clone(r) as Arc<dyn DiagnosticParser>).collect();
+            Arc::new(ReviewedVerifier::new(Arc::new(verifier), reviewers))
+        };
         let checker: Option<Arc<dyn Checker>> = match cfg.checker {
             CheckerChoice::Plugin => plugins.checker.clone().map(|c| c as Arc<dyn Checker>),
             CheckerChoice::Native => Some(Arc::new(onebrain_faithful::ReferenceChecker::default())),
             CheckerChoice::None => None,
         };
         Ok(Services {
-            verifier: Arc::new(verifier),
+            verifier,
             domains: plugins
                 .domains
                 .iter()

@@ -17,7 +17,7 @@ use crate::manifest::{CallBudget, World};
 use crate::state::StoreState;
 use crate::validate;
 use crate::wit::latest::{self, diagnostic_parser as dp, domain_adapter as da, faithfulness_checker as fc, reward as rw};
-use crate::wit::{since_v0_1_0, since_v0_2_0, ApiVersion};
+use crate::wit::{since_v0_1_0, since_v0_2_0, since_v0_3_0, ApiVersion};
 
 macro_rules! world_bindings {
     ($bindings:ty, $pre:ident, $world:expr) => {
@@ -40,11 +40,13 @@ use fc::FaithfulnessCheckerPre;
 use rw::RewardPre;
 use since_v0_1_0::reward::RewardPre as RewardPreV0_1_0;
 use since_v0_2_0::faithfulness_checker::FaithfulnessCheckerPre as FaithfulnessCheckerPreV0_2_0;
+use since_v0_3_0::diagnostic_parser::DiagnosticParserPre as DiagnosticParserPreV0_3_0;
 
 world_bindings!(rw::Reward, RewardPre, World::Reward);
 world_bindings!(since_v0_1_0::reward::Reward, RewardPreV0_1_0, World::Reward);
 world_bindings!(da::DomainAdapter, DomainAdapterPre, World::DomainAdapter);
 world_bindings!(dp::DiagnosticParser, DiagnosticParserPre, World::DiagnosticParser);
+world_bindings!(since_v0_3_0::diagnostic_parser::DiagnosticParser, DiagnosticParserPreV0_3_0, World::DiagnosticParser);
 world_bindings!(fc::FaithfulnessChecker, FaithfulnessCheckerPre, World::FaithfulnessChecker);
 world_bindings!(
     since_v0_2_0::faithfulness_checker::FaithfulnessChecker,
@@ -94,7 +96,7 @@ pub struct WasmReward {
 }
 
 /// The bindings a reward plugin is called through, by the API version it was built for
-/// (0.2.0's reward world is 0.3.0's).
+/// (0.2.0's reward world is 0.3.0's and 0.4.0's).
 enum RewardSlot {
     V0_1_0(Slot<since_v0_1_0::reward::Reward>),
     Latest(Slot<rw::Reward>),
@@ -105,7 +107,7 @@ impl WasmReward {
     pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
         let slot = match plugin.api_version {
             ApiVersion::V0_1_0 => RewardSlot::V0_1_0(Slot::new(plugin, policy)?),
-            ApiVersion::V0_2_0 | ApiVersion::V0_3_0 => RewardSlot::Latest(Slot::new(plugin, policy)?),
+            ApiVersion::V0_2_0 | ApiVersion::V0_3_0 | ApiVersion::V0_4_0 => RewardSlot::Latest(Slot::new(plugin, policy)?),
         };
         Ok(WasmReward { slot })
     }
@@ -206,25 +208,85 @@ impl DomainAdapter for WasmDomainAdapter {
     }
 }
 
-/// A `diagnostic-parser` plugin as a [`DiagnosticParser`].
+/// A `diagnostic-parser` plugin as a [`DiagnosticParser`], of any API version: one built
+/// before 0.4.0 has `parse` only (its `review` answers nothing), a 0.4.0 one also reviews a
+/// spec against the task's text.
 pub struct WasmDiagnosticParser {
-    slot: Slot<dp::DiagnosticParser>,
+    slot: ParserSlot,
+}
+
+/// The bindings a diagnostic parser is called through: 0.4.0's world has `review`, 0.1.0's
+/// to 0.3.0's (the same world) do not.
+enum ParserSlot {
+    V0_3_0(Slot<since_v0_3_0::diagnostic_parser::DiagnosticParser>),
+    Latest(Slot<dp::DiagnosticParser>),
 }
 
 impl WasmDiagnosticParser {
     /// Wraps `plugin`, which must implement the `diagnostic-parser` world.
     pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
-        Ok(WasmDiagnosticParser { slot: Slot::new(plugin, policy)? })
+        let slot = match plugin.api_version {
+            ApiVersion::V0_1_0 | ApiVersion::V0_2_0 | ApiVersion::V0_3_0 => ParserSlot::V0_3_0(Slot::new(plugin, policy)?),
+            ApiVersion::V0_4_0 => ParserSlot::Latest(Slot::new(plugin, policy)?),
+        };
+        Ok(WasmDiagnosticParser { slot })
+    }
+
+    /// Wraps `plugin` as a reviewer (a config's `diagnostic-reviewers`): it must implement
+    /// the `diagnostic-parser` world of 0.4.0 or later, which has `review`. An older one is
+    /// refused with its name, the version it was built for and what to do.
+    pub fn reviewer(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
+        let parser = Self::new(plugin, policy)?;
+        if let ParserSlot::V0_3_0(_) = parser.slot {
+            return Err(PluginError::new(
+                plugin.id(),
+                crate::PluginErrorKind::WorldMismatch {
+                    world: "diagnostic-parser".into(),
+                    reason: format!(
+                        "it was built for onebrain:plugin@{}, whose diagnostic parsers have no `review` \
+                         (new in 0.4.0), so it cannot be a diagnostic reviewer; rebuild it with onebrain-sdk 0.4.0",
+                        plugin.api_version.as_str()
+                    ),
+                },
+            ));
+        }
+        Ok(parser)
     }
 
     /// [`DiagnosticParser::parse`] with the typed error.
     pub fn try_parse(&self, raw: &SolverOutput, native: &[Diagnostic]) -> Result<Vec<Diagnostic>, PluginError> {
-        let raw = latest::diag::solver_output(raw);
-        let native: Vec<_> = native.iter().map(latest::diag::to_wit).collect();
-        let limits = self.slot.limits();
-        self.slot.call(
-            |b, store| b.call_parse(store, &raw, &native),
-            |out| Ok(validate::diagnostics(out.into_iter().map(latest::diag::from_wit).collect(), limits)),
+        match &self.slot {
+            ParserSlot::Latest(slot) => {
+                let raw = latest::diag::solver_output(raw);
+                let native: Vec<_> = native.iter().map(latest::diag::to_wit).collect();
+                let limits = slot.limits();
+                slot.call(
+                    |b, store| b.call_parse(store, &raw, &native),
+                    |out| Ok(validate::diagnostics(out.into_iter().map(latest::diag::from_wit).collect(), limits)),
+                )
+            }
+            ParserSlot::V0_3_0(slot) => {
+                let raw = since_v0_3_0::solver_output(raw);
+                let native: Vec<_> = native.iter().map(since_v0_3_0::to_wit).collect();
+                let limits = slot.limits();
+                slot.call(
+                    |b, store| b.call_parse(store, &raw, &native),
+                    |out| Ok(validate::diagnostics(out.into_iter().map(since_v0_3_0::from_wit).collect(), limits)),
+                )
+            }
+        }
+    }
+
+    /// [`DiagnosticParser::review`] with the typed error. A parser built before 0.4.0 has no
+    /// `review`: it answers nothing, without a call.
+    pub fn try_review(&self, task_text: &str, candidate: &Spec, found: &[Diagnostic]) -> Result<Vec<Diagnostic>, PluginError> {
+        let ParserSlot::Latest(slot) = &self.slot else { return Ok(Vec::new()) };
+        let candidate = latest::faith::spec(candidate);
+        let found: Vec<_> = found.iter().map(latest::diag::to_wit).collect();
+        let limits = slot.limits();
+        slot.call(
+            |b, store| b.call_review(store, task_text, &candidate, &found),
+            |out| validate::review(out.into_iter().map(latest::diag::from_wit).collect(), limits),
         )
     }
 }
@@ -232,6 +294,10 @@ impl WasmDiagnosticParser {
 impl DiagnosticParser for WasmDiagnosticParser {
     fn parse(&self, raw: &SolverOutput, native: &[Diagnostic]) -> Result<Vec<Diagnostic>, BoxError> {
         self.try_parse(raw, native).map_err(boxed)
+    }
+
+    fn review(&self, task_text: &str, candidate: &Spec, found: &[Diagnostic]) -> Result<Vec<Diagnostic>, BoxError> {
+        self.try_review(task_text, candidate, found).map_err(boxed)
     }
 }
 
@@ -243,8 +309,8 @@ pub struct WasmChecker {
     budget: Option<CallBudget>,
 }
 
-/// The bindings a checker is called through: 0.3.0's report has `undecided`, 0.1.0's and
-/// 0.2.0's (the same world) do not.
+/// The bindings a checker is called through: 0.3.0's report (0.4.0's too) has `undecided`,
+/// 0.1.0's and 0.2.0's (the same world) do not.
 enum CheckerSlot {
     V0_2_0(Slot<since_v0_2_0::faithfulness_checker::FaithfulnessChecker>),
     Latest(Slot<fc::FaithfulnessChecker>),
@@ -255,7 +321,7 @@ impl WasmChecker {
     pub fn new(plugin: &LoadedPlugin, policy: InstancePolicy) -> Result<Self, PluginError> {
         let slot = match plugin.api_version {
             ApiVersion::V0_1_0 | ApiVersion::V0_2_0 => CheckerSlot::V0_2_0(Slot::new(plugin, policy)?),
-            ApiVersion::V0_3_0 => CheckerSlot::Latest(Slot::new(plugin, policy)?),
+            ApiVersion::V0_3_0 | ApiVersion::V0_4_0 => CheckerSlot::Latest(Slot::new(plugin, policy)?),
         };
         Ok(WasmChecker { slot, budget: plugin.manifest.budget.clone() })
     }

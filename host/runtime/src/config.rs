@@ -26,6 +26,7 @@ use crate::registry::PluginRegistry;
 /// plugin-dirs = ["plugins"]
 /// reward = "paper-rewards"
 /// diagnostic-parser = "fd-diagnostics"
+/// diagnostic-reviewers = ["text-diagnostics"]
 /// domains = ["blocksworld", "logistics"]
 /// [limits]
 /// timeout-ms = 2000
@@ -59,6 +60,11 @@ pub struct RuntimeConfig {
     /// The diagnostic parser plugin.
     #[serde(default)]
     pub diagnostic_parser: Option<String>,
+    /// Diagnostic parser plugins (API 0.4.0 or later) whose `review` reads every unsolved
+    /// spec against the task's text; what they find is added to the spec's diagnostics,
+    /// for the Editor. None by default.
+    #[serde(default)]
+    pub diagnostic_reviewers: Vec<String>,
     /// Domain adapter plugins.
     #[serde(default)]
     pub domains: Vec<String>,
@@ -79,6 +85,7 @@ impl Default for RuntimeConfig {
             reward: None,
             checker: None,
             diagnostic_parser: None,
+            diagnostic_reviewers: Vec::new(),
             domains: Vec::new(),
         }
     }
@@ -93,6 +100,8 @@ pub struct Plugins {
     pub checker: Option<Arc<WasmChecker>>,
     /// The diagnostic parser, if configured.
     pub diagnostic_parser: Option<Arc<WasmDiagnosticParser>>,
+    /// The diagnostic reviewers, in config order (none unless configured).
+    pub diagnostic_reviewers: Vec<Arc<WasmDiagnosticParser>>,
     /// Domain adapters, in config order.
     pub domains: Vec<Arc<WasmDomainAdapter>>,
     /// Plugin folders that were skipped while scanning the plugin
@@ -160,6 +169,10 @@ impl RuntimeConfig {
             out.diagnostic_parser =
                 Some(Arc::new(WasmDiagnosticParser::new(&load(r, World::DiagnosticParser)?, policy)?));
         }
+        for r in &self.diagnostic_reviewers {
+            out.diagnostic_reviewers
+                .push(Arc::new(WasmDiagnosticParser::reviewer(&load(r, World::DiagnosticParser)?, policy)?));
+        }
         let mut claimed: Vec<(String, String)> = Vec::new();
         for r in &self.domains {
             let d = WasmDomainAdapter::new(&load(r, World::DomainAdapter)?, policy)?;
@@ -188,6 +201,11 @@ mod tests {
         assert_eq!(c.reward.as_deref(), Some("paper-rewards"));
         assert_eq!(c.limits.timeout_ms, 10);
         assert!(RuntimeConfig::from_toml("rewards = \"x\"").is_err());
+        assert!(c.diagnostic_reviewers.is_empty() && RuntimeConfig::default().diagnostic_reviewers.is_empty());
+        let c = RuntimeConfig::from_toml("diagnostic-reviewers = [\"text-diagnostics\", \"plugins/x/x.wasm\"]").unwrap();
+        assert_eq!(c.diagnostic_reviewers, ["text-diagnostics", "plugins/x/x.wasm"]);
+        // One reviewer is still a list.
+        assert!(RuntimeConfig::from_toml("diagnostic-reviewers = \"text-diagnostics\"").is_err());
         assert!(RuntimeConfig::from_toml("[grants.x]\nwrite-dirs = [\"/\"]").is_err());
     }
 }

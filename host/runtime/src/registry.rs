@@ -350,7 +350,13 @@ pub fn check_manifest(host: &PluginHost, m: &PluginManifest) -> CheckReport {
             let p = WasmDiagnosticParser::new(&plugin, InstancePolicy::Reuse)?;
             let raw = onebrain_core::SolverOutput { exit_code: Some(0), ..Default::default() };
             let out = p.try_parse(&raw, &[])?;
-            Ok(format!("parse(exit 0, no output) -> {} diagnostics", out.len()))
+            // A parser built before 0.4.0 has no `review`; it answers nothing, without a call.
+            let reviewed = p.try_review("", &onebrain_core::Spec::default(), &[])?;
+            Ok(format!(
+                "parse(exit 0, no output) -> {} diagnostics; review(no text, empty spec) -> {} diagnostics",
+                out.len(),
+                reviewed.len()
+            ))
         }
         World::FaithfulnessChecker => {
             let c = WasmChecker::new(&plugin, InstancePolicy::Reuse)?;

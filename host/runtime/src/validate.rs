@@ -105,6 +105,25 @@ pub(crate) fn diagnostics(ds: Vec<Diagnostic>, limits: &Limits) -> Vec<Diagnosti
     ds.into_iter().map(|d| Diagnostic { message: message(&d.message, cap), ..d }).collect()
 }
 
+/// The most diagnostics one `review` may answer. The Editor's prompt lists eight in all,
+/// so a reviewer that answers more than twice that is not writing for it (WIT 0.4.0 says so).
+pub(crate) const MAX_REVIEW_DIAGNOSTICS: usize = 16;
+
+/// `diagnostic-parser`'s `review`: at most [`MAX_REVIEW_DIAGNOSTICS`], none with an empty
+/// message, every message one escaped line within the message cap.
+pub(crate) fn review(ds: Vec<Diagnostic>, limits: &Limits) -> Result<Vec<Diagnostic>, PluginErrorKind> {
+    if ds.len() > MAX_REVIEW_DIAGNOSTICS {
+        return Err(invalid(format!(
+            "{} diagnostics from one review, more than the {MAX_REVIEW_DIAGNOSTICS} the host accepts",
+            ds.len()
+        )));
+    }
+    if let Some(i) = ds.iter().position(|d| d.message.trim().is_empty()) {
+        return Err(invalid(format!("review diagnostic {} of {} has an empty message", i + 1, ds.len())));
+    }
+    Ok(diagnostics(ds, limits))
+}
+
 /// `faithfulness-checker`: a self-consistent report. C_i (faithful) means
 /// solvable and every test passed; a drift is reported only for a solvable,
 /// unfaithful spec; undecided only for a solvable spec whose goal decision is
@@ -272,6 +291,19 @@ mod tests {
         assert!(task(Task { domain: "blocksworld".into(), ..t.clone() }, "g").is_err());
         assert!(task(Task { id: "a b".into(), ..t.clone() }, "g").is_err());
         assert!(task(Task { id: String::new(), ..t }, "g").is_err());
+    }
+
+    #[test]
+    fn a_review_is_short_and_says_something() {
+        let l = Limits::default();
+        let warning = |m: &str| Diagnostic::warning(onebrain_core::Category::ObjectType, m);
+        let out = review(vec![warning("object \"table\" is not named\n\x1b[2J")], &l).unwrap();
+        assert_eq!(out[0].message, "object \"table\" is not named\\n\\u{1b}[2J");
+        let e = review(vec![warning("x"); MAX_REVIEW_DIAGNOSTICS + 1], &l).unwrap_err().to_string();
+        assert!(e.contains("17 diagnostics from one review, more than the 16"), "{e}");
+        assert!(review(vec![warning("x"); MAX_REVIEW_DIAGNOSTICS], &l).is_ok());
+        let e = review(vec![warning("x"), warning(" \t")], &l).unwrap_err().to_string();
+        assert!(e.contains("review diagnostic 2 of 2 has an empty message"), "{e}");
     }
 
     #[test]

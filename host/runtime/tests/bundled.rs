@@ -11,7 +11,7 @@ use onebrain_runtime::{InstancePolicy, Limits, PluginErrorKind, WasmDomainAdapte
 #[test]
 fn plugins_list_shows_the_bundled_plugins() {
     let names: Vec<String> = common::registry().list().into_iter().filter(|p| p.built).map(|p| p.name).collect();
-    for want in ["blocksworld", "mystery-blocksworld", "logistics", "gripper", "paper-rewards", "fd-diagnostics"] {
+    for want in ["blocksworld", "mystery-blocksworld", "logistics", "gripper", "paper-rewards", "fd-diagnostics", "text-diagnostics"] {
         assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
     }
 }
@@ -23,11 +23,11 @@ fn plugins_check_passes_for_every_bundled_plugin() {
     for info in reg.list() {
         let report = reg.check(&host, &info.name).unwrap();
         assert!(report.ok, "{}: {:?}", info.name, report.error);
-        assert_eq!(report.api_version.as_deref(), Some("0.3.0"));
+        assert_eq!(report.api_version.as_deref(), Some("0.4.0"));
         assert!(!report.smoke.is_empty());
     }
     let details = reg.inspect("blocksworld").unwrap();
-    assert_eq!(details.api_version.as_deref(), Some("0.3.0"));
+    assert_eq!(details.api_version.as_deref(), Some("0.4.0"));
     assert_eq!(details.sha256.as_ref().map(String::len), Some(64));
 }
 

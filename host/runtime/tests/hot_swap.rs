@@ -1,7 +1,7 @@
 //! Hot swap and versions: a reward plugin built against API 0.1.0 (`flat-reward`,
-//! straight from the frozen WIT), a checker built against 0.2.0 (`checker-v0-2`) and the
-//! bundled 0.3.0 plugins in one host; one config line swaps one reward for the other, same
-//! host binary.
+//! straight from the frozen WIT), a checker built against 0.2.0 (`checker-v0-2`), a
+//! diagnostic parser built against 0.3.0 (`parser-v0-3`) and the bundled 0.4.0 plugins in
+//! one host; one config line swaps one reward for the other, same host binary.
 
 mod common;
 
@@ -33,12 +33,12 @@ fn one_config_line_swaps_a_0_1_0_reward_for_a_0_2_0_one() {
 }
 
 #[test]
-fn a_0_1_0_reward_loads_beside_0_3_0_plugins_and_gives_what_it_gave_before() {
+fn a_0_1_0_reward_loads_beside_0_4_0_plugins_and_gives_what_it_gave_before() {
     let host = common::host(Limits::default());
     let old = common::guest(&host, "flat-reward", World::Reward);
     let new = common::bundled(&host, "paper-rewards");
     let domain = common::bundled(&host, "blocksworld");
-    assert_eq!((old.api_version, new.api_version, domain.api_version), (ApiVersion::V0_1_0, ApiVersion::V0_3_0, ApiVersion::V0_3_0));
+    assert_eq!((old.api_version, new.api_version, domain.api_version), (ApiVersion::V0_1_0, ApiVersion::V0_4_0, ApiVersion::V0_4_0));
     let old = WasmReward::new(&old, InstancePolicy::Reuse).unwrap();
     let new = WasmReward::new(&new, InstancePolicy::Reuse).unwrap();
     // What flat-reward returned under a 0.1.0-only host: R_A = b_0, R_E = b_T, 0, for
@@ -57,11 +57,11 @@ fn a_0_1_0_reward_loads_beside_0_3_0_plugins_and_gives_what_it_gave_before() {
 /// through 0.2.0's bindings, and its reports read as they always did: it cannot say
 /// undecided apart from not faithful, so its undecided goal stays "not faithful".
 #[test]
-fn a_0_2_0_checker_loads_beside_0_3_0_ones_and_reads_as_before() {
+fn a_0_2_0_checker_loads_beside_0_4_0_ones_and_reads_as_before() {
     let host = common::host(Limits::default());
     let old = common::guest(&host, "checker-v0-2", World::FaithfulnessChecker);
     let new = common::bundled(&host, "reference-checker");
-    assert_eq!((old.api_version, new.api_version), (ApiVersion::V0_2_0, ApiVersion::V0_3_0));
+    assert_eq!((old.api_version, new.api_version), (ApiVersion::V0_2_0, ApiVersion::V0_4_0));
     let old = WasmChecker::new(&old, InstancePolicy::Reuse).unwrap();
     let spec = |p: &str| Spec { domain: String::new(), problem: p.into() };
     let plan = vec!["(noop)".to_string()];
@@ -71,10 +71,46 @@ fn a_0_2_0_checker_loads_beside_0_3_0_ones_and_reads_as_before() {
     assert_eq!((r.faithful, r.drift, r.undecided), (false, Some(Drift::GoalWeakening), false));
     let r = old.try_check(&spec(""), &spec("undecided"), Some(&plan)).unwrap();
     assert_eq!((r.faithful, r.decision, r.undecided), (false, Decision::Undecided, false));
-    // A 0.3.0 checker in the same host.
+    // A 0.4.0 checker (0.3.0's world) in the same host.
     let new = WasmChecker::new(&new, InstancePolicy::Reuse).unwrap();
     let e = new.try_check(&spec(""), &spec(""), None).unwrap_err();
     assert!(e.to_string().contains("does not parse"), "{e}");
+}
+
+/// Issue 46: 0.4.0 gave the diagnostic-parser world `review`. A 0.3.0 parser still loads,
+/// through 0.3.0's bindings, and parses as before; it has no `review`, so it answers none
+/// when asked and is refused, saying why, when a config lists it as a reviewer.
+#[test]
+fn a_0_3_0_parser_still_parses_and_cannot_review() {
+    use onebrain_core::{Category, DiagnosticParser, SolverOutput};
+    use onebrain_runtime::WasmDiagnosticParser;
+    let host = common::host(Limits::default());
+    let old = common::guest(&host, "parser-v0-3", World::DiagnosticParser);
+    let new = common::bundled(&host, "fd-diagnostics");
+    assert_eq!((old.api_version, new.api_version), (ApiVersion::V0_3_0, ApiVersion::V0_4_0));
+    let parser = WasmDiagnosticParser::new(&old, InstancePolicy::Reuse).unwrap();
+    let raw = SolverOutput { exit_code: Some(11), stdout: "no plan".into(), ..Default::default() };
+    let native = [onebrain_core::Diagnostic::warning(Category::PreconditionEffect, "dead action")];
+    let d = parser.parse(&raw, &native).unwrap();
+    assert_eq!(d[0].message, "0.3.0 parser read `no plan` after 1 native");
+    assert!(parser.review("the red block", &Spec::default(), &[]).unwrap().is_empty());
+
+    let e = WasmDiagnosticParser::reviewer(&old, InstancePolicy::Reuse).err().expect("refused").to_string();
+    assert!(e.contains("onebrain:plugin@0.3.0") && e.contains("cannot be a diagnostic reviewer"), "{e}");
+    let root = common::root();
+    let path = common::test_guest("parser-v0-3");
+    let path = path.strip_prefix(&root).unwrap().display().to_string();
+    let listed = RuntimeConfig::from_toml(&format!("plugin-dirs = [\"plugins\"]\ndiagnostic-reviewers = [\"{path}\"]\n"))
+        .unwrap()
+        .load(&root);
+    let e = listed.err().expect("a 0.3.0 reviewer is refused").to_string();
+    assert!(e.contains("rebuild it with onebrain-sdk 0.4.0"), "{e}");
+    // The same component as the config's `diagnostic-parser` loads.
+    let parser = RuntimeConfig::from_toml(&format!("plugin-dirs = [\"plugins\"]\ndiagnostic-parser = \"{path}\"\n"))
+        .unwrap()
+        .load(&root)
+        .unwrap();
+    assert!(parser.diagnostic_parser.is_some() && parser.diagnostic_reviewers.is_empty());
 }
 
 /// A checker's manifest `[budget]` sizes each call's fuel and wall clock from the reference

@@ -385,3 +385,29 @@ fn r13_9_a_list_of_one_string_many_times_is_stopped_while_copying() {
     assert!(matches!(e.kind, PluginErrorKind::OutputTooLarge { bytes: None, .. }), "{e}");
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }
+
+// 10. A reviewer's answer (issue 46) -------------------------------------------
+
+/// `hostile-parser`'s `review` misbehaves as its task text says. Each failure is a typed
+/// error naming the plugin, and the next call is served by a fresh instance.
+#[test]
+fn r46_a_hostile_review_is_refused_with_its_kind_and_the_next_call_is_served() {
+    let host = common::host(Limits { timeout_ms: 300, ..Limits::default() });
+    let plugin = common::guest(&host, "hostile-parser", World::DiagnosticParser);
+    let p = WasmDiagnosticParser::reviewer(&plugin, InstancePolicy::Reuse).unwrap();
+    let review = |text: &str| p.try_review(text, &candidate("(define (problem p))"), &[]);
+    let e = review("trap").unwrap_err();
+    assert!(matches!(&e.kind, PluginErrorKind::Trap { stderr, .. } if stderr.contains("review trapped on purpose")), "{e}");
+    assert!(e.to_string().starts_with("plugin hostile_parser@0.0.0 trapped"), "{e}");
+    assert!(review("").unwrap().is_empty(), "the next call is served");
+    let e = review("loop").unwrap_err();
+    assert!(matches!(e.kind, PluginErrorKind::Timeout { .. }), "{e}");
+    let e = review("flood").unwrap_err();
+    assert!(matches!(&e.kind, PluginErrorKind::Invalid(m) if m.contains("1000 diagnostics from one review")), "{e}");
+    let e = review("blank").unwrap_err();
+    assert!(matches!(&e.kind, PluginErrorKind::Invalid(m) if m.contains("has an empty message")), "{e}");
+    let out = review("ansi").unwrap();
+    assert!(no_controls(&out[0].message) && out[0].message.contains("\\u{1b}[2J"), "{out:?}");
+    let e = review("what").unwrap_err();
+    assert!(matches!(&e.kind, PluginErrorKind::Guest(m) if m == "unknown command what"), "{e}");
+}

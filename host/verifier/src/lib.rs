@@ -8,6 +8,8 @@
 //! rejected, unsolvable, timed out, out of memory, input error, crash — is a
 //! [`Verdict`](onebrain_core::Verdict) with categorised diagnostics, never an
 //! error. [`VerifierPool`] runs many verifications concurrently.
+//! [`ReviewedVerifier`] adds what diagnostic reviewers (plugins that read a spec
+//! against the task's text) find to each unsolved verdict, for the Editor.
 //!
 //! ```no_run
 //! use onebrain_core::{Spec, Verifier};
@@ -26,11 +28,13 @@
 mod error;
 mod fast_downward;
 mod pool;
+mod review;
 mod solver_diagnostics;
 mod verifier;
 
 pub use error::VerifierError;
 pub use fast_downward::{FastDownward, Search, SolverLimits, SolverRun, DRIVER_ENV, PYTHON_ENV};
 pub use pool::VerifierPool;
+pub use review::ReviewedVerifier;
 pub use solver_diagnostics::error_excerpt;
 pub use verifier::PlanningVerifier;

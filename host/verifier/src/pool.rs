@@ -33,6 +33,16 @@ impl VerifierPool {
 
     /// Verifies one spec when a worker is free.
     pub async fn verify(&self, spec: Spec) -> Verdict {
+        self.run(move |v| v.verify(&spec)).await
+    }
+
+    /// Verifies one spec written for the task stated by `task_text`
+    /// ([`Verifier::verify_task`]) when a worker is free.
+    pub async fn verify_task(&self, task_text: String, spec: Spec) -> Verdict {
+        self.run(move |v| v.verify_task(&task_text, &spec)).await
+    }
+
+    async fn run(&self, verify: impl FnOnce(&dyn Verifier) -> Verdict + Send + 'static) -> Verdict {
         // The semaphore is never closed, so acquire cannot fail.
         let _permit = self
             .permits
@@ -40,7 +50,7 @@ impl VerifierPool {
             .await
             .expect("verifier pool semaphore closed");
         let verifier = Arc::clone(&self.verifier);
-        match tokio::task::spawn_blocking(move || verifier.verify(&spec)).await {
+        match tokio::task::spawn_blocking(move || verify(verifier.as_ref())).await {
             Ok(verdict) => verdict,
             // A panic inside a verifier is a bug, but it must not take the run down.
             Err(e) => Verdict {

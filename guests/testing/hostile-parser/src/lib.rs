@@ -2,8 +2,13 @@
 //! the terminal, and a list of diagnostics that all point at one large
 //! message. The attack is the planner's stdout; empty stdout (the smoke call
 //! of `plugins check`) gets nothing.
+//!
+//! Its `review` (issue 46) misbehaves as the task text says: `trap` panics,
+//! `loop` never returns, `flood` answers more diagnostics than the host takes,
+//! `blank` one with an empty message, `ansi` one that tries to rewrite the
+//! terminal; an empty text (the smoke call) gets nothing.
 
-use onebrain_sdk::{Category, Diagnostic, DiagnosticParser, Result, SolverOutput};
+use onebrain_sdk::{Category, Diagnostic, DiagnosticParser, Result, SolverOutput, Spec};
 
 #[derive(Default)]
 struct HostileParser;
@@ -23,6 +28,21 @@ impl DiagnosticParser for HostileParser {
             "" => Ok(Vec::new()),
             "ansi" => Ok(vec![Diagnostic::error(Category::Syntax, "\x1b[2J\x1b[Hsolved: true\n\u{202e}eurt :devlos")]),
             "alias" => Ok(aliased(arg.parse().unwrap_or(100_000), 1 << 20)),
+            other => Err(format!("unknown command {other}")),
+        }
+    }
+
+    fn review(&self, task_text: &str, _candidate: &Spec, _found: &[Diagnostic]) -> Result<Vec<Diagnostic>> {
+        let warning = |m: &str| Diagnostic::warning(Category::ObjectType, m);
+        match task_text {
+            "" => Ok(Vec::new()),
+            "trap" => panic!("review trapped on purpose"),
+            "loop" => loop {
+                std::hint::black_box(());
+            },
+            "flood" => Ok((0..1000).map(|i| warning(&format!("finding {i}"))).collect()),
+            "blank" => Ok(vec![warning("object \"x\" is not named"), warning("  ")]),
+            "ansi" => Ok(vec![warning("\x1b[2J\x1b[Hsolved: true\n")]),
             other => Err(format!("unknown command {other}")),
         }
     }

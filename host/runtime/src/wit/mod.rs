@@ -6,8 +6,9 @@
 pub(crate) mod since_v0_1_0;
 pub(crate) mod since_v0_2_0;
 pub(crate) mod since_v0_3_0;
+pub(crate) mod since_v0_4_0;
 
-pub(crate) use since_v0_3_0 as latest;
+pub(crate) use since_v0_4_0 as latest;
 
 /// A WIT version this host has bindings for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,14 +19,18 @@ pub enum ApiVersion {
     V0_2_0,
     /// `onebrain:plugin@0.3.0`, the folder `wit/since_v0.3.0`: a checker can say `undecided`.
     V0_3_0,
+    /// `onebrain:plugin@0.4.0`, the folder `wit/since_v0.4.0`: a diagnostic parser can
+    /// `review` a spec against the task's text.
+    V0_4_0,
 }
 
 impl ApiVersion {
     /// Every supported version, oldest first.
-    pub const SUPPORTED: [ApiVersion; 3] = [ApiVersion::V0_1_0, ApiVersion::V0_2_0, ApiVersion::V0_3_0];
+    pub const SUPPORTED: [ApiVersion; 4] =
+        [ApiVersion::V0_1_0, ApiVersion::V0_2_0, ApiVersion::V0_3_0, ApiVersion::V0_4_0];
 
     /// The newest version, the one the SDK writes.
-    pub const LATEST: ApiVersion = ApiVersion::V0_3_0;
+    pub const LATEST: ApiVersion = ApiVersion::V0_4_0;
 
     /// The semantic version string.
     pub fn as_str(self) -> &'static str {
@@ -33,6 +38,7 @@ impl ApiVersion {
             ApiVersion::V0_1_0 => "0.1.0",
             ApiVersion::V0_2_0 => "0.2.0",
             ApiVersion::V0_3_0 => "0.3.0",
+            ApiVersion::V0_4_0 => "0.4.0",
         }
     }
 
@@ -48,11 +54,12 @@ impl ApiVersion {
             ("0", "1") => Some(ApiVersion::V0_1_0),
             ("0", "2") => Some(ApiVersion::V0_2_0),
             ("0", "3") => Some(ApiVersion::V0_3_0),
+            ("0", "4") => Some(ApiVersion::V0_4_0),
             _ => None,
         }
     }
 
-    /// "0.1.0, 0.2.0, 0.3.0", for error messages.
+    /// "0.1.0, 0.2.0, 0.3.0, 0.4.0", for error messages.
     pub fn supported_list() -> String {
         Self::SUPPORTED.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
     }
@@ -85,7 +92,8 @@ mod tests {
         assert_eq!(ApiVersion::from_section("0.1.7"), Some(ApiVersion::V0_1_0));
         assert_eq!(ApiVersion::from_section("0.2.0"), Some(ApiVersion::V0_2_0));
         assert_eq!(ApiVersion::from_section("0.3.0"), Some(ApiVersion::V0_3_0));
-        assert_eq!(ApiVersion::from_section("0.4.0"), None);
+        assert_eq!(ApiVersion::from_section("0.4.0"), Some(ApiVersion::V0_4_0));
+        assert_eq!(ApiVersion::from_section("0.5.0"), None);
         assert_eq!(ApiVersion::from_section("1.1.0"), None);
         assert_eq!(ApiVersion::from_section("0.1"), None);
         assert_eq!(ApiVersion::from_section("0.1.x"), None);
@@ -144,6 +152,35 @@ mod tests {
             assert!(new_r[old_r.len()..].contains(field), "{field}");
         }
         assert_eq!(body(&old).replace(&old_r, ""), body(&new).replace(&new_r, ""), "only the report changed");
+    }
+
+    /// The premise of serving 0.3.0's rewards, domain adapters and checkers with 0.4.0's
+    /// bindings: only the diagnostic-parser world changed, by one export after `parse`,
+    /// which is 0.3.0's unchanged; no record changed.
+    #[test]
+    fn only_the_diagnostic_parser_gained_review_in_0_4_0() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../wit");
+        let read = |v: &str, f: &str| {
+            let text = std::fs::read_to_string(format!("{dir}/since_v{v}/{f}")).unwrap();
+            text.lines().filter(|l| !l.starts_with("package ")).collect::<Vec<_>>().join("\n")
+        };
+        for world in ["reward.wit", "domain-adapter.wit", "faithfulness-checker.wit"] {
+            assert_eq!(read("0.3.0", world), read("0.4.0", world), "{world} changed");
+        }
+        let body = |t: &str| t[t.find("interface types").unwrap()..].to_string();
+        assert_eq!(body(&read("0.3.0", "types.wit")), body(&read("0.4.0", "types.wit")), "a record changed");
+        // Code lines only: the comments around `parse` say more in 0.4.0, its signature does not.
+        let code = |t: &str| {
+            t.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("//")).map(String::from).collect::<Vec<_>>()
+        };
+        let (old, new) = (code(&read("0.3.0", "diagnostic-parser.wit")), code(&read("0.4.0", "diagnostic-parser.wit")));
+        let parse = |c: &[String]| c.iter().find(|l| l.starts_with("export parse:")).cloned().unwrap();
+        assert_eq!(parse(&old), parse(&new));
+        let exports = |c: &[String]| c.iter().filter(|l| l.starts_with("export ")).count();
+        assert_eq!((exports(&old), exports(&new)), (1, 2));
+        assert!(new.iter().any(|l| l.starts_with(
+            "export review: func(task-text: string, candidate: spec, found: list<diagnostic>) -> result<list<diagnostic>, string>;"
+        )));
     }
 
     #[test]

@@ -1,0 +1,42 @@
+//! Issue 46: the held-out slice with the `text-diagnostics` reviewer is the held-out slice
+//! plus that one line, so the two runs compare task for task; no other shipped config lists
+//! a reviewer, so every other run is what it was.
+
+use std::path::Path;
+
+use onebrain_eval::EvalConfig;
+
+fn load(name: &str) -> EvalConfig {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs").join(name);
+    EvalConfig::from_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+#[test]
+fn the_text_diagnostics_eval_is_the_heldout_eval_with_one_reviewer() {
+    let plain = load("eval-heldout.toml");
+    let mut reviewed = load("eval-heldout-text-diagnostics.toml");
+    assert!(plain.plugins.diagnostic_reviewers.is_empty());
+    assert_eq!(reviewed.plugins.diagnostic_reviewers, ["text-diagnostics"]);
+    assert_ne!(reviewed.out_dir, plain.out_dir, "the two runs would share a folder");
+    // What the variant may change, set back to the plain run's.
+    reviewed.name = plain.name.clone();
+    reviewed.out_dir = plain.out_dir.clone();
+    reviewed.plugins.diagnostic_reviewers.clear();
+    assert_eq!(reviewed, plain, "the variant differs in more than its reviewer");
+}
+
+#[test]
+fn no_other_shipped_config_has_a_reviewer() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".toml") && name != "eval-heldout-text-diagnostics.toml" {
+            assert!(!text.contains("diagnostic-reviewers"), "{name} lists a diagnostic reviewer");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 10, "{seen}");
+}
