@@ -9,8 +9,9 @@
 # side: the base model, then the same model with those role parameters. The table after each
 # pair says, for both, whether it was solved, how long the plan is, and whether the answer
 # still means the task; if not, what differs (a goal that already holds, objects or facts
-# missing or invented). No 1.5B arm has finished yet (issue 47), and the 0.5B arms'
-# parameters do not fit the 1.5B, so by default the base model runs alone.
+# missing or invented). By default the base model runs alone (the demo's time);
+# DEMO_TRAINED=results/train-1.5b-text-agreement/checkpoints/update-000040 is the first
+# finished 1.5B arm's (issue 47).
 #
 # Then the LLM+P baseline on the first task: the planner solves what it writes, and the
 # reference checker says whether it still means the task. scripts/demo-verifier.sh shows the
