@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Copies the 1.5B arms' small files from their run folders into results/ for committing:
 # config, metrics, curves, the episode log gzipped, held-out lines and each held-out
-# evaluation's report (not its trace), and the same of its post-hoc evaluations. Rerun as the arms go; it copies only what exists.
+# evaluation's report and trace (gzipped, about 140 KB for 40 tasks: `onebrain compare` pairs
+# the tasks of two evaluations by it), and the same of its post-hoc evaluations. Rerun as the arms go; it copies only what exists.
 #   scripts/arms-sync.sh            RUNS=/work/runs by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,22 +17,26 @@ for run in "$RUNS"/train-1.5b-*/; do
   # The episode log, gzipped (about 60 KB an update): scripts/train-stream.py reads it.
   # Each commit of it stores the whole log again: commit it once a session, not every update.
   [ -f "$run/episodes.jsonl" ] && gzip -n -c "$run/episodes.jsonl" > "$out/episodes.jsonl.gz"
+  # One evaluation folder: its files, the trace gzipped (`-n`: the same trace gives the same
+  # bytes, so an unchanged one does not show as modified).
+  copy_eval() {
+    mkdir -p "$2"
+    find "$1" -maxdepth 1 -type f ! -name trace.jsonl -exec cp {} "$2"/ \;
+    [ -f "$1/trace.jsonl" ] && gzip -n -c "$1/trace.jsonl" > "$2/trace.jsonl.gz"
+    return 0
+  }
   for eval in "$run"/heldout/update-*/; do
     [ -d "$eval" ] || continue
-    dest=$out/heldout/$(basename "$eval")
-    mkdir -p "$dest"
-    find "$eval" -maxdepth 1 -type f ! -name trace.jsonl -exec cp {} "$dest"/ \;
+    copy_eval "$eval" "$out/heldout/$(basename "$eval")"
   done
-  # Post-hoc evaluations (`onebrain posthoc`): each set's rows and reports, not traces.
+  # Post-hoc evaluations (`onebrain posthoc`): each set's rows, reports and traces.
   for rows in "$run"/posthoc/*.jsonl; do
     [ -f "$rows" ] || continue
     set=$(basename "$rows" .jsonl)
     mkdir -p "$out/posthoc" && cp "$rows" "$out/posthoc/"
     for eval in "$run"/posthoc/"$set"/update-*/; do
       [ -d "$eval" ] || continue
-      dest=$out/posthoc/$set/$(basename "$eval")
-      mkdir -p "$dest"
-      find "$eval" -maxdepth 1 -type f ! -name trace.jsonl -exec cp {} "$dest"/ \;
+      copy_eval "$eval" "$out/posthoc/$set/$(basename "$eval")"
     done
   done
   echo "arms-sync: $out"

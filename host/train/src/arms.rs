@@ -3,7 +3,8 @@
 //! curves on shared axes. Reads only a run folder's small files (`metrics.jsonl`,
 //! `heldout.jsonl`, `heldout/update-*/report.json`, or a post-hoc set's
 //! `posthoc/SET.jsonl` and `posthoc/SET/update-*/report.json`), so it works on committed
-//! `results/`.
+//! `results/`; where an evaluation's trace is there too (`trace.jsonl[.gz]`), the same tasks
+//! are also compared task by task (`paired`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,6 +15,7 @@ use onebrain_eval::{line_chart, wilson_interval, Report};
 use crate::error::TrainError;
 use crate::heldout::{read_rows as read_heldout, HeldOutRow};
 use crate::metrics::MetricsRow;
+use crate::paired::{paired, paired_cell, read_outcomes, Outcomes};
 use crate::posthoc::{posthoc_dir, posthoc_rows_path};
 
 /// One arm: a run folder's logs.
@@ -27,6 +29,8 @@ pub struct ArmRun {
     pub heldout: Vec<HeldOutRow>,
     /// The held-out evaluations' reports (drift categories, solver calls), by update.
     pub reports: BTreeMap<u64, Report>,
+    /// The held-out evaluations' outcomes task by task, by update, where a trace is kept.
+    pub outcomes: BTreeMap<u64, Outcomes>,
 }
 
 impl ArmRun {
@@ -52,16 +56,20 @@ impl ArmRun {
                 rows.display()
             )));
         }
-        let mut reports = BTreeMap::new();
+        let (mut reports, mut outcomes) = (BTreeMap::new(), BTreeMap::new());
         for row in &heldout {
-            let path = evaluations.join(format!("update-{:06}", row.update)).join("report.json");
+            let evaluation = evaluations.join(format!("update-{:06}", row.update));
+            let path = evaluation.join("report.json");
             if let Ok(text) = std::fs::read_to_string(&path) {
                 let report: Report = serde_json::from_str(&text)
                     .map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
                 reports.insert(row.update, report);
             }
+            if let Some(o) = read_outcomes(&evaluation)? {
+                outcomes.insert(row.update, o);
+            }
         }
-        Ok(ArmRun { name: name.to_string(), metrics, heldout, reports })
+        Ok(ArmRun { name: name.to_string(), metrics, heldout, reports, outcomes })
     }
 
     /// The held-out evaluation of the base model (the first row).
@@ -184,6 +192,18 @@ fn heldout_line(out: &mut String, label: &str, arm: &ArmRun, row: &HeldOutRow) {
     );
 }
 
+/// The same tasks in two evaluations, task by task (b_T and Faithful), when both traces are
+/// kept: nothing otherwise.
+fn paired_line(out: &mut String, label: &str, a: Option<&Outcomes>, b: Option<&Outcomes>) {
+    let (Some(a), Some(b)) = (a, b) else { return };
+    let _ = writeln!(
+        out,
+        "| {label} | | {} | {} | | | | | | | | |",
+        paired_cell(&paired(a, b, |o| o.solved)),
+        paired_cell(&paired(a, b, |o| o.faithful)),
+    );
+}
+
 fn change_line(out: &mut String, label: &str, a: &HeldOutRow, b: &HeldOutRow) {
     let (ha, na) = goal_holds(a);
     let (hb, nb) = goal_holds(b);
@@ -206,7 +226,7 @@ pub fn compare_table(arms: &[ArmRun]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Held-out before and after, counts with Wilson 95 % intervals (%); changes in percentage points with Newcombe's 95 % interval, `*` where it leaves out 0.\n"
+        "Held-out before and after, counts with Wilson 95 % intervals (%); changes in percentage points with Newcombe's 95 % interval, `*` where it leaves out 0. Where both evaluations' traces are kept, *task by task* counts the tasks one side has and the other has not, with McNemar's exact p (`*` below 0.05): the same tasks are answered twice, so this is the sharper test.\n"
     );
     out.push_str(HEADER);
     for arm in arms {
@@ -215,12 +235,15 @@ pub fn compare_table(arms: &[ArmRun]) -> String {
         if after.update != before.update {
             heldout_line(&mut out, &format!("{}, update {}", arm.name, after.update), arm, after);
             change_line(&mut out, &format!("{}: change", arm.name), before, after);
+            let outcomes = |u: u64| arm.outcomes.get(&u);
+            paired_line(&mut out, &format!("{}: task by task", arm.name), outcomes(before.update), outcomes(after.update));
         }
     }
     if arms.len() > 1 {
         let base = &arms[0];
         let _ = writeln!(out, "\nEach arm's newest held-out row against `{}`'s:\n", base.name);
         out.push_str("| | b_0 | b_T | Faithful | goal holds initially |\n|---|---:|---:|---:|---:|\n");
+        let mut by_task = String::new();
         for arm in &arms[1..] {
             let (a, b) = (base.after(), arm.after());
             let (ha, na) = goal_holds(a);
@@ -237,6 +260,22 @@ pub fn compare_table(arms: &[ArmRun]) -> String {
                 change(a.faithful, a.tasks, b.faithful, b.tasks),
                 change(ha, na, hb, nb),
             );
+            if let (Some(x), Some(y)) = (base.outcomes.get(&a.update), arm.outcomes.get(&b.update)) {
+                let _ = writeln!(
+                    by_task,
+                    "| {} (update {}) against {} (update {}) | {} | {} |",
+                    arm.name,
+                    b.update,
+                    base.name,
+                    a.update,
+                    paired_cell(&paired(x, y, |o| o.solved)),
+                    paired_cell(&paired(x, y, |o| o.faithful)),
+                );
+            }
+        }
+        if !by_task.is_empty() {
+            out.push_str("\nTask by task, where both traces are kept:\n\n| | b_T | Faithful |\n|---|---|---|\n");
+            out.push_str(&by_task);
         }
     }
     out
@@ -366,6 +405,27 @@ mod tests {
         let arm = ArmRun::read_set("a", dir.path(), "eval-update0").unwrap();
         assert_eq!(arm.heldout.iter().map(|r| r.update).collect::<Vec<_>>(), [0, 10, 40]);
         assert_eq!(ArmRun::read("a", dir.path()).unwrap().heldout.len(), 1);
+    }
+
+    #[test]
+    fn kept_traces_add_a_task_by_task_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let row = |u| serde_json::to_string(&HeldOutRow::from_records(u, &[], 1.0)).unwrap() + "\n";
+        std::fs::write(dir.path().join("heldout.jsonl"), row(0) + &row(40)).unwrap();
+        let line = |t: &str, solved: bool, faithful: bool| {
+            format!("{{\"task_id\":\"{t}\",\"strategy\":\"multi-role\",\"solved\":{solved},\"faithfulness\":{{\"faithful\":{faithful}}}}}\n")
+        };
+        let arm = ArmRun::read("a", dir.path()).unwrap();
+        assert!(!compare_table(&[arm]).contains("| a: task by task"), "no traces, no paired line");
+        for (u, text) in [(0, line("t1", true, false) + &line("t2", false, false)), (40, line("t1", true, true) + &line("t2", true, true))] {
+            let eval = dir.path().join(format!("heldout/update-{u:06}"));
+            std::fs::create_dir_all(&eval).unwrap();
+            std::fs::write(eval.join("trace.jsonl"), text).unwrap();
+        }
+        let arm = ArmRun::read("a", dir.path()).unwrap();
+        let table = compare_table(&[arm.clone(), ArmRun { name: "b".into(), ..arm }]);
+        assert!(table.contains("| a: task by task | | 1 gained, 0 lost of 2 (p = 1.000) | 2 gained, 0 lost of 2 (p = 0.500) |"), "{table}");
+        assert!(table.contains("| b (update 40) against a (update 40) | 0 gained, 0 lost of 2 (p = 1.000) |"), "{table}");
     }
 
     #[test]

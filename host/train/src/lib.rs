@@ -46,6 +46,7 @@ mod heldout;
 mod learner;
 mod logs;
 mod metrics;
+mod paired;
 mod posthoc;
 mod ppo;
 mod trainer;
@@ -64,5 +65,6 @@ pub use ppo::{
     group_advantages, joint_loss, judge_loss_sum, normalize, value_loss_sum, Advantage,
     PolicyStats, PpoArgs,
 };
+pub use paired::{mcnemar_exact, paired, read_outcomes, Outcome, Outcomes, Paired};
 pub use posthoc::{evaluate_update, posthoc_config, posthoc_dir, posthoc_rows_path, set_name};
 pub use trainer::{TrainEvent, Trainer};
