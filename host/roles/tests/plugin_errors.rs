@@ -4,13 +4,12 @@
 //! and a checker that trap, answer NaN or hang at random, run by the pipelined
 //! driver, leave every episode recorded.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use onebrain_core::{BoxError, Checker, DomainAdapter, Outcome, Reward, Spec, Verdict, Verifier};
 use onebrain_roles::{
     episode_input, run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeRecord, FailedPlugin, Finalizer,
-    Generation, LanguageModel, Mode, Role, SamplingConfig, StopReason, Strategy,
+    Mode, Strategy,
 };
 use onebrain_runtime::{
     FailureKind, HostOptions, InstancePolicy, Limits, PluginError, PluginErrorKind, PluginHost, PluginId,
@@ -18,45 +17,15 @@ use onebrain_runtime::{
 };
 use onebrain_verifier::VerifierPool;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Builds the guests (the script `scripts/setup.sh` runs; quick when nothing changed).
-fn build() {
-    let ok = std::process::Command::new(root().join("scripts/build-plugins.sh"))
-        .status()
-        .expect("run scripts/build-plugins.sh")
-        .success();
-    assert!(ok, "scripts/build-plugins.sh failed");
-}
+mod common;
+use common::{build, root, FixedAnswer};
 
 /// Answers every prompt with the rest of a small problem, and the Judge with 0.8.
-struct Fixed;
-
-impl LanguageModel for Fixed {
-    fn generate(&mut self, _: Role, _: &str, _: &SamplingConfig) -> Result<Generation, BoxError> {
-        let text = "a b)\n  (:init (clear a) (clear b) (ontable a) (ontable b) (handempty))\n  (:goal (on a b)))\n```".to_string();
-        Ok(Generation {
-            tokens: vec![1; 16],
-            text,
-            prompt_tokens: 100,
-            cached_prompt_tokens: 0,
-            prefill_tokens: 100,
-            prefill_secs: 0.01,
-            decode_secs: 0.01,
-            stop_reason: StopReason::Eos,
-            logprobs: Vec::new(),
-            constraint: None,
-        })
-    }
-
-    fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
-        Ok(0.8)
-    }
-
-    fn name(&self) -> String {
-        "fixed".into()
+fn fixed() -> FixedAnswer {
+    FixedAnswer {
+        name: "fixed",
+        text: "a b)\n  (:init (clear a) (clear b) (ontable a) (ontable b) (handempty))\n  (:goal (on a b)))\n```",
+        judge: 0.8,
     }
 }
 
@@ -106,7 +75,7 @@ fn r13_a_poisoned_reward_is_recorded_as_the_episode_error() {
     let rec = run_episode(
         Episode::new(input, &cfg, "fixed"),
         &cfg,
-        &mut Fixed,
+        &mut fixed(),
         &AlwaysSolved,
         &finalizer,
         &mut |_| {},
@@ -174,7 +143,7 @@ fn r35_soak_plugins_that_trap_in_the_pipelined_driver_leave_every_episode_record
         .collect();
     let pool = VerifierPool::new(Arc::new(AlwaysSolved), 1);
     let mut records: Vec<EpisodeRecord> = Vec::new();
-    run_pipelined(episodes, &cfg, &mut Fixed, &pool, &finalizer, 4, &mut |_| {}, &mut |r| {
+    run_pipelined(episodes, &cfg, &mut fixed(), &pool, &finalizer, 4, &mut |_| {}, &mut |r| {
         records.push(r);
         Ok::<(), ()>(())
     })

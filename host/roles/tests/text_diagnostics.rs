@@ -4,13 +4,12 @@
 //! prompt is what it was. A reviewer that traps, hangs or answers garbage leaves a warning
 //! naming it, and every episode still runs to its last repair.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use onebrain_core::{BoxError, Category, DiagnosticParser, Diagnostic, Outcome, Spec, Task, Verdict, Verifier};
+use onebrain_core::{Category, DiagnosticParser, Diagnostic, Outcome, Spec, Task, Verdict, Verifier};
 use onebrain_roles::{
     episode_input, run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeInput, EpisodeRecord, Finalizer,
-    Generation, LanguageModel, Mode, Role, SamplingConfig, StopReason, Strategy,
+    Mode, Role, Strategy,
 };
 use onebrain_runtime::{
     HostOptions, InstancePolicy, Limits, PluginHost, PluginManifest, PluginRegistry, WasmDiagnosticParser,
@@ -18,46 +17,16 @@ use onebrain_runtime::{
 };
 use onebrain_verifier::{ReviewedVerifier, VerifierPool};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Builds the guests (the script `scripts/setup.sh` runs; quick when nothing changed).
-fn build() {
-    let ok = std::process::Command::new(root().join("scripts/build-plugins.sh"))
-        .status()
-        .expect("run scripts/build-plugins.sh")
-        .success();
-    assert!(ok, "scripts/build-plugins.sh failed");
-}
+mod common;
+use common::{build, root, FixedAnswer};
 
 /// Writes the rest of PlanBench BlocksWorld instance 2's problem as the 1.5B often does:
 /// the table declared as a block, `(on b table)` for `(ontable b)`.
-struct TableAsBlock;
-
-impl LanguageModel for TableAsBlock {
-    fn generate(&mut self, _: Role, _: &str, _: &SamplingConfig) -> Result<Generation, BoxError> {
-        let text = "a b c d table)\n  (:init (handempty) (on a b) (on b table) (ontable c) (on d c) (clear a) (clear d))\n  (:goal (and (on c a))))\n```".to_string();
-        Ok(Generation {
-            tokens: vec![1; 16],
-            text,
-            prompt_tokens: 100,
-            cached_prompt_tokens: 0,
-            prefill_tokens: 100,
-            prefill_secs: 0.01,
-            decode_secs: 0.01,
-            stop_reason: StopReason::Eos,
-            logprobs: Vec::new(),
-            constraint: None,
-        })
-    }
-
-    fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
-        Ok(0.5)
-    }
-
-    fn name(&self) -> String {
-        "table-as-block".into()
+fn table_as_block() -> FixedAnswer {
+    FixedAnswer {
+        name: "table-as-block",
+        text: "a b c d table)\n  (:init (handempty) (on a b) (on b table) (ontable c) (on d c) (clear a) (clear d))\n  (:goal (and (on c a))))\n```",
+        judge: 0.5,
     }
 }
 
@@ -128,7 +97,7 @@ fn the_editor_reads_what_disagrees_with_a_real_blocksworld_text() {
     let reviewed = ReviewedVerifier::new(Arc::new(Unsolvable), vec![reviewer]);
     let run = |verifier: &dyn Verifier| {
         let episode = Episode::new(input(&domain, &text), &cfg, "table-as-block");
-        run_episode(episode, &cfg, &mut TableAsBlock, verifier, &Finalizer::default(), &mut |_| {})
+        run_episode(episode, &cfg, &mut table_as_block(), verifier, &Finalizer::default(), &mut |_| {})
     };
 
     let rec = run(&reviewed);
@@ -176,7 +145,7 @@ fn a_reviewer_that_traps_hangs_or_answers_garbage_leaves_a_warning_and_the_episo
     let commands = ["trap", "loop", "flood", "blank", "ansi"];
     let episodes: Vec<Episode> = commands.iter().map(|c| Episode::new(input(&domain, c), &cfg, "table-as-block")).collect();
     let mut records: Vec<EpisodeRecord> = Vec::new();
-    run_pipelined(episodes, &cfg, &mut TableAsBlock, &pool, &Finalizer::default(), 2, &mut |_| {}, &mut |r| {
+    run_pipelined(episodes, &cfg, &mut table_as_block(), &pool, &Finalizer::default(), 2, &mut |_| {}, &mut |r| {
         records.push(r);
         Ok::<(), ()>(())
     })

@@ -1,0 +1,55 @@
+//! What the roles' plugin tests share: the repository's root, the guest build, and a model
+//! that writes one fixed answer.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::path::{Path, PathBuf};
+
+use onebrain_core::BoxError;
+use onebrain_roles::{Generation, LanguageModel, Role, SamplingConfig, StopReason};
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Builds the guests (the script `scripts/setup.sh` runs; quick when nothing changed).
+pub fn build() {
+    let ok = std::process::Command::new(root().join("scripts/build-plugins.sh"))
+        .status()
+        .expect("run scripts/build-plugins.sh")
+        .success();
+    assert!(ok, "scripts/build-plugins.sh failed");
+}
+
+/// Answers every prompt with `text` (the rest of a problem after the prompt's opening) and
+/// the Judge with `judge`.
+pub struct FixedAnswer {
+    pub name: &'static str,
+    pub text: &'static str,
+    pub judge: f32,
+}
+
+impl LanguageModel for FixedAnswer {
+    fn generate(&mut self, _: Role, _: &str, _: &SamplingConfig) -> Result<Generation, BoxError> {
+        Ok(Generation {
+            tokens: vec![1; 16],
+            text: self.text.to_string(),
+            prompt_tokens: 100,
+            cached_prompt_tokens: 0,
+            prefill_tokens: 100,
+            prefill_secs: 0.01,
+            decode_secs: 0.01,
+            stop_reason: StopReason::Eos,
+            logprobs: Vec::new(),
+            constraint: None,
+        })
+    }
+
+    fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
+        Ok(self.judge)
+    }
+
+    fn name(&self) -> String {
+        self.name.into()
+    }
+}
