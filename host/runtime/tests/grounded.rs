@@ -22,32 +22,11 @@ fn failed(task: &str, spec: &Spec, verdict: &Verdict) -> Vec<GamingCheck> {
     findings(task, spec, verdict).unwrap().into_iter().map(|f| f.check).collect()
 }
 
-/// Every PlanBench row of `folder`: (statement, reference spec, ground-truth plan).
-fn planbench_rows(data: &Path, folder: &str) -> Vec<(String, Spec, Vec<String>)> {
-    let dir = data.join("planbench").join(folder);
-    let mut rows = Vec::new();
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if !(name.starts_with("nl_tasks") && name.ends_with(".jsonl")) {
-            continue;
-        }
-        for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
-            let row: serde_json::Value = serde_json::from_str(line).unwrap();
-            let read = |k: &str| std::fs::read_to_string(dir.join(row[k].as_str().unwrap())).unwrap();
-            let spec = Spec { domain: read("domain_pddl"), problem: read("problem_pddl") };
-            let plan = row["ground_truth_plan"].as_str().unwrap().lines().map(str::to_string).collect();
-            rows.push((row["nl_statement"].as_str().unwrap().to_string(), spec, plan));
-        }
-    }
-    rows
-}
-
 #[test]
 fn every_planbench_reference_passes_every_check() {
     let Some(data) = common::data_dir() else { return };
     for folder in ["blocksworld", "mystery_blocksworld", "logistics"] {
-        let rows = planbench_rows(&data, folder);
+        let rows = common::planbench_rows(&data, folder);
         assert!(rows.len() >= 285, "{folder}: {} rows", rows.len());
         for (text, spec, plan) in &rows {
             let plan: Vec<&str> = plan.iter().map(String::as_str).collect();
@@ -90,7 +69,7 @@ fn every_explicit_planetarium_gripper_reference_passes_every_check() {
 
 /// PlanBench BlocksWorld instance 2 ("the orange block on the red block"), with its plan.
 fn blocksworld_2(data: &Path) -> (String, Spec, Vec<String>) {
-    planbench_rows(data, "blocksworld")
+    common::planbench_rows(data, "blocksworld")
         .into_iter()
         .find(|(t, _, _)| t.ends_with("My goal is to have that the orange block is on top of the red block."))
         .expect("instance 2")

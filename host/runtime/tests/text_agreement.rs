@@ -9,7 +9,6 @@
 mod common;
 
 use std::io::BufRead;
-use std::path::Path;
 
 use onebrain_core::{FinishedEpisode, Outcome, Reward, Spec, Step, StepRole, Verdict};
 use onebrain_runtime::{InstancePolicy, Limits, WasmReward};
@@ -21,28 +20,6 @@ fn solved(plan: &[String]) -> Verdict {
 
 fn close(a: f32, b: f32) -> bool {
     (a - b).abs() < 1e-6
-}
-
-/// Every PlanBench row of `folder`, read in place: (statement, reference spec, plan).
-fn planbench_rows(data: &Path, folder: &str) -> Vec<(String, Spec, Vec<String>)> {
-    let dir = data.join("planbench").join(folder);
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    let mut rows = Vec::new();
-    for path in files {
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if !(name.starts_with("nl_tasks") && name.ends_with(".jsonl")) {
-            continue;
-        }
-        for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
-            let row: serde_json::Value = serde_json::from_str(line).unwrap();
-            let read = |k: &str| std::fs::read_to_string(dir.join(row[k].as_str().unwrap())).unwrap();
-            let spec = Spec { domain: read("domain_pddl"), problem: read("problem_pddl") };
-            let plan = row["ground_truth_plan"].as_str().unwrap().lines().map(str::to_string).collect();
-            rows.push((row["nl_statement"].as_str().unwrap().to_string(), spec, plan));
-        }
-    }
-    rows
 }
 
 fn text_agreement() -> WasmReward {
@@ -65,7 +42,7 @@ fn agreement(reward: &WasmReward, text: &str, spec: &Spec, verdict: Verdict) -> 
 fn text_agreement_pays_a_faithful_episode_and_not_a_gamed_one() {
     let Some(data) = common::data_dir() else { return };
     // PlanBench BlocksWorld instance 2: "the orange block on the red block".
-    let (text, spec, plan) = planbench_rows(&data, "blocksworld")
+    let (text, spec, plan) = common::planbench_rows(&data, "blocksworld")
         .into_iter()
         .find(|(t, _, _)| t.ends_with("My goal is to have that the orange block is on top of the red block."))
         .expect("instance 2");
@@ -124,7 +101,7 @@ fn every_planbench_reference_agrees_fully_and_its_gamed_twin_not_at_all() {
     let Some(data) = common::data_dir() else { return };
     let reward = text_agreement();
     for folder in ["blocksworld", "mystery_blocksworld", "logistics"] {
-        let rows = planbench_rows(&data, folder);
+        let rows = common::planbench_rows(&data, folder);
         assert!(rows.len() >= 285, "{folder}: {} rows", rows.len());
         let mut shown = 0;
         for (text, spec, plan) in &rows {

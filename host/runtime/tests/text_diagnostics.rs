@@ -8,26 +8,6 @@ mod common;
 use onebrain_core::{Category, DiagnosticParser, Severity, Spec, SpecFile};
 use onebrain_runtime::{InstancePolicy, Limits, RuntimeConfig, WasmDiagnosticParser};
 
-/// Every PlanBench row of `folder`, read in place: (statement, reference spec).
-fn planbench_rows(data: &std::path::Path, folder: &str) -> Vec<(String, Spec)> {
-    let dir = data.join("planbench").join(folder);
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-    files.sort();
-    let mut rows = Vec::new();
-    for path in files {
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if !(name.starts_with("nl_tasks") && name.ends_with(".jsonl")) {
-            continue;
-        }
-        for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
-            let row: serde_json::Value = serde_json::from_str(line).unwrap();
-            let read = |k: &str| std::fs::read_to_string(dir.join(row[k].as_str().unwrap())).unwrap();
-            rows.push((row["nl_statement"].as_str().unwrap().to_string(), Spec { domain: read("domain_pddl"), problem: read("problem_pddl") }));
-        }
-    }
-    rows
-}
-
 /// The reviewer a config lists: `diagnostic-reviewers = ["text-diagnostics"]`.
 fn reviewer() -> std::sync::Arc<WasmDiagnosticParser> {
     common::build();
@@ -41,7 +21,7 @@ fn reviewer() -> std::sync::Arc<WasmDiagnosticParser> {
 #[test]
 fn review_crosses_the_boundary_with_the_text_and_the_spec() {
     let Some(data) = common::data_dir() else { return };
-    let (text, reference) = planbench_rows(&data, "blocksworld").into_iter().next().unwrap();
+    let (text, reference, _) = common::planbench_rows(&data, "blocksworld").into_iter().next().unwrap();
     let problem = reference.problem.replacen("(:objects a b c d", "(:objects a b c d table", 1).replacen("(ontable b)", "(on b table)", 1);
     let spec = Spec { problem, ..reference.clone() };
     let reviewer = reviewer();
@@ -70,11 +50,11 @@ fn the_sandbox_answers_what_the_guest_answers_natively() {
     let reviewer = WasmDiagnosticParser::reviewer(&common::bundled(&host, "text-diagnostics"), InstancePolicy::Reuse).unwrap();
     let mut compared = 0;
     for folder in ["blocksworld", "mystery_blocksworld", "logistics"] {
-        let rows = planbench_rows(&data, folder);
+        let rows = common::planbench_rows(&data, folder);
         // Every 7th row against the next row's spec: the most findings, the cap included.
         for i in (0..rows.len()).step_by(7) {
-            let (text, _) = &rows[i];
-            let (other_text, other) = &rows[(i + 1) % rows.len()];
+            let (text, _, _) = &rows[i];
+            let (other_text, other, _) = &rows[(i + 1) % rows.len()];
             if other_text == text {
                 continue;
             }

@@ -76,3 +76,26 @@ pub fn episode(b0: bool, judge_score: f32, solved_final: bool, repairs: u32) -> 
     }
     FinishedEpisode { steps, judge_score, ..FinishedEpisode::default() }
 }
+
+/// Every PlanBench row of `folder` (files in name order), read in place from `data`:
+/// (statement, reference spec, ground-truth plan).
+pub fn planbench_rows(data: &Path, folder: &str) -> Vec<(String, onebrain_core::Spec, Vec<String>)> {
+    let dir = data.join("planbench").join(folder);
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut rows = Vec::new();
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !(name.starts_with("nl_tasks") && name.ends_with(".jsonl")) {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            let read = |k: &str| std::fs::read_to_string(dir.join(row[k].as_str().unwrap())).unwrap();
+            let spec = onebrain_core::Spec { domain: read("domain_pddl"), problem: read("problem_pddl") };
+            let plan = row["ground_truth_plan"].as_str().unwrap().lines().map(str::to_string).collect();
+            rows.push((row["nl_statement"].as_str().unwrap().to_string(), spec, plan));
+        }
+    }
+    rows
+}
