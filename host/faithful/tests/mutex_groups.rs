@@ -77,3 +77,20 @@ fn planetarium_reference_initial_states_break_no_group() {
         }
     }
 }
+
+/// Issue 47: by update 40 the `text-agreement` arm's Gripper answers appended `carry` facts to
+/// a correct initial state (`results/train-1.5b-text-agreement`, "What Gripper learned").
+/// The domain's own groups rule each one out twice: a gripper is free or carries, a ball is
+/// in a room or carried. So the init-mutex guard would refuse the answer the reward underpaid.
+#[test]
+fn the_arms_gripper_carry_facts_break_the_domains_groups() {
+    let Some(data) = common::data_dir() else { return };
+    let groups = groups_of(&data.join("planetarium/domains/gripper.pddl"));
+    let init = "(room room1) (room room2) (ball ball1) (gripper gripper1) (at-robby room1) (at ball1 room2) (free gripper1)";
+    let problem = |extra: &str| {
+        format!("(define (problem t) (:domain gripper) (:objects room1 room2 ball1 gripper1) (:init {init} {extra}) (:goal (at ball1 room1)))")
+    };
+    assert_eq!(broken(&groups, &problem("")), None, "the text's own initial state");
+    let (a, b) = broken(&groups, &problem("(carry ball1 gripper1)")).expect("carry beside free and at");
+    assert!(b.contains("carry") && (a.contains("free") || a.contains("(at ball1")), "{a} / {b}");
+}
