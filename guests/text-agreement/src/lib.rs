@@ -382,42 +382,11 @@ mod tests {
         assert!(other_gripper < 0.9, "A = {other_gripper}");
     }
 
-    /// `../shared/data` beside the repository, or `None` (the test then skips, saying so).
-    fn data() -> Option<std::path::PathBuf> {
-        let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-        if d.is_dir() {
-            Some(d)
-        } else {
-            eprintln!("skipping: benchmark data not found at {}", d.display());
-            None
-        }
-    }
-
-    /// Every PlanBench row of `folder`, read in place: (statement, reference spec).
-    fn planbench(data: &std::path::Path, folder: &str) -> Vec<(String, Spec)> {
-        let dir = data.join("planbench").join(folder);
-        let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-        files.sort();
-        let mut rows = Vec::new();
-        for path in files {
-            let name = path.file_name().unwrap().to_string_lossy().to_string();
-            if !(name.starts_with("nl_tasks") && name.ends_with(".jsonl")) {
-                continue;
-            }
-            for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
-                let row: serde_json::Value = serde_json::from_str(line).unwrap();
-                let read = |k: &str| std::fs::read_to_string(dir.join(row[k].as_str().unwrap())).unwrap();
-                rows.push((row["nl_statement"].as_str().unwrap().to_string(), spec(&read("domain_pddl"), &read("problem_pddl"))));
-            }
-        }
-        rows
-    }
-
     #[test]
     fn every_planbench_reference_agrees_fully_and_other_tasks_do_not() {
-        let Some(data) = data() else { return };
+        let Some(data) = text_match::planbench::data_dir() else { return };
         for folder in ["blocksworld", "mystery_blocksworld", "logistics"] {
-            let rows = planbench(&data, folder);
+            let rows = text_match::planbench::rows(&data, folder);
             assert!(rows.len() >= 285, "{folder}: {} rows", rows.len());
             let mut others = Vec::new();
             for (i, (text, reference)) in rows.iter().enumerate() {

@@ -157,41 +157,9 @@ fn cut(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
 
-    /// `../shared/data` beside the repository, or `None` (the test then skips, saying so).
-    fn data() -> Option<std::path::PathBuf> {
-        let d = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
-        if d.is_dir() {
-            Some(d)
-        } else {
-            eprintln!("skipping: benchmark data not found at {}", d.display());
-            None
-        }
-    }
-
-    /// Every PlanBench row of `folder`, read in place: (statement, reference spec).
-    fn planbench(data: &std::path::Path, folder: &str) -> Vec<(String, Spec)> {
-        let dir = data.join("planbench").join(folder);
-        let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
-        files.sort();
-        let mut rows = Vec::new();
-        for path in files {
-            let name = path.file_name().unwrap().to_string_lossy().to_string();
-            if !(name.starts_with("nl_tasks") && name.ends_with(".jsonl")) {
-                continue;
-            }
-            for line in std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()) {
-                let row: serde_json::Value = serde_json::from_str(line).unwrap();
-                let read = |k: &str| std::fs::read_to_string(dir.join(row[k].as_str().unwrap())).unwrap();
-                let spec = Spec { domain: read("domain_pddl"), problem: read("problem_pddl") };
-                rows.push((row["nl_statement"].as_str().unwrap().to_string(), spec));
-            }
-        }
-        rows
-    }
-
     /// PlanBench BlocksWorld's instance 2 (the first row), read in place.
     fn instance_2(data: &std::path::Path) -> (String, Spec) {
-        let (text, spec) = planbench(data, "blocksworld").into_iter().next().unwrap();
+        let (text, spec) = text_match::planbench::rows(data, "blocksworld").into_iter().next().unwrap();
         assert!(text.starts_with("As initial conditions I have that, the red block is clear, the yellow block is clear"));
         assert!(spec.problem.contains("(on a b)") && spec.problem.contains("(ontable b)") && spec.problem.contains("(on c a)"));
         (text, spec)
@@ -214,7 +182,7 @@ mod tests {
 
     #[test]
     fn an_invented_table_block_on_a_real_blocksworld_task() {
-        let Some(data) = data() else { return };
+        let Some(data) = text_match::planbench::data_dir() else { return };
         let (text, reference) = instance_2(&data);
         let spec = edited(&edited(&reference, "(:objects a b c d", "(:objects a b c d table"), "(ontable b)", "(on b table)");
         let got = review(&text, &spec);
@@ -233,7 +201,7 @@ mod tests {
 
     #[test]
     fn a_fact_the_text_contradicts_a_hand_object_and_a_dropped_goal() {
-        let Some(data) = data() else { return };
+        let Some(data) = text_match::planbench::data_dir() else { return };
         let (text, reference) = instance_2(&data);
         let got = review(&text, &edited(&reference, "(on a b)", "(ontable a)"));
         assert_eq!(shown(&got), ["[goal-constraint] problem line 8, column 1: (ontable a): the text says (on a b)"]);
@@ -256,7 +224,7 @@ mod tests {
 
     #[test]
     fn a_missing_block_in_the_texts_names() {
-        let Some(data) = data() else { return };
+        let Some(data) = text_match::planbench::data_dir() else { return };
         let (text, reference) = instance_2(&data);
         // The model wrote the text's colours and left the orange block out.
         let problem = "(define (problem p) (:domain blocksworld-4ops)\n(:objects red blue yellow)\n\
@@ -277,9 +245,9 @@ mod tests {
 
     #[test]
     fn every_planbench_reference_has_nothing_to_report() {
-        let Some(data) = data() else { return };
+        let Some(data) = text_match::planbench::data_dir() else { return };
         for folder in ["blocksworld", "mystery_blocksworld", "logistics"] {
-            let rows = planbench(&data, folder);
+            let rows = text_match::planbench::rows(&data, folder);
             assert!(rows.len() >= 285, "{folder}: {} rows", rows.len());
             for (text, reference) in &rows {
                 assert_eq!(review(text, reference), [], "{folder}\n{text}\n{}", reference.problem);
@@ -289,9 +257,9 @@ mod tests {
 
     #[test]
     fn another_tasks_spec_is_reported_within_the_bounds() {
-        let Some(data) = data() else { return };
+        let Some(data) = text_match::planbench::data_dir() else { return };
         for folder in ["blocksworld", "mystery_blocksworld", "logistics"] {
-            let rows = planbench(&data, folder);
+            let rows = text_match::planbench::rows(&data, folder);
             let mut capped = 0;
             for (i, (text, _)) in rows.iter().enumerate() {
                 let (other_text, other) = &rows[(i + 1) % rows.len()];

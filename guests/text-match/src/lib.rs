@@ -50,6 +50,8 @@
 #![deny(missing_docs)]
 
 mod lexicon;
+#[cfg(feature = "planbench")]
+pub mod planbench;
 mod reading;
 mod text;
 mod words;
