@@ -66,7 +66,7 @@ pub use runner::{
 };
 pub use shard::{config_digest, merge_shards, Merged, PlannedEpisode, Shard, ShardError, ShardManifest};
 pub use tasks::{planbench_task, plugin_for_set, Benchmark, SourceKind, TaskError};
-pub use trace::{read_jsonl, read_trace, TraceContents, TraceError, TraceWriter};
+pub use trace::{parse_jsonl, read_jsonl, read_trace, TraceContents, TraceError, TraceWriter};
 pub use transfer::{
     run_transfer, run_transfer_eval, transfer_items, transfer_table, TransferBenchmark, TransferItem, TransferKind,
     TransferLoadError, TransferRecord, TransferRunError,

@@ -88,6 +88,15 @@ pub fn read_jsonl<T: serde::de::DeserializeOwned>(
     };
     let mut bytes = Vec::new();
     BufReader::new(file).read_to_end(&mut bytes).map_err(io)?;
+    parse_jsonl(path, &bytes)
+}
+
+/// [`read_jsonl`]'s rules on a log already in memory (a gzipped trace once decompressed);
+/// `path` only names it in errors.
+pub fn parse_jsonl<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<TraceContents<T>, TraceError> {
     // Lines as bytes: a write killed inside a multi-byte character leaves a torn line that is
     // not UTF-8, and reading the file as text refused the whole trace (issue 35, fuzzing).
     let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();

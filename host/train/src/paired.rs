@@ -45,8 +45,8 @@ struct Faithfulness {
 }
 
 /// The outcomes in the evaluation folder `dir` (its `trace.jsonl`, else `trace.jsonl.gz`);
-/// `None` when it has neither. A torn last line (a killed write) is dropped; any other line
-/// that does not parse is an error naming it.
+/// `None` when it has neither. Read by the trace's rules (`onebrain_eval::parse_jsonl`): a
+/// torn last line is dropped, any other line that does not parse is an error naming it.
 pub fn read_outcomes(dir: &Path) -> Result<Option<Outcomes>, TrainError> {
     let plain = dir.join("trace.jsonl");
     let gzipped = dir.join("trace.jsonl.gz");
@@ -62,18 +62,12 @@ pub fn read_outcomes(dir: &Path) -> Result<Option<Outcomes>, TrainError> {
         return Ok(None);
     };
     let bytes = bytes.map_err(|e| TrainError::Config(format!("{}: {e}", path.display())))?;
-    let lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)).collect();
+    let lines = onebrain_eval::parse_jsonl::<TraceLine>(&path, &bytes)?.records;
     let mut out = Outcomes::new();
-    for (i, line) in lines.iter().enumerate() {
-        match serde_json::from_slice::<TraceLine>(line) {
-            Ok(r) => {
-                let strategy = r.strategy.as_str().map_or_else(|| r.strategy.to_string(), str::to_string);
-                let faithful = r.solved && r.faithfulness.is_some_and(|f| f.faithful);
-                out.insert(format!("{} {strategy}", r.task_id), Outcome { solved: r.solved, faithful });
-            }
-            Err(_) if i + 1 == lines.len() && serde_json::from_slice::<serde_json::Value>(line).is_err() => {}
-            Err(e) => return Err(TrainError::Config(format!("{}, record {}: {e}", path.display(), i + 1))),
-        }
+    for r in lines {
+        let strategy = r.strategy.as_str().map_or_else(|| r.strategy.to_string(), str::to_string);
+        let faithful = r.solved && r.faithfulness.is_some_and(|f| f.faithful);
+        out.insert(format!("{} {strategy}", r.task_id), Outcome { solved: r.solved, faithful });
     }
     Ok(Some(out))
 }
@@ -180,7 +174,7 @@ mod tests {
         // A bad line that is not the last is an error naming the file.
         std::fs::write(before.join("trace.jsonl"), "{\"x\":1}\n".to_string() + &line("t1", true, None)).unwrap();
         let e = read_outcomes(&before).unwrap_err().to_string();
-        assert!(e.contains("trace.jsonl, record 1"), "{e}");
+        assert!(e.contains("trace.jsonl, line 1"), "{e}");
     }
 
     #[test]
