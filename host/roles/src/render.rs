@@ -150,11 +150,18 @@ pub fn what_differs(rec: &EpisodeRecord) -> Vec<String> {
             }
         }
     }
+    // Where no renaming of the objects makes the two initial states equal, the checker stops
+    // there: it never compares the goal or replays the plan, so those verdicts are false
+    // without being refuted and say nothing about the answer.
+    let stopped_at_init = !f.init_preserved && !f.undecided;
     // The checker's verdicts, where the counts above did not already say it.
     if f.solvable && !f.objects_preserved && !counted[0] {
         out.push("the objects or their types differ".into());
     }
-    if f.solvable && !f.goal_preserved && !counted[2] {
+    if f.solvable && stopped_at_init && f.objects_preserved && !counted[1] {
+        out.push("the initial state differs from the task's under every renaming of the objects".into());
+    }
+    if f.solvable && !f.goal_preserved && !counted[2] && !stopped_at_init {
         out.push("the goal is not the task's goal".into());
     }
     if let Some(d) = f.drift {
@@ -163,7 +170,7 @@ pub fn what_differs(rec: &EpisodeRecord) -> Vec<String> {
     if rec.mode == Mode::Full && !f.schema_consistent {
         out.push(format!("the action schemas differ (schema F1 {:.2})", f.schema_f1));
     }
-    if f.solvable && !f.plan_replay_ok {
+    if f.solvable && !f.plan_replay_ok && !stopped_at_init {
         out.push("its plan does not solve the task".into());
     }
     if out.is_empty() {
@@ -297,6 +304,18 @@ mod tests {
         assert!(differs.contains(&"1 of 1 goal fact missing, 1 invented".to_string()), "{differs:?}");
         let line = faithfulness_line(&rec);
         assert!(line.starts_with("faithful: no: ") && !line.contains("drift: none"), "{line}");
+    }
+
+    /// Regression (session 39's demo): an answer whose goal and objects are the task's but
+    /// whose initial state no renaming matches was reported as "the goal is not the task's
+    /// goal; its plan does not solve the task", verdicts the checker never reached.
+    #[test]
+    fn an_unmatched_initial_state_does_not_claim_the_goal_or_plan_differ() {
+        let extra_fact = TASK.replace("(handempty))", "(handempty) (on c a))");
+        let rec = finished(&extra_fact, &["(pick-up a)", "(stack a b)"]);
+        let f = rec.faithfulness.as_ref().unwrap();
+        assert!(!f.faithful && !f.init_preserved && f.objects_preserved, "{f:?}");
+        assert_eq!(what_differs(&rec), vec!["1 initial fact invented".to_string()]);
     }
 
     #[test]
