@@ -1,6 +1,7 @@
-//! Issue 46: the held-out slice with the `text-diagnostics` reviewer is the held-out slice
-//! plus that one line, so the two runs compare task for task; no other shipped config lists
-//! a reviewer, so every other run is what it was.
+//! The held-out slice's variants differ from it only where they say, so their runs compare
+//! with it task for task. Issue 46: with the `text-diagnostics` reviewer it is the held-out
+//! slice plus that one line; no other shipped config lists a reviewer, so every other run is
+//! what it was. Issue 47: the first-answers variant (the in-flight check) only drops repairs.
 
 use std::path::Path;
 
@@ -23,6 +24,19 @@ fn the_text_diagnostics_eval_is_the_heldout_eval_with_one_reviewer() {
     reviewed.out_dir = plain.out_dir.clone();
     reviewed.plugins.diagnostic_reviewers.clear();
     assert_eq!(reviewed, plain, "the variant differs in more than its reviewer");
+}
+
+#[test]
+fn the_first_answers_eval_is_the_heldout_eval_without_repairs() {
+    let plain = load("eval-heldout.toml");
+    let mut first = load("eval-heldout-first-answers.toml");
+    assert_eq!((first.episode.max_repairs, first.episode.budget), (0, 1));
+    assert_ne!(first.out_dir, plain.out_dir, "the two runs would share a folder");
+    first.name = plain.name.clone();
+    first.out_dir = plain.out_dir.clone();
+    first.episode.max_repairs = plain.episode.max_repairs;
+    first.episode.budget = plain.episode.budget;
+    assert_eq!(first, plain, "the variant differs in more than its repairs");
 }
 
 #[test]
