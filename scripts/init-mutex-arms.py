@@ -14,12 +14,11 @@ The groups are those `onebrain_faithful::mutex_groups` proves for the plugin dom
 host/faithful/src/lifted.rs pin them), written out here so that arms run without the rule, whose
 traces do not carry them, are counted alike.
 """
-import gzip
-import json
 import re
 import sys
 
 from intervals import wilson
+from traces import read_jsonl
 
 # Per domain, per group, its parts: (predicate, argument positions of the group's parameters).
 GROUPS = {
@@ -74,15 +73,9 @@ def conflict(facts, groups):
     return None
 
 
-def read(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def main(paths):
     for path in paths:
-        rows = read(path)
+        rows = read_jsonl(path)
         n = len(rows)
         solved = sum(bool(r.get("solved")) for r in rows)
         faithful = sum(bool((r.get("faithfulness") or {}).get("faithful")) for r in rows)

@@ -20,33 +20,20 @@ answer each, sampled with another `--seed`. Per task the k answers are pooled:
 Shares of tasks come with a 95 % Wilson interval over the tasks; episodes that stopped on an
 error (no answer) are counted apart and never picked.
 """
-import gzip
-import json
 import math
 import sys
 from collections import defaultdict
-from pathlib import Path
 
 LAMBDA_JUDGE = 0.3  # λ_J of the eval config (the paper's; `[episode] lambda-judge`)
 
 
 from intervals import wilson
+from traces import read_trace
 
 
 def share(k, n):
     lo, hi = wilson(k, n)
     return f"{k}/{n} ({100 * k / max(n, 1):.1f} %, [{100 * lo:.1f}, {100 * hi:.1f}])"
-
-
-def read_trace(folder):
-    folder = Path(folder)
-    for name in ("trace.jsonl", "trace.jsonl.gz"):
-        path = folder / name
-        if path.exists():
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rt") as f:
-                return [json.loads(line) for line in f if line.strip()]
-    sys.exit(f"pass-at-k: no trace.jsonl in {folder}")
 
 
 def answer(rec):

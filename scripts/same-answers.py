@@ -9,30 +9,21 @@ per-token log-probabilities (exactly, not within a tolerance) and the Judge's sc
 one line per run and one per task that differs; exits 1 if any differs, 2 if no task is
 shared.
 """
-import gzip
-import json
-import os
 import sys
+
+from traces import read_trace
 
 
 def first_answers(run):
-    path = os.path.join(run, "trace.jsonl")
-    if not os.path.exists(path):
-        path += ".gz"
-    opener = gzip.open if path.endswith(".gz") else open
+    """Each task's first answer in the evaluation folder `run`: text, log-probabilities, s_J."""
     answers = {}
-    with opener(path, "rt") as lines:
-        for line in lines:
-            try:
-                episode = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line of a stopped run
-            step = episode["steps"][0]
-            answers[(episode["task_id"], episode["strategy"])] = (
-                step["output"],
-                step.get("output_logprobs"),
-                step.get("judge_score"),
-            )
+    for episode in read_trace(run):
+        step = episode["steps"][0]
+        answers[(episode["task_id"], episode["strategy"])] = (
+            step["output"],
+            step.get("output_logprobs"),
+            step.get("judge_score"),
+        )
     return answers
 
 
