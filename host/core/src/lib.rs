@@ -404,13 +404,16 @@ pub struct FaithfulnessReport {
     pub solvable: bool,
     /// C_i: solvable and every test below passed.
     pub faithful: bool,
-    /// The candidate goal is equivalent to the reference goal under the mapping.
+    /// The candidate goal is equivalent to the reference goal under the mapping. False
+    /// without a comparison when no mapping matches the initial states (`init_preserved`
+    /// false): the checker stops there.
     pub goal_preserved: bool,
     /// Same objects with the same types under the mapping.
     pub objects_preserved: bool,
     /// The action schemas match the reference's.
     pub schema_consistent: bool,
-    /// The candidate's plan, translated, is valid in the reference model.
+    /// The candidate's plan, translated, is valid in the reference model. Like
+    /// `goal_preserved`, false without a replay when `init_preserved` is false.
     pub plan_replay_ok: bool,
     /// F1 of (action, role, literal) triples against the reference schemas.
     pub schema_f1: f64,
