@@ -183,7 +183,7 @@ pub struct SolveArgs {
     /// Where the benchmark data lives (for --planbench).
     #[arg(long, default_value = "../shared/data")]
     pub data: PathBuf,
-    /// Override the config's strategy (multi-role, self-refine, llm+p, direct, tot).
+    /// Override the config's strategy (multi-role, self-refine, llm+p, direct, tot, best-of-k).
     #[arg(long)]
     pub strategy: Option<String>,
     /// Override the config's mode (full, problem).

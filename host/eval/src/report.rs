@@ -303,6 +303,8 @@ impl StrategyReport {
                 let s = r.judge_score.expect("filtered") as f64;
                 match (r.b0, &r.faithfulness) {
                     (false, _) => j.unsolved.push(s),
+                    // Best-of-k may return another sample than y_0: no verdict on y_0.
+                    (true, _) if r.selected.is_some_and(|i| i != 0) => j.solved_unchecked.push(s),
                     // When b_0 = 1 the returned spec is y_0, so its report is y_0's.
                     (true, Some(f)) if f.faithful => j.solved_faithful.push(s),
                     // No verdict: as if no checker had run.

@@ -85,6 +85,7 @@ fn record(
         b0: solved_at == Some(0),
         solved: solved_at.is_some(),
         first_success: solved_at.map(|i| i as u32),
+        selected: None,
         repairs: steps.len() as u32 - 1,
         solver_calls: steps.len() as u32,
         planner_calls: steps.len() as u32,

@@ -19,7 +19,7 @@ use crate::episode::{Episode, Request, Response};
 use crate::model::LanguageModel;
 use onebrain_model::Role;
 use crate::record::{EpisodeRecord, Event, FailedPlugin, PluginFailure};
-use crate::strategy::{EpisodeConfig, Strategy};
+use crate::strategy::{EpisodeConfig, Select, Strategy};
 
 /// Adds what the plugins say about a finished episode: rewards and faithfulness.
 #[derive(Clone, Default)]
@@ -47,6 +47,13 @@ impl Finalizer {
     pub fn finalize(&self, rec: &mut EpisodeRecord, cfg: &EpisodeConfig, reference: Option<&Spec>) {
         let start = Instant::now();
         let mut errors = Vec::new();
+        if let (Some(reward), Strategy::BestOfK, Select::Reward) = (&self.reward, rec.strategy, cfg.select) {
+            // The pick decides which answer the checker below sees.
+            if let Err(e) = select_by_reward(rec, cfg, reward.as_ref()) {
+                errors.push(format!("{}{e}", FailedPlugin::Reward.error_prefix()));
+                rec.failures.push(plugin_failure(FailedPlugin::Reward, &*e));
+            }
+        }
         if let (Some(reward), Strategy::MultiRole) = (&self.reward, rec.strategy) {
             let episode = finished_episode(rec, cfg);
             match reward.rewards(&episode) {
@@ -96,6 +103,42 @@ impl Finalizer {
             });
         }
     }
+}
+
+/// Best-of-k's pick by the reward plugin: each verified sample y scored alone, as a one-step
+/// episode with the Judge's weight λ_J set to 0, so Φ(y) is the plugin's Actor reward without
+/// its Judge term (`text-agreement`: b·A(y)). The highest Φ is returned, ties to the higher
+/// Judge score, then to the earlier sample; its rewards become the record's. A failed call
+/// (or a non-finite Φ) leaves the Judge's pick that the episode made, and is reported.
+fn select_by_reward(rec: &mut EpisodeRecord, cfg: &EpisodeConfig, reward: &dyn Reward) -> Result<(), onebrain_core::BoxError> {
+    let whole = finished_episode(rec, cfg);
+    let settings = RewardSettings { lambda_judge: 0.0, ..whole.settings };
+    let samples = rec.steps.iter().enumerate().filter(|(_, s)| s.verdict.is_some());
+    let mut best: Option<(usize, f32, f32, onebrain_core::Rewards)> = None;
+    for ((at, s), step) in samples.zip(whole.steps) {
+        let judge = s.judge_score.unwrap_or(0.5);
+        let one = FinishedEpisode {
+            task_id: whole.task_id.clone(),
+            domain: whole.domain.clone(),
+            task_text: whole.task_text.clone(),
+            steps: vec![step],
+            judge_score: judge,
+            settings,
+        };
+        let r = reward.rewards(&one)?;
+        if !r.actor.is_finite() {
+            return Err(format!("Φ of sample {} is {}, not a number the selector can rank", s.index, r.actor).into());
+        }
+        let better = best.as_ref().is_none_or(|&(_, phi, j, _)| r.actor > phi || (r.actor == phi && judge > j));
+        if better {
+            best = Some((at, r.actor, judge, r));
+        }
+    }
+    if let Some((at, _, _, rewards)) = best {
+        rec.return_step(at);
+        rec.rewards = Some(rewards);
+    }
+    Ok(())
 }
 
 /// A failed call of `plugin`, its kind read from the error's type: the core traits return a

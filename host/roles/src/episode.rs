@@ -152,6 +152,7 @@ impl Episode {
             b0: false,
             solved: false,
             first_success: None,
+            selected: None,
             repairs: 0,
             solver_calls: 0,
             planner_calls: 0,
@@ -299,6 +300,8 @@ impl Episode {
                 self.cfg.plan_max_tokens,
                 true,
             ),
+            // The Actor's own prompt each time: greedy first at evaluation, then samples.
+            (Strategy::BestOfK, _) => (Role::Actor, self.ctx.actor(), self.cfg.max_tokens, true),
             (Strategy::Tot, _) => unreachable!("ToT proposes through `propose`"),
         };
         let mut sampling = self.cfg.sampling(index, max_tokens, resample);
@@ -414,7 +417,7 @@ impl Episode {
             (Strategy::MultiRole, 0) | (Strategy::SelfRefine, 0) => "actor",
             (Strategy::MultiRole, _) => "editor",
             (Strategy::SelfRefine, _) => "self-refine",
-            (Strategy::LlmPlusP, _) => "sample",
+            (Strategy::LlmPlusP, _) | (Strategy::BestOfK, _) => "sample",
             (Strategy::Direct, _) => "plan",
             (Strategy::Tot, _) => "propose",
         }
@@ -571,7 +574,13 @@ impl Episode {
         if attempt == 1 {
             rec.b0 = solved;
         }
-        if self.cfg.strategy == Strategy::MultiRole && self.cfg.judge && attempt == 1 {
+        // Multi-role judges y_0; best-of-k judges every sample, since its selector may read it.
+        let judged = match self.cfg.strategy {
+            Strategy::MultiRole => attempt == 1,
+            Strategy::BestOfK => true,
+            _ => false,
+        };
+        if self.cfg.judge && judged {
             let step = &self.record.steps[at];
             let candidate = self.ctx.candidate_text(step.spec.as_ref(), &step.output);
             let prompt = self.ctx.judge(&candidate);
@@ -585,7 +594,10 @@ impl Episode {
     fn on_judged(&mut self, at: usize, score: f32, secs: f64) -> Request {
         let rec = &mut self.record;
         rec.timings.judge_ms += secs * 1e3;
-        rec.judge_score = Some(score);
+        // The record's s_J is y_0's (the Judge's AUC pairs it with b_0); each step keeps its own.
+        if rec.judge_score.is_none() {
+            rec.judge_score = Some(score);
+        }
         let step = &mut rec.steps[at];
         step.judge_score = Some(score);
         step.timings.judge_ms += secs * 1e3;
@@ -601,8 +613,11 @@ impl Episode {
         let step = &self.record.steps[at];
         let solved = step.verdict.as_ref().is_some_and(|v| v.solved);
         let index = step.index;
-        if solved {
+        if solved && self.record.first_success.is_none() {
             self.record.first_success = Some(index);
+        }
+        // Best-of-k spends its whole budget: a later sample may be the better answer.
+        if solved && self.cfg.strategy != Strategy::BestOfK {
             return self.done();
         }
         if self.record.solver_calls >= self.cfg.budget {
@@ -616,7 +631,7 @@ impl Episode {
                 }
                 self.generate(index + 1)
             }
-            Strategy::LlmPlusP | Strategy::Direct => self.generate(index + 1),
+            Strategy::LlmPlusP | Strategy::Direct | Strategy::BestOfK => self.generate(index + 1),
             Strategy::Tot => self.tot_next(),
         }
     }
@@ -632,30 +647,23 @@ impl Episode {
         Request::Done
     }
 
-    /// Fixes the returned answer: the first solved step, else the last verified one.
+    /// Fixes the returned answer: the first solved step, else the last verified one. Best-of-k
+    /// returns the sample its selector picks; the reward selector's pick needs the reward
+    /// plugin, so [`crate::Finalizer`] makes it, and this one (the Judge's) stands without one.
     fn close(&mut self) {
         if let Some(start) = self.started.take() {
             self.record.timings.wall_ms = start.elapsed().as_secs_f64() * 1e3;
-            let chosen = self
-                .record
-                .steps
-                .iter()
-                .find(|s| s.verdict.as_ref().is_some_and(|v| v.solved))
-                .or_else(|| self.last_spec_step())
-                .map(|s| {
-                    (
-                        s.verdict.as_ref().is_some_and(|v| v.solved),
-                        s.spec.clone(),
-                        s.verdict
-                            .as_ref()
-                            .map(|v| v.plan.clone())
-                            .unwrap_or_default(),
-                    )
-                });
-            if let Some((solved, spec, plan)) = chosen {
-                self.record.solved = solved;
-                self.record.final_spec = spec;
-                self.record.final_plan = plan;
+            let chosen = if self.cfg.strategy == Strategy::BestOfK {
+                pick_by_judge(&self.record.steps)
+            } else {
+                self.record
+                    .steps
+                    .iter()
+                    .position(|s| s.verdict.as_ref().is_some_and(|v| v.solved))
+                    .or_else(|| self.record.steps.iter().rposition(|s| s.verdict.is_some()))
+            };
+            if let Some(at) = chosen {
+                self.record.return_step(at);
             }
         }
     }
@@ -797,6 +805,19 @@ impl Episode {
         let at = self.record.steps.len() - 1;
         self.on_verified(at, verdict)
     }
+}
+
+/// Best-of-k's answer by the Judge: the verified sample with the highest s_J, ties (and
+/// samples without a score) to the earlier one.
+fn pick_by_judge(steps: &[StepRecord]) -> Option<usize> {
+    let mut best: Option<(usize, f32)> = None;
+    for (at, s) in steps.iter().enumerate().filter(|(_, s)| s.verdict.is_some()) {
+        let score = s.judge_score.unwrap_or(f32::NEG_INFINITY);
+        if best.is_none_or(|(_, b)| score > b) {
+            best = Some((at, score));
+        }
+    }
+    best.map(|(at, _)| at)
 }
 
 fn stop_name(r: &StopReason) -> String {

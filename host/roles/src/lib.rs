@@ -6,8 +6,9 @@
 //!   `multi-role` (Algorithm 1: Actor, verifier, Judge, then up to H_max = 5 Editor repairs,
 //!   stopping at the first success), `self-refine` (raw feedback, no roles), `llm+p`
 //!   (in-context example, K samples to the planner), `direct` (the model writes the plan;
-//!   K samples validated against the reference) and `tot` (breadth-first search over partial
-//!   plans scored by the model).
+//!   K samples validated against the reference), `tot` (breadth-first search over partial
+//!   plans scored by the model) and `best-of-k` (K Actor answers, all verified and judged,
+//!   the one a reference-free [`Select`]or picks returned).
 //! - [`run_episode`] drives one episode step by step; [`run_pipelined`] keeps several in
 //!   flight so the verifier works on one task while the model generates the next, and hands
 //!   the model every waiting request of one kind in one call (a batch of up to [`MAX_BATCH`]).
@@ -91,7 +92,7 @@ pub use solve::{
     domain_text_input, read_nonempty_text, read_reference, solve, solve_with, task_from_problem_file, CustomDomain,
     DomainFile, DomainText, ReferenceFiles, SolveOptions, TaskInput,
 };
-pub use strategy::{episode_seed, Constrain, EpisodeConfig, ExampleChoice, RepeatPolicy, Strategy, TotConfig, MAX_RESAMPLES};
+pub use strategy::{episode_seed, Constrain, EpisodeConfig, ExampleChoice, RepeatPolicy, Select, Strategy, TotConfig, MAX_RESAMPLES};
 
 /// The model types the records and the [`LanguageModel`] trait use.
 pub use onebrain_model::{Generation, Role, SamplingConfig, StopReason};

@@ -131,11 +131,16 @@ pub struct EpisodeRecord {
     pub solver_calls: u32,
     /// Calls that reached the planner (or the plan validator for plan strategies).
     pub planner_calls: u32,
-    /// The returned spec: the first solver-executable one, else the last edit.
+    /// The returned spec: the first solver-executable one, else the last edit (best-of-k: the
+    /// selected sample's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_spec: Option<Spec>,
     /// The plan of the returned spec, or the plan the model wrote (direct, ToT).
     pub final_plan: Vec<String>,
+    /// Best-of-k: the index of the sample returned, the one its selector picked. Absent for
+    /// the other strategies, whose answer follows from the steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected: Option<u32>,
     /// s_J(x, y_0), when the Judge ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge_score: Option<f32>,
@@ -205,6 +210,18 @@ pub struct PluginFailure {
 }
 
 impl EpisodeRecord {
+    /// Makes step `at` (an index into `steps`, a verified one) the returned answer: its spec,
+    /// its verdict's plan and whether it was solved. Best-of-k records which sample that is.
+    pub fn return_step(&mut self, at: usize) {
+        let step = &self.steps[at];
+        self.solved = step.verdict.as_ref().is_some_and(|v| v.solved);
+        self.final_spec = step.spec.clone();
+        self.final_plan = step.verdict.as_ref().map(|v| v.plan.clone()).unwrap_or_default();
+        if self.strategy == Strategy::BestOfK {
+            self.selected = Some(step.index);
+        }
+    }
+
     /// The dominant diagnostic of the step `h`'s verdict, if that step exists and was unsolved.
     pub fn dominant_at(&self, h: u32) -> Option<Category> {
         self.verified_steps()

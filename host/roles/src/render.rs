@@ -82,6 +82,9 @@ pub fn render_event(e: &Event) -> String {
                 rec.repairs,
                 rec.timings.wall_ms / 1e3
             );
+            if let Some(i) = rec.selected {
+                let _ = write!(s, "\n   returned: sample {i} of {}, picked without a reference", rec.solver_calls);
+            }
             if let Some(r) = &rec.rewards {
                 let _ = write!(
                     s,
@@ -278,6 +281,7 @@ mod tests {
             b0: true,
             solved: true,
             first_success: Some(0),
+            selected: None,
             repairs: 0,
             solver_calls: 1,
             planner_calls: 1,

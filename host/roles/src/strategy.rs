@@ -29,16 +29,21 @@ pub enum Strategy {
     /// Tree of Thoughts: breadth-first search over partial plans, scored by the model.
     #[serde(rename = "tot")]
     Tot,
+    /// K Actor answers, each verified and scored by the Judge, none repaired; the one a
+    /// selector picks without a reference (`select`) is returned (issue 46's best-of-k).
+    #[serde(rename = "best-of-k")]
+    BestOfK,
 }
 
 impl Strategy {
-    /// Every strategy, in the paper's table order.
-    pub const ALL: [Strategy; 5] = [
+    /// Every strategy, in the paper's table order, then ours.
+    pub const ALL: [Strategy; 6] = [
         Strategy::Direct,
         Strategy::Tot,
         Strategy::LlmPlusP,
         Strategy::SelfRefine,
         Strategy::MultiRole,
+        Strategy::BestOfK,
     ];
 
     /// The name used in configs, traces and reports.
@@ -49,6 +54,7 @@ impl Strategy {
             Strategy::LlmPlusP => "llm+p",
             Strategy::Direct => "direct",
             Strategy::Tot => "tot",
+            Strategy::BestOfK => "best-of-k",
         }
     }
 
@@ -71,7 +77,7 @@ impl std::str::FromStr for Strategy {
         Strategy::ALL
             .into_iter()
             .find(|x| x.as_str() == s)
-            .ok_or_else(|| RolesError::Config(format!("unknown strategy `{s}` (expected one of multi-role, self-refine, llm+p, direct, tot)")))
+            .ok_or_else(|| RolesError::Config(format!("unknown strategy `{s}` (expected one of multi-role, self-refine, llm+p, direct, tot, best-of-k)")))
     }
 }
 
@@ -130,6 +136,26 @@ pub enum RepeatPolicy {
     /// the guard had to let a repeat through), it falls back to `resample`.
     #[default]
     Forbid,
+}
+
+/// How `best-of-k` picks its answer among the K it sampled: from what the episode itself
+/// has, never a reference.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Select {
+    /// The highest Φ(y): the reward plugin's Actor reward for y alone, without its Judge
+    /// term (λ_J = 0). For `text-agreement`, Φ = b·A(y): the planner's verdict times the
+    /// answer's agreement with the task's text. Ties go to the higher Judge score.
+    #[default]
+    Reward,
+    /// The highest Judge score s_J(x, y).
+    Judge,
+}
+
+impl Select {
+    fn is_default(&self) -> bool {
+        *self == Select::default()
+    }
 }
 
 /// The most extra generations one repair may take to differ from the earlier candidates.
@@ -229,6 +255,10 @@ pub struct EpisodeConfig {
     /// the digests of runs that predate it stand.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub forbid_init_mutex: bool,
+    /// How `best-of-k` picks its answer (ties: the higher Judge score, then the earlier
+    /// sample). Left out of the serialised config at its default, so run digests stand.
+    #[serde(skip_serializing_if = "Select::is_default")]
+    pub select: Select,
     /// Tree-of-Thought sizes.
     pub tot: TotConfig,
 }
@@ -256,6 +286,7 @@ impl Default for EpisodeConfig {
             editor_repeats: RepeatPolicy::Forbid,
             forbid_goal_at_init: false,
             forbid_init_mutex: false,
+            select: Select::Reward,
             tot: TotConfig::default(),
         }
     }
@@ -284,6 +315,9 @@ impl EpisodeConfig {
             // The groups are proved from the domain before decoding; a `full` answer writes
             // its own domain.
             return bad("forbid-init-mutex needs mode = \"problem\"".into());
+        }
+        if self.strategy == Strategy::BestOfK && self.select == Select::Judge && !self.judge {
+            return bad("best-of-k with select = \"judge\" needs judge = true".into());
         }
         if !(0.0..=1.0).contains(&self.judge_threshold) {
             return bad(format!(
@@ -341,6 +375,18 @@ mod tests {
         // In `full` mode the answer writes the domain the groups would come from.
         let full = EpisodeConfig { mode: Mode::Full, ..on };
         assert!(full.validate().is_err());
+    }
+
+    #[test]
+    fn best_of_k_selects_by_reward_by_default_and_by_the_judge_only_when_it_runs() {
+        let c: EpisodeConfig = toml::from_str("strategy = \"best-of-k\"").unwrap();
+        assert_eq!((c.strategy, c.select), (Strategy::BestOfK, Select::Reward));
+        // At its default the selector is left out, so configs before it keep their digests.
+        assert!(!serde_json::to_string(&c).unwrap().contains("select"));
+        let judge: EpisodeConfig = toml::from_str("strategy = \"best-of-k\"\nselect = \"judge\"").unwrap();
+        assert!(judge.validate().is_ok());
+        assert!(EpisodeConfig { judge: false, ..judge }.validate().is_err());
+        assert!(toml::from_str::<EpisodeConfig>("select = \"oracle\"").is_err());
     }
 
     #[test]

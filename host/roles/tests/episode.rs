@@ -11,7 +11,7 @@ use onebrain_core::{
 };
 use onebrain_roles::{
     run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeInput, Event, Finalizer, Generation,
-    LanguageModel, Mode, RepeatPolicy, Role, SamplingConfig, StopReason, Strategy, MAX_RESAMPLES,
+    LanguageModel, Mode, RepeatPolicy, Role, SamplingConfig, Select, StopReason, Strategy, MAX_RESAMPLES,
 };
 use onebrain_verifier::VerifierPool;
 
@@ -25,6 +25,8 @@ const DOMAIN: &str = "(define (domain bw) (:requirements :strips)
 /// `(define (problem task) (:domain bw) (:objects `.
 const PROBLEM: &str = "(define (problem task)\n  (:domain bw)\n  (:objects a b)\n  (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))";
 const GOOD_TAIL: &str = "a b)\n  (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))\n```";
+/// The same problem with its objects declared in another order: a second solvable answer.
+const GOOD_TAIL_REORDERED: &str = "b a)\n  (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))\n```";
 /// A problem that uses an undeclared object: the native checks reject it.
 const BROKEN_TAIL: &str = "a)\n  (:init (clear a) (ontable a) (handempty)) (:goal (on a b)))\n```";
 
@@ -803,4 +805,82 @@ fn r18_forbid_hands_each_repair_the_candidates_it_may_not_repeat() {
     assert_eq!(avoid(2), [BROKEN_TAIL, other.as_str()]);
     assert_eq!(avoid(3), [BROKEN_TAIL, other.as_str()]);
     assert_eq!((rec.discarded_repeats, rec.repeated_repairs), (1, 0));
+}
+
+/// Issue 46's best-of-k: K Actor samples, each verified and judged, none repaired, and a
+/// success does not stop it; without a reward plugin the Judge's pick is returned. The
+/// record's s_J stays y_0's (the Judge's AUC pairs it with b_0).
+#[test]
+fn best_of_k_spends_its_budget_judges_every_sample_and_returns_the_judges_pick() {
+    let cfg = EpisodeConfig { budget: 3, select: Select::Judge, ..problem_mode(Strategy::BestOfK) };
+    let mut model = Scripted::new(&[BROKEN_TAIL, GOOD_TAIL, GOOD_TAIL_REORDERED]);
+    model.judge_scores = [0.3, 0.2, 0.7].into();
+    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &Finalizer::default());
+    assert_eq!(model.calls.len(), 3, "a solved sample does not stop best-of-k");
+    assert!(model.calls.iter().all(|c| c.0 == Role::Actor && c.1 == model.calls[0].1), "the Actor's prompt each time");
+    assert_eq!(model.calls.iter().map(|c| c.2.temperature).collect::<Vec<_>>(), [0.0, 0.7, 0.7]);
+    assert_eq!(model.judged.len(), 3);
+    assert_eq!(
+        (rec.b0, rec.solved, rec.first_success, rec.selected, rec.repairs, rec.solver_calls),
+        (false, true, Some(1), Some(2), 0, 3)
+    );
+    assert_eq!(rec.judge_score, Some(0.3));
+    assert!(rec.final_spec.as_ref().unwrap().problem.contains("(:objects b a)"));
+    assert!(rec.steps.iter().all(|s| s.kind == "sample"));
+}
+
+/// What a reward double was asked: the one-step episodes best-of-k's selector scores.
+struct Recording<R> {
+    inner: R,
+    seen: Mutex<Vec<FinishedEpisode>>,
+}
+
+impl<R: Reward> Reward for Recording<R> {
+    fn rewards(&self, ep: &FinishedEpisode) -> Result<Rewards, BoxError> {
+        self.seen.lock().unwrap().push(ep.clone());
+        self.inner.rewards(ep)
+    }
+}
+
+/// The reward selector scores each sample alone with the Judge's weight at 0: Φ = b for the
+/// paper's rewards, so the two solved samples tie and the higher Judge score breaks it.
+#[test]
+fn best_of_k_by_reward_scores_each_sample_alone_without_the_judge_term() {
+    let cfg = EpisodeConfig { budget: 3, ..problem_mode(Strategy::BestOfK) };
+    assert_eq!(cfg.select, Select::Reward, "the default selector");
+    let mut model = Scripted::new(&[GOOD_TAIL, BROKEN_TAIL, GOOD_TAIL_REORDERED]);
+    // The broken sample has the Judge's best score: with its λ_J·s_J term it still loses.
+    model.judge_scores = [0.1, 0.95, 0.8].into();
+    let reward = Arc::new(Recording { inner: PaperRewards, seen: Mutex::new(Vec::new()) });
+    let finalizer = Finalizer { reward: Some(reward.clone()), checker: None };
+    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &finalizer);
+    let seen = reward.seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|e| e.steps.len() == 1 && e.settings.lambda_judge == 0.0));
+    assert_eq!(seen.iter().map(|e| e.judge_score).collect::<Vec<_>>(), [0.1, 0.95, 0.8]);
+    assert_eq!((rec.selected, rec.solved), (Some(2), true));
+    assert!(rec.final_spec.as_ref().unwrap().problem.contains("(:objects b a)"));
+    assert_eq!(rec.rewards.as_ref().map(|r| r.actor), Some(1.0), "the picked sample's rewards");
+    assert!(rec.error.is_none());
+}
+
+/// A reward plugin whose Φ is not a number cannot rank the samples: the Judge's pick stands
+/// and the failure is reported, as any plugin failure is.
+#[test]
+fn best_of_k_keeps_the_judges_pick_when_the_reward_is_not_a_number() {
+    struct NotANumber;
+    impl Reward for NotANumber {
+        fn rewards(&self, _: &FinishedEpisode) -> Result<Rewards, BoxError> {
+            Ok(Rewards { actor: f32::NAN, editor: 0.0, judge: 0.0, editor_steps: None })
+        }
+    }
+    let cfg = EpisodeConfig { budget: 2, ..problem_mode(Strategy::BestOfK) };
+    let mut model = Scripted::new(&[GOOD_TAIL, GOOD_TAIL_REORDERED]);
+    model.judge_scores = [0.9, 0.1].into();
+    let finalizer = Finalizer { reward: Some(Arc::new(NotANumber)), checker: None };
+    let (rec, _) = run(&cfg, &mut model, &NativeVerifier::default(), &finalizer);
+    assert_eq!((rec.selected, rec.solved), (Some(0), true));
+    assert!(rec.rewards.is_none());
+    assert_eq!(rec.failures.len(), 1);
+    assert!(rec.error.as_deref().unwrap().starts_with("reward plugin: Φ of sample 0 is NaN"), "{:?}", rec.error);
 }

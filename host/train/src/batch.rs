@@ -364,6 +364,7 @@ mod tests {
             b0,
             solved,
             first_success: None,
+            selected: None,
             repairs,
             solver_calls: repairs + 1,
             planner_calls: repairs + 1,
