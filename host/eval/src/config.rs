@@ -175,9 +175,11 @@ impl EvalConfig {
                 )));
             }
         }
-        self.solve_config(self.strategies[0])
-            .validate()
-            .map_err(|e| ConfigError::Invalid(e.to_string()))
+        // Each strategy's: some settings hold for one strategy only (best-of-k's selector).
+        for &s in &self.strategies {
+            self.solve_config(s).validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// The per-strategy solve config this evaluation runs with.

@@ -39,6 +39,23 @@ fn the_first_answers_eval_is_the_heldout_eval_without_repairs() {
     assert_eq!(first, plain, "the variant differs in more than its repairs");
 }
 
+/// Issue 46: best-of-8 as a strategy samples what the pass@8 draws sample, 8 to an episode,
+/// and picks by the default (reward) selector; nothing else differs.
+#[test]
+fn the_best_of_8_eval_is_the_pass8_eval_as_one_strategy() {
+    let draws = load("eval-update0-pass8.toml");
+    let mut best = load("eval-update0-best-of-8.toml");
+    assert_eq!(best.strategies, [onebrain_roles::Strategy::BestOfK]);
+    assert_eq!((best.episode.budget, best.episode.max_repairs, best.episode.select), (8, 0, onebrain_roles::Select::Reward));
+    assert_eq!(best.plugins.reward.as_deref(), Some("text-agreement"), "the selector's Φ is text-agreement's");
+    assert_ne!(best.out_dir, draws.out_dir);
+    best.name = draws.name.clone();
+    best.out_dir = draws.out_dir.clone();
+    best.strategies = draws.strategies.clone();
+    best.episode.budget = draws.episode.budget;
+    assert_eq!(best, draws, "best-of-8 differs from the draws in more than its strategy and budget");
+}
+
 #[test]
 fn no_other_shipped_config_has_a_reviewer() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");

@@ -11,7 +11,7 @@ use onebrain_verifier::{Search, SolverLimits};
 use serde::{Deserialize, Serialize};
 
 use crate::error::RolesError;
-use crate::strategy::EpisodeConfig;
+use crate::strategy::{EpisodeConfig, Select, Strategy};
 
 /// The planner's limits as a config table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -112,6 +112,12 @@ impl SolveConfig {
     /// Checks the values that need no I/O.
     pub fn validate(&self) -> Result<(), RolesError> {
         self.episode.validate()?;
+        if self.episode.strategy == Strategy::BestOfK && self.episode.select == Select::Reward && self.plugins.reward.is_none() {
+            // Without a plugin there is no Φ: the pick would quietly be the Judge's.
+            return Err(RolesError::Config(
+                "best-of-k picks by the reward plugin (select = \"reward\"), and [plugins] reward is not set: name one, or set select = \"judge\"".into(),
+            ));
+        }
         self.solver.limits()?;
         self.model
             .validate()
@@ -130,7 +136,15 @@ pub fn config_base(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Mode, Strategy};
+    use crate::Mode;
+
+    #[test]
+    fn best_of_k_by_reward_needs_a_reward_plugin() {
+        let err = SolveConfig::from_toml("[episode]\nstrategy = \"best-of-k\"").unwrap_err().to_string();
+        assert!(err.contains("[plugins] reward is not set"), "{err}");
+        assert!(SolveConfig::from_toml("[episode]\nstrategy = \"best-of-k\"\n[plugins]\nreward = \"text-agreement\"").is_ok());
+        assert!(SolveConfig::from_toml("[episode]\nstrategy = \"best-of-k\"\nselect = \"judge\"").is_ok());
+    }
 
     #[test]
     fn defaults_parse_and_unknown_keys_fail() {
