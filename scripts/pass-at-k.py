@@ -12,10 +12,12 @@ answer each, sampled with another `--seed`. Per task the k answers are pooled:
 - best-of-k: the Faithful of the one answer a selector picks per task, with no reference:
   - `judge`: the highest Judge score s_J (the trace's `judge_score`);
   - `reward`: the highest Φ(y) = R_A − λ_J·s_J, the config's reward without its Judge term
-    (for `text-agreement` Φ = b·A(y), the solver's verdict times the agreement with the text);
+    (for `text-agreement` Φ = b·A(y), the solver's verdict times the agreement with the text),
+    ties to the higher s_J: the rule of the `best-of-k` strategy's default selector;
   - `solved first`: the first answer the planner solved (LLM+P's rule), else the first;
   - `first draw`: draw 0 alone, the one-sample baseline.
-  Ties go to the earlier draw.
+  Other ties go to the earlier draw. Each selector is paired with the first draw, task by
+  task: tasks gained and lost, and the exact McNemar p.
 
 Shares of tasks come with a 95 % Wilson interval over the tasks; episodes that stopped on an
 error (no answer) are counted apart and never picked.
@@ -27,7 +29,7 @@ from collections import defaultdict
 LAMBDA_JUDGE = 0.3  # λ_J of the eval config (the paper's; `[episode] lambda-judge`)
 
 
-from intervals import wilson
+from intervals import mcnemar_exact, wilson
 from traces import read_trace
 
 
@@ -125,19 +127,23 @@ def main(folders):
 
     selectors = {
         "judge (highest s_J)": lambda ans: pick(ans, lambda a: a["judge"]),
-        "reward (highest Φ = R_A − λ_J·s_J)": lambda ans: pick(ans, lambda a: a["phi"]),
+        "reward (highest Φ = R_A − λ_J·s_J, ties: higher s_J)": lambda ans: pick(
+            ans, lambda a: None if a["phi"] is None else (a["phi"], a["judge"])),
         "solved first": lambda ans: next((i for i, a in enumerate(ans) if a and a["solved"]), pick(ans, lambda a: 0)),
         "first draw": lambda ans: 0 if ans[0] is not None else None,
     }
-    print(f"\n| best-of-{k} selector (no reference) | Faithful of the picked answer |")
-    print("|---|---:|")
+    print(f"\n| best-of-{k} selector (no reference) | Faithful of the picked answer | against the first draw: gained, lost, exact McNemar p |")
+    print("|---|---:|---|")
+    first = [a[0] is not None and a[0]["faithful"] for a in tasks.values()]
     for name, select in selectors.items():
-        hits = 0
+        picked = []
         for ans in tasks.values():
             i = select(ans)
-            hits += i is not None and ans[i]["faithful"]
-        print(f"| {name} | {share(hits, n)} |")
-    print(f"| oracle (any faithful: pass@{k}) | {share(any_faithful, n)} |")
+            picked.append(i is not None and ans[i]["faithful"])
+        gained = sum(p and not f for p, f in zip(picked, first))
+        lost = sum(f and not p for p, f in zip(picked, first))
+        print(f"| {name} | {share(sum(picked), n)} | {gained}, {lost}, p = {mcnemar_exact(gained, lost):.3f} |")
+    print(f"| oracle (any faithful: pass@{k}) | {share(any_faithful, n)} | |")
 
 
 if __name__ == "__main__":
