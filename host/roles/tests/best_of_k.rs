@@ -6,15 +6,16 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use onebrain_core::{BoxError, DomainAdapter, Outcome, Spec, Verdict, Verifier};
+use onebrain_core::{BoxError, DomainAdapter};
 use onebrain_roles::{
     episode_input, run_episode, Episode, EpisodeConfig, Finalizer, Generation, LanguageModel, Mode, Role,
-    SamplingConfig, StopReason, Strategy,
+    SamplingConfig, Strategy,
 };
 use onebrain_runtime::{HostOptions, InstancePolicy, PluginHost, PluginRegistry, WasmDomainAdapter, WasmReward};
 
 mod common;
-use common::{build, root};
+// AlwaysSolved: both answers are b = 1, so only their agreement with the text differs.
+use common::{build, generation, root, AlwaysSolved};
 
 /// Hands out prepared answers in order, and the Judge's prepared scores.
 struct Answers {
@@ -24,19 +25,7 @@ struct Answers {
 
 impl LanguageModel for Answers {
     fn generate(&mut self, _: Role, _: &str, _: &SamplingConfig) -> Result<Generation, BoxError> {
-        let text = self.texts.pop_front().ok_or("no answer left")?;
-        Ok(Generation {
-            tokens: vec![1; 16],
-            text,
-            prompt_tokens: 100,
-            cached_prompt_tokens: 0,
-            prefill_tokens: 100,
-            prefill_secs: 0.01,
-            decode_secs: 0.01,
-            stop_reason: StopReason::Eos,
-            logprobs: Vec::new(),
-            constraint: None,
-        })
+        Ok(generation(&self.texts.pop_front().ok_or("no answer left")?))
     }
 
     fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
@@ -45,23 +34,6 @@ impl LanguageModel for Answers {
 
     fn name(&self) -> String {
         "answers".into()
-    }
-}
-
-/// Solves everything: both answers are b = 1, so only their agreement with the text differs.
-struct AlwaysSolved;
-
-impl Verifier for AlwaysSolved {
-    fn verify(&self, _: &Spec) -> Verdict {
-        Verdict {
-            solved: true,
-            outcome: Outcome::Solved,
-            plan: vec!["(pick-up a)".into()],
-            diagnostics: Vec::new(),
-            time_ms: 1,
-            solver_time_ms: 1,
-            solver_output: None,
-        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use onebrain_core::{BoxError, Checker, DomainAdapter, Outcome, Reward, Spec, Verdict, Verifier};
+use onebrain_core::{BoxError, Checker, DomainAdapter, Reward, Spec};
 use onebrain_roles::{
     episode_input, run_episode, run_pipelined, Episode, EpisodeConfig, EpisodeRecord, FailedPlugin, Finalizer,
     Mode, Strategy,
@@ -18,7 +18,7 @@ use onebrain_runtime::{
 use onebrain_verifier::VerifierPool;
 
 mod common;
-use common::{build, root, FixedAnswer};
+use common::{build, root, AlwaysSolved, FixedAnswer};
 
 /// Answers every prompt with the rest of a small problem, and the Judge with 0.8.
 fn fixed() -> FixedAnswer {
@@ -26,23 +26,6 @@ fn fixed() -> FixedAnswer {
         name: "fixed",
         text: "a b)\n  (:init (clear a) (clear b) (ontable a) (ontable b) (handempty))\n  (:goal (on a b)))\n```",
         judge: 0.8,
-    }
-}
-
-/// Says every spec is solved: the episode ends after the Actor, with no repair.
-struct AlwaysSolved;
-
-impl Verifier for AlwaysSolved {
-    fn verify(&self, _: &Spec) -> Verdict {
-        Verdict {
-            solved: true,
-            outcome: Outcome::Solved,
-            plan: vec!["(pick-up a)".into(), "(stack a b)".into()],
-            diagnostics: Vec::new(),
-            time_ms: 1,
-            solver_time_ms: 1,
-            solver_output: None,
-        }
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use onebrain_core::BoxError;
+use onebrain_core::{BoxError, Outcome, Spec, Verdict, Verifier};
 use onebrain_roles::{Generation, LanguageModel, Role, SamplingConfig, StopReason};
 
 pub fn root() -> PathBuf {
@@ -31,18 +31,7 @@ pub struct FixedAnswer {
 
 impl LanguageModel for FixedAnswer {
     fn generate(&mut self, _: Role, _: &str, _: &SamplingConfig) -> Result<Generation, BoxError> {
-        Ok(Generation {
-            tokens: vec![1; 16],
-            text: self.text.to_string(),
-            prompt_tokens: 100,
-            cached_prompt_tokens: 0,
-            prefill_tokens: 100,
-            prefill_secs: 0.01,
-            decode_secs: 0.01,
-            stop_reason: StopReason::Eos,
-            logprobs: Vec::new(),
-            constraint: None,
-        })
+        Ok(generation(self.text))
     }
 
     fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
@@ -51,5 +40,38 @@ impl LanguageModel for FixedAnswer {
 
     fn name(&self) -> String {
         self.name.into()
+    }
+}
+
+/// A generation of `text` as a model would return it (16 tokens, a 100-token prompt).
+pub fn generation(text: &str) -> Generation {
+    Generation {
+        tokens: vec![1; 16],
+        text: text.to_string(),
+        prompt_tokens: 100,
+        cached_prompt_tokens: 0,
+        prefill_tokens: 100,
+        prefill_secs: 0.01,
+        decode_secs: 0.01,
+        stop_reason: StopReason::Eos,
+        logprobs: Vec::new(),
+        constraint: None,
+    }
+}
+
+/// Says every spec is solved, with a fixed two-step plan.
+pub struct AlwaysSolved;
+
+impl Verifier for AlwaysSolved {
+    fn verify(&self, _: &Spec) -> Verdict {
+        Verdict {
+            solved: true,
+            outcome: Outcome::Solved,
+            plan: vec!["(pick-up a)".into(), "(stack a b)".into()],
+            diagnostics: Vec::new(),
+            time_ms: 1,
+            solver_time_ms: 1,
+            solver_output: None,
+        }
     }
 }
