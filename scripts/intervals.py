@@ -22,3 +22,18 @@ def mcnemar_exact(gained, lost):
         return 1.0
     tail = sum(math.comb(n, i) for i in range(min(gained, lost) + 1)) / 2 ** n
     return min(1.0, 2 * tail)
+
+
+def newcombe(k1, n1, k2, n2, z=1.96):
+    """Newcombe's 95 % hybrid score interval of the difference k2/n2 − k1/n1 (method 10), as
+    (low, high): the interval the host's `onebrain compare` reports."""
+    p1, p2 = k1 / n1, k2 / n2
+    l1, u1 = wilson(k1, n1, z)
+    l2, u2 = wilson(k2, n2, z)
+    d = p2 - p1
+    return (d - math.sqrt((p2 - l2) ** 2 + (u1 - p1) ** 2), d + math.sqrt((u2 - p2) ** 2 + (p1 - l1) ** 2))
+
+
+def p_text(p):
+    """An exact p as the reports print it: three decimals, or its order where that reads 0."""
+    return f"p = {p:.3f}" if p >= 0.001 else f"p = {p:.1e}"

@@ -16,8 +16,9 @@ answer each, sampled with another `--seed`. Per task the k answers are pooled:
     ties to the higher s_J: the rule of the `best-of-k` strategy's default selector;
   - `solved first`: the first answer the planner solved (LLM+P's rule), else the first;
   - `first draw`: draw 0 alone, the one-sample baseline.
-  Other ties go to the earlier draw. Each selector is paired with the first draw, task by
-  task: tasks gained and lost, and the exact McNemar p.
+  Other ties go to the earlier draw. Each selector is set against the first draw: the
+  difference with its Newcombe interval, and task by task the tasks gained and lost with the
+  exact McNemar p.
 
 Shares of tasks come with a 95 % Wilson interval over the tasks; episodes that stopped on an
 error (no answer) are counted apart and never picked.
@@ -29,7 +30,7 @@ from collections import defaultdict
 LAMBDA_JUDGE = 0.3  # λ_J of the eval config (the paper's; `[episode] lambda-judge`)
 
 
-from intervals import mcnemar_exact, wilson
+from intervals import mcnemar_exact, newcombe, p_text, wilson
 from traces import read_trace
 
 
@@ -132,7 +133,7 @@ def main(folders):
         "solved first": lambda ans: next((i for i, a in enumerate(ans) if a and a["solved"]), pick(ans, lambda a: 0)),
         "first draw": lambda ans: 0 if ans[0] is not None else None,
     }
-    print(f"\n| best-of-{k} selector (no reference) | Faithful of the picked answer | against the first draw: gained, lost, exact McNemar p |")
+    print(f"\n| best-of-{k} selector (no reference) | Faithful of the picked answer | against the first draw: Newcombe 95 % of the difference; gained, lost, exact McNemar p |")
     print("|---|---:|---|")
     first = [a[0] is not None and a[0]["faithful"] for a in tasks.values()]
     for name, select in selectors.items():
@@ -142,7 +143,9 @@ def main(folders):
             picked.append(i is not None and ans[i]["faithful"])
         gained = sum(p and not f for p, f in zip(picked, first))
         lost = sum(f and not p for p, f in zip(picked, first))
-        print(f"| {name} | {share(sum(picked), n)} | {gained}, {lost}, p = {mcnemar_exact(gained, lost):.3f} |")
+        lo, hi = newcombe(sum(first), n, sum(picked), n)
+        print(f"| {name} | {share(sum(picked), n)} | {100 * (sum(picked) - sum(first)) / n:+.1f} points "
+              f"[{100 * lo:+.1f}, {100 * hi:+.1f}]; {gained}, {lost}, {p_text(mcnemar_exact(gained, lost))} |")
     print(f"| oracle (any faithful: pass@{k}) | {share(any_faithful, n)} | |")
 
 
