@@ -1,4 +1,4 @@
-//! Times one learner update of the 0.5B model on recorded multi-role episodes, without the
+//! Times one learner update of the default model on recorded multi-role episodes, without the
 //! rollouts: a probe used while developing issue 33 (`onebrain bench training` is the
 //! benchmark), with `configs/train-cpu-full.toml`'s PPO settings. Rewards are overwritten so
 //! no sample is inert.
@@ -8,7 +8,7 @@
 //! ```
 //! TRACE is an eval trace (groups of four in order) or a training run's `episodes.jsonl`
 //! (its own groups).
-//! `PROBE_N` caps the episodes (16); `PROBE_FREE=1` drops the constraints (a trace recorded
+//! `PROBE_N` caps the episodes (16); `PROBE_EPOCHS` and `PROBE_MINIBATCHES` set PPO's loop (1, 1); `PROBE_FREE=1` drops the constraints (a trace recorded
 //! under an older grammar no longer replays); `PROBE_ALLOWED_LOGITS=1` takes logits only over
 //! each position's allowed tokens (`allowed_logits`); `PROBE_JUDGE_HEAD_ONLY=1` trains the
 //! Judge's head alone on states computed without a graph (`judge-head-only`);
@@ -44,7 +44,7 @@ fn main() {
         if std::env::var("PROBE_FREE").is_ok() { s.constraint = None; }
     }
     eprintln!("policy samples {}, tokens {}, judge {}", batch.policy.len(), batch.policy_tokens(), batch.judge.len());
-    let args = PpoArgs { batch_size: 16, group_size: 4, advantage: Advantage::Group, detach_prompt: true, judge_tail: tail, judge_head_only: std::env::var("PROBE_JUDGE_HEAD_ONLY").is_ok_and(|v| v == "1"), learning_rate: 2e-4, update_epochs: 1, num_minibatches: 1, ..Default::default() };
+    let args = PpoArgs { batch_size: 16, group_size: 4, advantage: Advantage::Group, detach_prompt: true, judge_tail: tail, judge_head_only: std::env::var("PROBE_JUDGE_HEAD_ONLY").is_ok_and(|v| v == "1"), learning_rate: 2e-4, update_epochs: env_usize("PROBE_EPOCHS", 1), num_minibatches: env_usize("PROBE_MINIBATCHES", 1), ..Default::default() };
     let mut learner = Learner::new(brain, None, args, Ablation::Full, 0).unwrap();
     if std::env::var("PROBE_PREFILL_AB").is_ok_and(|v| v == "1") {
         // The same prompts' keys and values, twice each way: the sampler's prefill (one
@@ -106,12 +106,16 @@ fn main() {
     let t = Instant::now();
     let (cpu, steal) = (onebrain_model::cpu_seconds().unwrap_or(0.0), onebrain_model::steal_seconds().unwrap_or(0.0));
     let st = learner.update(&mut batch).unwrap();
-    eprintln!("update {:.1} s (score {:.1}, Judge states {:.1}), tokens {}, steps {}, peak {:?} MiB", t.elapsed().as_secs_f64(), st.score_secs, st.judge_states_secs, st.tokens, st.steps, onebrain_model::peak_rss_mib());
+    eprintln!("update {:.1} s (score {:.1}, Judge states {:.1}), tokens {}, steps {}, peak {:?} MiB, resident after it {:?} MiB", t.elapsed().as_secs_f64(), st.score_secs, st.judge_states_secs, st.tokens, st.steps, onebrain_model::peak_rss_mib(), onebrain_model::rss_mib());
     eprintln!(
         "update's CPU time {:.1} s; steal on the machine meanwhile {:.1} s (a timing with steal measures the neighbours too)",
         onebrain_model::cpu_seconds().unwrap_or(0.0) - cpu,
         onebrain_model::steal_seconds().unwrap_or(0.0) - steal
     );
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// One line of a training run's `episodes.jsonl` (the fields the probe reads).

@@ -138,9 +138,16 @@ pub struct MetricsRow {
     /// Resident memory after the update, MiB: a run's memory must stay flat.
     #[serde(rename = "perf/rss_mib", default)]
     pub rss_mib: Option<f64>,
-    /// The process's peak resident memory so far, MiB (the kernel's high-water mark).
+    /// The process's peak resident memory so far, MiB (the kernel's high-water marks of
+    /// every phase since it started, held-out evaluations included).
     #[serde(rename = "perf/peak_rss_mib", default)]
     pub peak_rss_mib: Option<f64>,
+    /// Peak resident memory during this step's rollouts, MiB: which phase sets the peak.
+    #[serde(rename = "perf/rollout_peak_rss_mib", default, skip_serializing_if = "Option::is_none")]
+    pub rollout_peak_rss_mib: Option<f64>,
+    /// Peak resident memory during this step's update, MiB.
+    #[serde(rename = "perf/update_peak_rss_mib", default, skip_serializing_if = "Option::is_none")]
+    pub update_peak_rss_mib: Option<f64>,
 }
 
 /// Where one step's time went besides its wall clock: what [`MetricsRow::new`] records of
@@ -155,6 +162,42 @@ pub struct StepClock {
     pub update_cpu_secs: Option<f64>,
     /// The machine's steal seconds over the whole step.
     pub steal_secs: Option<f64>,
+    /// Peak resident memory of the rollouts, MiB (see [`PeakMemory`]).
+    pub rollout_peak_rss_mib: Option<f64>,
+    /// Peak resident memory of the update, MiB.
+    pub update_peak_rss_mib: Option<f64>,
+    /// The process's peak resident memory so far, MiB.
+    pub peak_rss_mib: Option<f64>,
+}
+
+/// The kernel's high-water mark of resident memory, read a phase at a time: [`PeakMemory::phase`]
+/// returns the peak since the last call and starts the next phase's mark from the memory
+/// resident now, while [`PeakMemory::so_far`] keeps the process's peak over every phase.
+#[derive(Clone, Debug, Default)]
+pub struct PeakMemory {
+    so_far: Option<f64>,
+}
+
+impl PeakMemory {
+    /// The peak since the last call (or since the process started), MiB; `None` where
+    /// `/proc` cannot be read.
+    pub fn phase(&mut self) -> Option<f64> {
+        let peak = onebrain_model::peak_rss_mib();
+        self.so_far = match (self.so_far, peak) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        onebrain_model::reset_peak_rss();
+        peak
+    }
+
+    /// The process's peak over every phase read so far, and the one running now.
+    pub fn so_far(&self) -> Option<f64> {
+        match (self.so_far, onebrain_model::peak_rss_mib()) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
 }
 
 impl MetricsRow {
@@ -219,7 +262,9 @@ impl MetricsRow {
             update_cpu_secs: clock.update_cpu_secs,
             steal_secs: clock.steal_secs,
             rss_mib: onebrain_model::rss_mib(),
-            peak_rss_mib: onebrain_model::peak_rss_mib(),
+            peak_rss_mib: clock.peak_rss_mib.or_else(onebrain_model::peak_rss_mib),
+            rollout_peak_rss_mib: clock.rollout_peak_rss_mib,
+            update_peak_rss_mib: clock.update_peak_rss_mib,
         }
     }
 

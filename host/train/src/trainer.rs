@@ -31,7 +31,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::heldout::{HeldOut, HeldOutLog, HeldOutRow};
 use crate::learner::Learner;
-use crate::metrics::{MetricsLog, MetricsRow, StepClock};
+use crate::metrics::{MetricsLog, MetricsRow, PeakMemory, StepClock};
 
 /// What the loop reports as it goes.
 #[derive(Debug)]
@@ -102,6 +102,8 @@ pub struct Trainer {
     episodes: TraceWriter,
     /// The held-out slice and its log, when the config names one.
     heldout: Option<(HeldOut, HeldOutLog)>,
+    /// Resident memory's peaks, phase by phase.
+    memory: PeakMemory,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -210,6 +212,7 @@ impl Trainer {
             resumed,
             episodes,
             heldout,
+            memory: PeakMemory::default(),
         })
     }
 
@@ -318,6 +321,8 @@ impl Trainer {
         // Rollouts: the episodes of this update not yet recorded.
         let t0 = Instant::now();
         let (cpu0, steal0) = (onebrain_model::cpu_seconds(), onebrain_model::steal_seconds());
+        // What ran before (loading, a held-out evaluation, the last checkpoint) is its own phase.
+        self.memory.phase();
         let mut records = std::mem::take(&mut self.resumed);
         let tasks: Vec<Task> = (0..n_tasks)
             .map(|g| {
@@ -396,6 +401,7 @@ impl Trainer {
         }
         let rollout_secs = t0.elapsed().as_secs_f64();
         let cpu1 = onebrain_model::cpu_seconds();
+        let rollout_peak_rss_mib = self.memory.phase();
 
         // The update, on the episodes in slot order (the same order whatever finished first).
         let mut ordered: Vec<(usize, (usize, EpisodeRecord))> = records.into_iter().collect();
@@ -418,6 +424,9 @@ impl Trainer {
             rollout_cpu_secs: since(cpu0, cpu1),
             update_cpu_secs: since(cpu1, cpu2),
             steal_secs: since(steal0, steal2),
+            rollout_peak_rss_mib,
+            update_peak_rss_mib: self.memory.phase(),
+            peak_rss_mib: self.memory.so_far(),
         };
 
         self.state.updates += 1;
