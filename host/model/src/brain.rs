@@ -393,6 +393,27 @@ impl Brain {
         self.prompt_heads.clear();
     }
 
+    /// Forgets generation's cached prompt prefixes alone, and keeps the prompt heads and
+    /// Judge states kept for the next update. An update calls it before its forward passes,
+    /// which read the kept heads and never this cache: on the 1.5B model the cache holds
+    /// several prompts' keys and values in f32, memory the update's peak needs.
+    pub fn forget_prompt_prefixes(&mut self) {
+        self.cache.entries.clear();
+    }
+
+    /// Bytes of the key and value buffers generation's prompt-prefix cache holds now
+    /// (buffers its entries share counted once).
+    pub fn cached_prefix_bytes(&self) -> u64 {
+        let mut seen = std::collections::HashSet::new();
+        self.cache
+            .entries
+            .iter()
+            .flat_map(|e| e.kv.layers.iter().flatten())
+            .filter(|l| seen.insert(l.buffer_id()))
+            .map(|l| l.buffer_bytes())
+            .sum()
+    }
+
     /// Makes generation keep, for prompts of `roles`, the keys and values of each prompt but
     /// its last token, for the learner's next [`Brain::extend_prompt_head`] of the same prompt
     /// under the same parameters (up to 1 GiB; [`Brain::clear_prefix_cache`] drops them).

@@ -614,6 +614,28 @@ fn check_kept_prompt_heads(mut brain: Brain, agree: &dyn Fn(&[f32], &[f32])) {
     assert_eq!(brain.kept_prompt_head_bytes(), 0);
 }
 
+/// An update frees generation's cached prompt prefixes before its forward passes: that
+/// forgets the prefixes alone, and the heads the rollouts kept are still there and still read.
+#[test]
+fn forgetting_prompt_prefixes_keeps_the_kept_heads() {
+    let Some(mut brain) = smol(ModelConfig::default()) else { return };
+    let rows: Vec<Vec<u32>> = [QUESTION, "Which river flows through Cairo, and into which sea?"]
+        .iter()
+        .map(|q| brain.encode(&brain.chat_prompt(SYSTEM, q)).unwrap())
+        .collect();
+    brain.keep_prompt_heads(&[Role::Actor]);
+    brain.generate_rows(Role::Actor, &rows, &vec![SamplingConfig::greedy(4); 2]).unwrap();
+    brain.keep_prompt_heads(&[]);
+    let kept = brain.kept_prompt_head_bytes();
+    assert!(kept > 0, "nothing kept");
+    assert!(brain.cached_prefix_bytes() > 0, "generation cached no prompt prefix");
+    brain.forget_prompt_prefixes();
+    assert_eq!(brain.cached_prefix_bytes(), 0, "the prefixes are still held");
+    assert_eq!(brain.kept_prompt_head_bytes(), kept, "a kept head went with the prefixes");
+    let head = &rows[0][..rows[0].len() - 1];
+    assert!(brain.extend_prompt_head(Role::Actor, head, None).unwrap().was_kept(), "the kept head is no longer read");
+}
+
 /// On dense weights generation's arithmetic is exact: a kept head differs from a computed
 /// one by its f16 rounding alone. A wrong slot (padding kept, a position dropped, another
 /// row's keys) moves the log-probabilities by far more.

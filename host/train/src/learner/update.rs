@@ -35,6 +35,10 @@ impl Learner {
             self.judge_states = self.judge_states_of(batch)?;
             stats.judge_states_secs = t.elapsed().as_secs_f64();
         }
+        // Generation's prompt prefixes are of no use from here (the forward passes below read
+        // the kept prompt heads): freed now, they leave room for the update's activations.
+        self.brain.forget_prompt_prefixes();
+        release_free_memory();
         // 1. The old policy's log-probabilities, on the learner's own numerics. The sampler's
         //    (recorded at rollout, at the same temperature, on the same quantized weights) are
         //    about 4e-2 per token away from them on SmolLM2 (`tests/ratio.rs`): the learner splits
