@@ -192,10 +192,7 @@ fn short_tails_beside_long_ones_prefill_as_their_own_batch_and_decode_as_alone()
 #[test]
 fn the_judge_reuses_a_state_only_under_the_parameters_that_computed_it() {
     let Some(mut brain) = smol(ModelConfig::default()) else { return };
-    let prompts: Vec<Vec<u32>> = [QUESTION, "Which river flows through Cairo?"]
-        .iter()
-        .map(|q| brain.encode(&brain.chat_prompt(SYSTEM, q)).unwrap())
-        .collect();
+    let prompts = chat_rows(&brain, &[QUESTION, "Which river flows through Cairo?"]);
     let batched = brain.judge_features(&prompts).unwrap();
     // Kept: asked again, alone, a prompt gets the very state its batch computed.
     assert_eq!(brain.judge_features(&prompts[1..]).unwrap()[0], batched[1]);
@@ -575,10 +572,7 @@ fn a_prompt_head_in_chunks_matches_one_at_once() {
 /// lookup under other parameters drops it. `agree` is the bar for the log-probabilities.
 fn check_kept_prompt_heads(mut brain: Brain, agree: &dyn Fn(&[f32], &[f32])) {
     perturb_adapters(&brain, 0.01);
-    let rows: Vec<Vec<u32>> = [QUESTION, "Which river flows through Cairo, and into which sea?"]
-        .iter()
-        .map(|q| brain.encode(&brain.chat_prompt(SYSTEM, q)).unwrap())
-        .collect();
+    let rows = chat_rows(&brain, &[QUESTION, "Which river flows through Cairo, and into which sea?"]);
     assert_ne!(rows[0].len(), rows[1].len(), "rows of different lengths: a padded batch");
     let greedy = vec![SamplingConfig::greedy(6); 2];
     brain.keep_prompt_heads(&[Role::Actor]);
@@ -614,15 +608,17 @@ fn check_kept_prompt_heads(mut brain: Brain, agree: &dyn Fn(&[f32], &[f32])) {
     assert_eq!(brain.kept_prompt_head_bytes(), 0);
 }
 
+/// Each question as the token ids of a chat prompt under [`SYSTEM`].
+fn chat_rows(brain: &Brain, questions: &[&str]) -> Vec<Vec<u32>> {
+    questions.iter().map(|q| brain.encode(&brain.chat_prompt(SYSTEM, q)).unwrap()).collect()
+}
+
 /// An update frees generation's cached prompt prefixes before its forward passes: that
 /// forgets the prefixes alone, and the heads the rollouts kept are still there and still read.
 #[test]
 fn forgetting_prompt_prefixes_keeps_the_kept_heads() {
     let Some(mut brain) = smol(ModelConfig::default()) else { return };
-    let rows: Vec<Vec<u32>> = [QUESTION, "Which river flows through Cairo, and into which sea?"]
-        .iter()
-        .map(|q| brain.encode(&brain.chat_prompt(SYSTEM, q)).unwrap())
-        .collect();
+    let rows = chat_rows(&brain, &[QUESTION, "Which river flows through Cairo, and into which sea?"]);
     brain.keep_prompt_heads(&[Role::Actor]);
     brain.generate_rows(Role::Actor, &rows, &vec![SamplingConfig::greedy(4); 2]).unwrap();
     brain.keep_prompt_heads(&[]);
