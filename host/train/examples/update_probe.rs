@@ -8,8 +8,9 @@
 //! ```
 //! TRACE is an eval trace (groups of four in order) or a training run's `episodes.jsonl`
 //! (its own groups).
-//! `PROBE_N` caps the episodes (16); `PROBE_EPOCHS` and `PROBE_MINIBATCHES` set PPO's loop (1, 1); `PROBE_FREE=1` drops the constraints (a trace recorded
-//! under an older grammar no longer replays); `PROBE_ALLOWED_LOGITS=1` takes logits only over
+//! `PROBE_N` caps the episodes (16); `PROBE_EPOCHS` and `PROBE_MINIBATCHES` set PPO's loop
+//! (1, 1); `PROBE_FREE=1` drops the constraints (a trace recorded under an older grammar no
+//! longer replays); `PROBE_ALLOWED_LOGITS=1` takes logits only over
 //! each position's allowed tokens (`allowed_logits`); `PROBE_JUDGE_HEAD_ONLY=1` trains the
 //! Judge's head alone on states computed without a graph (`judge-head-only`);
 //! `PROBE_SAMPLER_JUDGE=1` first scores the Judge prompts as a run's rollouts do, so the

@@ -183,20 +183,22 @@ impl PeakMemory {
     /// `/proc` cannot be read.
     pub fn phase(&mut self) -> Option<f64> {
         let peak = onebrain_model::peak_rss_mib();
-        self.so_far = match (self.so_far, peak) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
+        self.so_far = larger(self.so_far, peak);
         onebrain_model::reset_peak_rss();
         peak
     }
 
     /// The process's peak over every phase read so far, and the one running now.
     pub fn so_far(&self) -> Option<f64> {
-        match (self.so_far, onebrain_model::peak_rss_mib()) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
+        larger(self.so_far, onebrain_model::peak_rss_mib())
+    }
+}
+
+/// The larger of two readings, either of which may be missing.
+fn larger(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
     }
 }
 
