@@ -157,6 +157,14 @@ pub struct ModelConfig {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[serde(alias = "allowed_logits")]
     pub allowed_logits: bool,
+    /// In the learner's forward over an answer (after a detached prompt head, on the CPU):
+    /// recompute each block in the backward instead of keeping its activations (activation
+    /// checkpointing): one block's graph at a time instead of all of them, for one more
+    /// forward of the blocks. The log-probabilities are the same bit for bit. Off by default,
+    /// left out when off (a run's recorded config resumes as it started).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(alias = "recompute_blocks")]
+    pub recompute_blocks: bool,
     /// The most resident memory, MiB, one request to the model (weights, KV cache, prefill
     /// work) may be estimated to need; a request past it is refused before any model time.
     /// `None` is [`crate::DEFAULT_MEMORY_BUDGET_MIB`]. Left out when `None`, so the digests of
@@ -206,6 +214,7 @@ impl Default for ModelConfig {
             lora_targets: None,
             learner_weights: LearnerWeights::Sampler,
             allowed_logits: false,
+            recompute_blocks: false,
             memory_budget_mb: None,
         }
     }

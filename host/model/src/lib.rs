@@ -45,6 +45,7 @@ mod gguf;
 mod heap;
 mod logprob;
 mod paths;
+mod recompute;
 mod roles;
 mod sampler;
 mod swiglu;

@@ -395,7 +395,7 @@ pub(crate) struct LayerKv {
 }
 
 impl LayerKv {
-    fn exact(k: Tensor, v: Tensor) -> Result<Self> {
+    pub(crate) fn exact(k: Tensor, v: Tensor) -> Result<Self> {
         let n = k.dim(2)?;
         Ok(LayerKv { k, v, frontier: Arc::new(AtomicUsize::new(n)) })
     }
@@ -666,10 +666,10 @@ pub(crate) struct Step {
 /// and which keys need no gradient.
 #[derive(Clone, Copy)]
 pub(crate) struct Attend<'a> {
-    mask: Option<&'a Tensor>,
-    hidden: Option<&'a Arc<[(usize, usize)]>>,
-    constant_keys: (usize, usize),
-    decode: bool,
+    pub(crate) mask: Option<&'a Tensor>,
+    pub(crate) hidden: Option<&'a Arc<[(usize, usize)]>>,
+    pub(crate) constant_keys: (usize, usize),
+    pub(crate) decode: bool,
 }
 
 impl Step {
@@ -835,7 +835,7 @@ impl Backbone {
         self.lm_head.matmul_rows(hidden)
     }
 
-    fn rope_tables(
+    pub(crate) fn rope_tables(
         &self,
         b: usize,
         q: usize,
@@ -873,7 +873,7 @@ impl Backbone {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn block_forward(
+    pub(crate) fn block_forward(
         &self,
         layer: usize,
         blk: &Block,
@@ -1027,7 +1027,7 @@ pub(crate) fn causal_mask(q: usize, past: usize, dev: &Device) -> Result<Tensor>
     Ok(Tensor::from_vec(data, (1, 1, 1, q, kv), dev)?)
 }
 
-fn rms_norm(x: &Tensor, w: &Tensor, eps: f64, mode: Mode) -> Result<Tensor> {
+pub(crate) fn rms_norm(x: &Tensor, w: &Tensor, eps: f64, mode: Mode) -> Result<Tensor> {
     match mode {
         Mode::Fast => Ok(candle_nn::ops::rms_norm(&x.contiguous()?, w, eps as f32)?),
         Mode::Diff => {

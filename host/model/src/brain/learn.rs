@@ -326,6 +326,9 @@ impl Brain {
         let step = step.with_constant_keys(in_graph.min(kv.len)..kv.len);
         let ids = Tensor::new(tokens, self.device())?.unsqueeze(0)?;
         let x = backbone.embed(&ids)?;
+        if self.cfg.recompute_blocks && x.device().is_cpu() && x.dtype() == DType::F32 {
+            return Ok(backbone.forward_recomputed(&x, &step, Some(&kv), in_graph.min(kv.len), &view)?.squeeze(0)?);
+        }
         Ok(backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?)
     }
 
