@@ -11,12 +11,20 @@
 //! `PROBE_N` caps the episodes (16); `PROBE_EPOCHS` and `PROBE_MINIBATCHES` set PPO's loop
 //! (1, 1); `PROBE_FREE=1` drops the constraints (a trace recorded under an older grammar no
 //! longer replays); `PROBE_ALLOWED_LOGITS=1` takes logits only over
-//! each position's allowed tokens (`allowed_logits`); `PROBE_JUDGE_HEAD_ONLY=1` trains the
+//! each position's allowed tokens (`allowed_logits`); `PROBE_RECOMPUTE=1` recomputes each
+//! block in the backward (`recompute_blocks`); `PROBE_JUDGE_HEAD_ONLY=1` trains the
 //! Judge's head alone on states computed without a graph (`judge-head-only`);
 //! `PROBE_SAMPLER_JUDGE=1` first scores the Judge prompts as a run's rollouts do, so the
 //! update finds their states kept; `PROBE_SAMPLER_HEADS=1` prefills the policy prompts so,
 //! so the update finds their heads kept (`PROBE_PREFILL_ROWS` prompts a call, 4).
+//!
+//! Besides the resident set, the probe counts the bytes the program holds (a counting global
+//! allocator): a peak of live bytes well under the resident peak is the allocator's, not the
+//! update's (freed blocks the heap keeps resident, or fragmentation). `PROBE_EVENTS=1` logs
+//! the update's large blocks and prints those live at its peak, by size.
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use onebrain_model::{Brain, LearnerWeights, ModelConfig};
@@ -34,7 +42,8 @@ fn main() {
         ModelConfig { learner_weights: LearnerWeights::Dense, ..Default::default() }
     } else {
         let allowed_logits = std::env::var("PROBE_ALLOWED_LOGITS").is_ok_and(|v| v == "1");
-        ModelConfig { lora_rank: Some(8), lora_targets: Some(vec!["q_proj".into(), "v_proj".into()]), allowed_logits, ..Default::default() }
+        let recompute_blocks = std::env::var("PROBE_RECOMPUTE").is_ok_and(|v| v == "1");
+        ModelConfig { lora_rank: Some(8), lora_targets: Some(vec!["q_proj".into(), "v_proj".into()]), allowed_logits, recompute_blocks, ..Default::default() }
     };
     let brain = Brain::load(&cfg).unwrap();
     eprintln!("sampler weights: {}, rss {:?}", brain.learns_on_sampler_weights(), onebrain_model::rss_mib());
@@ -103,16 +112,165 @@ fn main() {
         );
     }
     eprintln!("peak before the update {:?} MiB, now {:?} MiB", onebrain_model::peak_rss_mib(), onebrain_model::rss_mib());
+    eprintln!("heap before the update: live {:.0} MiB, peak {:.0} MiB", heap_mib().0, heap_mib().1);
     onebrain_model::reset_peak_rss();
+    reset_peak();
+    if std::env::var("PROBE_EVENTS").is_ok_and(|v| v == "1") {
+        Events::start();
+    }
     let t = Instant::now();
     let (cpu, steal) = (onebrain_model::cpu_seconds().unwrap_or(0.0), onebrain_model::steal_seconds().unwrap_or(0.0));
     let st = learner.update(&mut batch).unwrap();
     eprintln!("update {:.1} s (score {:.1}, Judge states {:.1}), tokens {}, steps {}, peak {:?} MiB, resident after it {:?} MiB", t.elapsed().as_secs_f64(), st.score_secs, st.judge_states_secs, st.tokens, st.steps, onebrain_model::peak_rss_mib(), onebrain_model::rss_mib());
+    eprintln!("heap in the update: peak {:.0} MiB, live after it {:.0} MiB", heap_mib().1, heap_mib().0);
+    Events::report();
     eprintln!(
         "update's CPU time {:.1} s; steal on the machine meanwhile {:.1} s (a timing with steal measures the neighbours too)",
         onebrain_model::cpu_seconds().unwrap_or(0.0) - cpu,
         onebrain_model::steal_seconds().unwrap_or(0.0) - steal
     );
+}
+
+/// The system allocator, counting live bytes and their peak since the last [`reset_peak`],
+/// and, while [`Events`] records, logging every large block's allocation and release.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call forwards to `System` with the same arguments; the counters only observe.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            grew(p, layout.size());
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            grew(p, layout.size());
+        }
+        p
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        shrank(ptr, layout.size());
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            shrank(ptr, layout.size());
+            grew(p, new_size);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn grew(ptr: *mut u8, bytes: usize) {
+    let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(live, Ordering::Relaxed);
+    Events::record(ptr, bytes as i64, live);
+}
+
+fn shrank(ptr: *mut u8, bytes: usize) {
+    let live = LIVE.fetch_sub(bytes, Ordering::Relaxed) - bytes;
+    Events::record(ptr, -(bytes as i64), live);
+}
+
+fn reset_peak() {
+    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// Live and peak heap bytes, in MiB.
+fn heap_mib() -> (f64, f64) {
+    (mib(LIVE.load(Ordering::Relaxed)), mib(PEAK.load(Ordering::Relaxed)))
+}
+
+fn mib(b: usize) -> f64 {
+    b as f64 / (1 << 20) as f64
+}
+
+/// A log of the blocks of at least [`Events::LARGE`] bytes allocated and released while it
+/// records (`PROBE_EVENTS=1`), in a buffer taken from `System` so that recording allocates
+/// nothing: replayed afterwards, it says which blocks were live at the update's peak.
+struct Events;
+
+/// One block's allocation (`bytes > 0`) or release, and the live bytes just after it.
+#[derive(Clone, Copy)]
+struct Event {
+    ptr: usize,
+    bytes: i64,
+    live: usize,
+}
+
+static EVENT_BUF: AtomicPtr<Event> = AtomicPtr::new(std::ptr::null_mut());
+static EVENT_LEN: AtomicUsize = AtomicUsize::new(0);
+
+impl Events {
+    const LARGE: i64 = 256 << 10;
+    const CAPACITY: usize = 1 << 22;
+
+    fn start() {
+        let layout = Layout::array::<Event>(Self::CAPACITY).expect("a small array");
+        // SAFETY: a non-zero layout; the buffer is never freed (the probe exits after).
+        let buf = unsafe { System.alloc(layout) } as *mut Event;
+        assert!(!buf.is_null(), "the event buffer");
+        EVENT_LEN.store(0, Ordering::SeqCst);
+        EVENT_BUF.store(buf, Ordering::SeqCst);
+    }
+
+    fn record(ptr: *mut u8, bytes: i64, live: usize) {
+        let buf = EVENT_BUF.load(Ordering::Relaxed);
+        if buf.is_null() || bytes.abs() < Self::LARGE {
+            return;
+        }
+        let k = EVENT_LEN.fetch_add(1, Ordering::Relaxed);
+        if k < Self::CAPACITY {
+            // SAFETY: slot `k` is in the buffer and written by this call alone.
+            unsafe { buf.add(k).write(Event { ptr: ptr as usize, bytes, live }) };
+        }
+    }
+
+    /// Stops recording and prints the blocks live at the highest recorded point, by size.
+    fn report() {
+        let buf = EVENT_BUF.swap(std::ptr::null_mut(), Ordering::SeqCst);
+        if buf.is_null() {
+            return;
+        }
+        let n = EVENT_LEN.load(Ordering::SeqCst).min(Self::CAPACITY);
+        // SAFETY: the first `n` slots were written before recording stopped.
+        let events = unsafe { std::slice::from_raw_parts(buf, n) };
+        let Some(top) = (0..n).max_by_key(|&k| events[k].live) else { return };
+        let mut live = std::collections::HashMap::new();
+        for e in &events[..=top] {
+            if e.bytes > 0 {
+                live.insert(e.ptr, e.bytes);
+            } else {
+                live.remove(&e.ptr);
+            }
+        }
+        let mut by_size: std::collections::BTreeMap<i64, usize> = Default::default();
+        for &b in live.values() {
+            *by_size.entry(b).or_default() += 1;
+        }
+        let large: i64 = live.values().sum();
+        eprintln!(
+            "at the peak (event {top} of {n}): live {:.0} MiB, of it {:.0} MiB in {} blocks allocated since recording began",
+            mib(events[top].live),
+            mib(large as usize),
+            live.len()
+        );
+        let mut rows: Vec<(i64, usize)> = by_size.into_iter().collect();
+        rows.sort_by_key(|&(b, c)| std::cmp::Reverse(b * c as i64));
+        for (bytes, count) in rows.into_iter().take(40) {
+            eprintln!("  {count:>5} x {bytes:>12} B = {:>7.1} MiB ({} f32)", mib(bytes as usize * count), bytes / 4);
+        }
+    }
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
