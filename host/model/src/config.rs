@@ -386,16 +386,19 @@ mod tests {
     fn model_keys_are_kebab_case_with_the_old_spelling_as_an_alias() {
         let kebab: ModelConfig = serde_json::from_str(
             r#"{"lora-rank": 8, "lora-targets": ["q_proj"], "allowed-logits": true, "memory-budget-mb": 900,
-                "learner-weights": "dense", "tiled-cpu-kernels": false, "role-tokens": 2}"#,
+                "learner-weights": "dense", "tiled-cpu-kernels": false, "role-tokens": 2, "recompute-blocks": true}"#,
         )
         .unwrap();
         let snake: ModelConfig = serde_json::from_str(
             r#"{"lora_rank": 8, "lora_targets": ["q_proj"], "allowed_logits": true, "memory_budget_mb": 900,
-                "learner_weights": "dense", "tiled_cpu_kernels": false, "role_tokens": 2}"#,
+                "learner_weights": "dense", "tiled_cpu_kernels": false, "role_tokens": 2, "recompute_blocks": true}"#,
         )
         .unwrap();
         assert_eq!(kebab, snake);
         assert_eq!((kebab.lora_rank, kebab.memory_budget_mb, kebab.role_tokens), (Some(8), Some(900), 2));
+        assert!(kebab.recompute_blocks);
+        // Off, it is left out: the digests of configs recorded before it stay the same.
+        assert!(!serde_json::to_string(&ModelConfig::default()).unwrap().contains("recompute"));
         let written = serde_json::to_string(&kebab).unwrap();
         assert!(written.contains("\"lora_rank\":8") && !written.contains("lora-rank"), "{written}");
         assert_eq!(serde_json::from_str::<ModelConfig>(&written).unwrap(), kebab);
