@@ -165,6 +165,12 @@ pub struct ModelConfig {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[serde(alias = "recompute_blocks")]
     pub recompute_blocks: bool,
+    /// Free the learner's Q8_0 copies of Wᵀ (1.58 GiB on the 1.5B) after each update and
+    /// build them again at the next (a few seconds on 2 cores), so that the rollouts between
+    /// do not hold them: they carry gradients only. Off by default, left out when off.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(alias = "free_transposed")]
+    pub free_transposed: bool,
     /// The most resident memory, MiB, one request to the model (weights, KV cache, prefill
     /// work) may be estimated to need; a request past it is refused before any model time.
     /// `None` is [`crate::DEFAULT_MEMORY_BUDGET_MIB`]. Left out when `None`, so the digests of
@@ -215,6 +221,7 @@ impl Default for ModelConfig {
             learner_weights: LearnerWeights::Sampler,
             allowed_logits: false,
             recompute_blocks: false,
+            free_transposed: false,
             memory_budget_mb: None,
         }
     }
@@ -386,19 +393,20 @@ mod tests {
     fn model_keys_are_kebab_case_with_the_old_spelling_as_an_alias() {
         let kebab: ModelConfig = serde_json::from_str(
             r#"{"lora-rank": 8, "lora-targets": ["q_proj"], "allowed-logits": true, "memory-budget-mb": 900,
-                "learner-weights": "dense", "tiled-cpu-kernels": false, "role-tokens": 2, "recompute-blocks": true}"#,
+                "learner-weights": "dense", "tiled-cpu-kernels": false, "role-tokens": 2, "recompute-blocks": true, "free-transposed": true}"#,
         )
         .unwrap();
         let snake: ModelConfig = serde_json::from_str(
             r#"{"lora_rank": 8, "lora_targets": ["q_proj"], "allowed_logits": true, "memory_budget_mb": 900,
-                "learner_weights": "dense", "tiled_cpu_kernels": false, "role_tokens": 2, "recompute_blocks": true}"#,
+                "learner_weights": "dense", "tiled_cpu_kernels": false, "role_tokens": 2, "recompute_blocks": true, "free_transposed": true}"#,
         )
         .unwrap();
         assert_eq!(kebab, snake);
         assert_eq!((kebab.lora_rank, kebab.memory_budget_mb, kebab.role_tokens), (Some(8), Some(900), 2));
-        assert!(kebab.recompute_blocks);
-        // Off, it is left out: the digests of configs recorded before it stay the same.
+        assert!(kebab.recompute_blocks && kebab.free_transposed);
+        // Off, they are left out: the digests of configs recorded before it stay the same.
         assert!(!serde_json::to_string(&ModelConfig::default()).unwrap().contains("recompute"));
+        assert!(!serde_json::to_string(&ModelConfig::default()).unwrap().contains("transposed"));
         let written = serde_json::to_string(&kebab).unwrap();
         assert!(written.contains("\"lora_rank\":8") && !written.contains("lora-rank"), "{written}");
         assert_eq!(serde_json::from_str::<ModelConfig>(&written).unwrap(), kebab);

@@ -713,3 +713,41 @@ fn recomputed_blocks_give_the_plain_graphs_logprobs_and_gradients() {
         assert!(max_diff(got, want) <= 1e-4 * scale, "{name}: {} against a largest {scale}", max_diff(got, want));
     }
 }
+
+/// Issue 46: the learner's Wᵀ copies can be freed between updates (`free-transposed`): the
+/// bytes come back, and the next backward builds them again to the same gradient, bit for bit.
+#[test]
+fn freed_transposes_are_rebuilt_to_the_same_gradient() {
+    let cfg = ModelConfig { lora_rank: Some(8), lora_targets: Some(vec!["q_proj".into(), "v_proj".into()]), ..Default::default() };
+    let Some(brain) = smol(cfg) else { return };
+    if !brain.learns_on_sampler_weights() {
+        eprintln!("SKIPPED: this CPU runs candle's quantized blocks, whose Wᵀ copies are not ours to free");
+        return;
+    }
+    perturb_adapters(&brain, 0.01);
+    brain.prepare_training().unwrap();
+    let kept = brain.transposed_bytes();
+    assert!(kept > 0, "prepare_training builds every block's Wᵀ");
+    let prompt = brain.encode(&brain.chat_prompt(SYSTEM, QUESTION)).unwrap();
+    let cont = brain.encode("Paris.").unwrap();
+    let grads = |brain: &Brain| {
+        let lp = brain.batch_logprobs(Role::Actor, &[(prompt.clone(), cont.clone())]).unwrap();
+        let store = lp.logprobs.sum_all().unwrap().backward().unwrap();
+        all_vars(brain)
+            .into_iter()
+            .filter_map(|(name, var)| Some((name, store.get(var.as_tensor())?.flatten_all().unwrap().to_vec1::<f32>().unwrap())))
+            .collect::<Vec<_>>()
+    };
+    let before = grads(&brain);
+    assert!(!before.is_empty());
+    // The backward may add the output matrix's (built where a position needs the whole row).
+    let held = brain.transposed_bytes();
+    assert!(held >= kept);
+    assert_eq!(brain.forget_transposed(), held, "every kept byte is freed");
+    assert_eq!(brain.transposed_bytes(), 0);
+    assert_eq!(grads(&brain), before, "rebuilt, the same gradient");
+    assert_eq!(brain.transposed_bytes(), held, "the backward built them again");
+    brain.forget_transposed();
+    brain.prepare_training().unwrap();
+    assert_eq!(brain.transposed_bytes(), kept, "and so does the next update's preparation");
+}

@@ -146,7 +146,11 @@ impl Learner {
                 "kl-coef > 0 needs the reference model".into(),
             ));
         }
-        brain.prepare_training()?;
+        // With `free-transposed` the Wᵀ copies wait for the first update (the rollouts before
+        // it need none of them).
+        if !brain.config().free_transposed {
+            brain.prepare_training()?;
+        }
         let mut named: Vec<(String, Var)> = Vec::new();
         for role in Role::ALL.into_iter().filter(|r| ablation.trains(*r)) {
             for (name, var) in brain.role_named_vars(role) {

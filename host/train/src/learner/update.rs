@@ -25,6 +25,8 @@ impl Learner {
         let start = Instant::now();
         let args = self.args.clone();
         let mut stats = UpdateStats::default();
+        // Wᵀ copies freed after the last update (`free-transposed`) are built again first.
+        self.brain.prepare_training()?;
 
         // 0. The constrained samples' masks, replayed once for the whole update.
         self.masks = replay_masks(&self.brain, batch)?;
@@ -143,6 +145,10 @@ impl Learner {
         // Generation must not reuse prompt caches computed under the old parameters; the
         // fingerprint check would catch it, dropping them frees the memory now.
         self.brain.clear_prefix_cache();
+        // Only the update reads the Wᵀ copies: the rollouts until the next need not hold them.
+        if self.brain.config().free_transposed {
+            self.brain.forget_transposed();
+        }
         release_free_memory();
         stats.secs = start.elapsed().as_secs_f64();
         Ok(stats)
