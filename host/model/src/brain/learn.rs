@@ -94,14 +94,7 @@ impl Brain {
         if !self.learns_on_sampler_weights() {
             return Ok(());
         }
-        let tiled: Vec<&TiledMatrix> = backbones
-            .iter()
-            .flat_map(|b| b.blocks.iter().flat_map(|blk| blk.linears()))
-            .filter_map(|l| match &l.w {
-                Weight::Tiled(t) => Some(t.as_ref()),
-                _ => None,
-            })
-            .collect();
+        let tiled = Self::tiles_of(backbones, false);
         // Threads of their own, not candle's pool: a transpose runs candle ops, and the pool's
         // calling thread would deadlock on a call from inside its own share.
         let next = std::sync::atomic::AtomicUsize::new(0);
@@ -122,17 +115,24 @@ impl Brain {
         })
     }
 
-    /// The learner's tiled matrices (the blocks' and the output matrix), once built.
-    fn learner_tiles(&self) -> Vec<&TiledMatrix> {
-        let Some(backbones) = self.dense.get() else { return Vec::new() };
+    /// The tiled matrices of `backbones`' blocks, and of their output matrices `with_output`.
+    fn tiles_of(backbones: &[Backbone], with_output: bool) -> Vec<&TiledMatrix> {
         backbones
             .iter()
-            .flat_map(|b| b.blocks.iter().flat_map(|blk| blk.linears()).map(|l| &l.w).chain([&b.lm_head]))
+            .flat_map(|b| {
+                let blocks = b.blocks.iter().flat_map(|blk| blk.linears()).map(|l| &l.w);
+                blocks.chain(with_output.then_some(&b.lm_head))
+            })
             .filter_map(|w| match w {
                 Weight::Tiled(t) => Some(t.as_ref()),
                 _ => None,
             })
             .collect()
+    }
+
+    /// The learner's tiled matrices (the blocks' and the output matrix), once built.
+    fn learner_tiles(&self) -> Vec<&TiledMatrix> {
+        self.dense.get().map_or_else(Vec::new, |b| Self::tiles_of(b, true))
     }
 
     /// Drops the Q8_0 copies of Wᵀ the learner's backward reads (1.58 GiB on the 1.5B),
