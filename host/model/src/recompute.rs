@@ -52,15 +52,15 @@ impl Backbone {
                     let n = in_graph.min(past);
                     let rest = (k.narrow(2, n, past - n)?.detach(), v.narrow(2, n, past - n)?.detach());
                     let front = match n {
-                        0 => Tensor::zeros(0, DType::F32, &Device::Cpu)?,
+                        0 => Tensor::zeros(0, DType::F32, x.device())?,
                         _ => Tensor::cat(&[k.narrow(2, 0, n)?.flatten_all()?, v.narrow(2, 0, n)?.flatten_all()?], 0)?,
                     };
                     let (b, heads, _, dim) = k.dims4()?;
                     (front, Some(PastKv { front: (b, heads, n, dim), rest }))
                 }
-                None => (Tensor::zeros(0, DType::F32, &Device::Cpu)?, None),
+                None => (Tensor::zeros(0, DType::F32, x.device())?, None),
             };
-            let (packed, adapters) = pack(role, layer)?;
+            let (packed, adapters) = pack(role, layer, x.device())?;
             let op = RecomputedBlock {
                 backbone: backbone.clone(),
                 layer,
@@ -82,7 +82,7 @@ impl Backbone {
 
 /// Layer `layer`'s adapters as one flat tensor (A then B of each adapted projection, in
 /// target order, each flattened), with a graph to them; and where each one lies.
-fn pack(role: &RoleView, layer: usize) -> Result<(Tensor, Vec<Adapter>)> {
+fn pack(role: &RoleView, layer: usize, device: &Device) -> Result<(Tensor, Vec<Adapter>)> {
     let mut parts = Vec::new();
     let mut adapters = Vec::new();
     if let Some(pairs) = role.lora.get(layer) {
@@ -94,7 +94,7 @@ fn pack(role: &RoleView, layer: usize) -> Result<(Tensor, Vec<Adapter>)> {
         }
     }
     let packed = match parts.is_empty() {
-        true => Tensor::zeros(0, DType::F32, &Device::Cpu)?,
+        true => Tensor::zeros(0, DType::F32, device)?,
         false => Tensor::cat(&parts, 0)?,
     };
     Ok((packed, adapters))
@@ -191,7 +191,9 @@ impl CustomOp3 for RecomputedBlock {
         s3: &CpuStorage,
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let input = |s, l: &Layout| Tensor::from_slice(slice(s, l)?, l.shape(), &Device::Cpu);
+        // The op runs where its inputs are, which `forward_recomputed` checked is the CPU.
+        let device = self.cos.device();
+        let input = |s, l: &Layout| Tensor::from_slice(slice(s, l)?, l.shape(), device);
         let y = self.run(&input(s1, l1)?, &input(s2, l2)?, &input(s3, l3)?).map_err(to_candle)?;
         let shape = y.shape().clone();
         Ok((CpuStorage::F32(y.flatten_all()?.to_vec1::<f32>()?), shape))
