@@ -25,9 +25,6 @@ impl Learner {
         let start = Instant::now();
         let args = self.args.clone();
         let mut stats = UpdateStats::default();
-        // Wᵀ copies freed after the last update (`free-transposed`) are built again first.
-        self.brain.prepare_training()?;
-
         // 0. The constrained samples' masks, replayed once for the whole update.
         self.masks = replay_masks(&self.brain, batch)?;
         // The head-only Judge's states h, on the sampler's kernels (as it scored them).
@@ -41,6 +38,9 @@ impl Learner {
         // the kept prompt heads): freed now, they leave room for the update's activations.
         self.brain.forget_prompt_prefixes();
         release_free_memory();
+        // Wᵀ copies freed after the last update (`free-transposed`) are built again, into
+        // the room the prefixes left rather than on top of them (nothing above reads them).
+        self.brain.prepare_training()?;
         // 1. The old policy's log-probabilities, on the learner's own numerics. The sampler's
         //    (recorded at rollout, at the same temperature, on the same quantized weights) are
         //    about 4e-2 per token away from them on SmolLM2 (`tests/ratio.rs`): the learner splits
