@@ -92,6 +92,19 @@ struct Tile {
     d: [f16; TILE_ROWS],
 }
 
+impl Tile {
+    const EMPTY: Tile = Tile { qs: [0; QK * TILE_ROWS], d: [f16::ZERO; TILE_ROWS] };
+
+    /// Sets row `r` to one Q8_0 block: its scale and its 32 weights, stored +128 in the
+    /// tile's interleaved order.
+    fn set_row(&mut self, r: usize, d: f16, qs: impl IntoIterator<Item = i8>) {
+        self.d[r] = d;
+        for (c, q) in qs.into_iter().enumerate() {
+            self.qs[((c / 4) * TILE_ROWS + r) * 4 + c % 4] = (q as i16 + 128) as u8;
+        }
+    }
+}
+
 /// One 16 × 32 tile of a Q5_0 matrix: the 5-bit weights `q` (the value is `d · (q − 16)`) in
 /// the same `[column group of 4][row][4]` order as [`Tile`], split into their low 4 bits,
 /// groups `g` and `g + 4` sharing a byte (`lo[64 g + k]`: low nibble group `g`, high
@@ -459,15 +472,12 @@ impl TiledMatrix {
         let mut tiles = Vec::with_capacity(strips_t * blocks_t);
         for strip in 0..strips_t {
             for block in 0..blocks_t {
-                let mut tile = Tile { qs: [0; QK * TILE_ROWS], d: [f16::ZERO; TILE_ROWS] };
+                let mut tile = Tile::EMPTY;
                 for r in 0..TILE_ROWS {
                     let col = strip * TILE_ROWS + r;
                     let xs: [f32; QK] = std::array::from_fn(|k| self.weight(block * QK + k, col));
                     let (d, qs) = q8_0_block(&xs);
-                    tile.d[r] = d;
-                    for (c, q) in qs.into_iter().enumerate() {
-                        tile.qs[((c / 4) * TILE_ROWS + r) * 4 + c % 4] = (q as i16 + 128) as u8;
-                    }
+                    tile.set_row(r, d, qs);
                 }
                 tiles.push(tile);
             }
@@ -594,7 +604,6 @@ impl CustomOp1 for FrozenProduct {
     }
 }
 
-/// Q8_0 blocks `(rows, blocks)` as tiles, the weights offset by +128.
 /// One block of 32 weights as Q8_0, as candle's `BlockQ8_0::from_float` computes it: the
 /// scale `d = max |x| / 127` (kept in f16) and `round(x / d)`, taken as `x · (1 / d)` in f32.
 fn q8_0_block(xs: &[f32; QK]) -> (f16, [i8; QK]) {
@@ -604,17 +613,15 @@ fn q8_0_block(xs: &[f32; QK]) -> (f16, [i8; QK]) {
     (f16::from_f32(d), xs.map(|x| f32::round(x * id) as i8))
 }
 
+/// Q8_0 blocks `(rows, blocks)` as tiles, the weights offset by +128.
 fn q8_tiles(raw: &[u8], rows: usize, blocks: usize) -> Vec<Tile> {
     let mut tiles = Vec::with_capacity(rows / TILE_ROWS * blocks);
     for strip in 0..rows / TILE_ROWS {
         for b in 0..blocks {
-            let mut tile = Tile { qs: [0; QK * TILE_ROWS], d: [f16::ZERO; TILE_ROWS] };
+            let mut tile = Tile::EMPTY;
             for r in 0..TILE_ROWS {
                 let block = &raw[((strip * TILE_ROWS + r) * blocks + b) * Q8_0_BYTES..][..Q8_0_BYTES];
-                tile.d[r] = f16::from_le_bytes([block[0], block[1]]);
-                for (c, &w) in block[2..].iter().enumerate() {
-                    tile.qs[((c / 4) * TILE_ROWS + r) * 4 + c % 4] = (w as i8 as i16 + 128) as u8;
-                }
+                tile.set_row(r, f16::from_le_bytes([block[0], block[1]]), block[2..].iter().map(|&w| w as i8));
             }
             tiles.push(tile);
         }
