@@ -16,6 +16,12 @@ use clap::Parser;
 
 use crate::out::errln;
 
+/// The system allocator, counting the heap the program holds: a training run's metrics give
+/// each phase's peak of it beside the resident peak (`perf/update_peak_heap_mib`), which tells
+/// memory the run holds from memory the heap kept.
+#[global_allocator]
+static HEAP: onebrain_model::CountingAllocator = onebrain_model::CountingAllocator::new();
+
 fn main() -> ExitCode {
     let flags = flags::Flags::parse();
     match cmd::run(flags) {

@@ -69,6 +69,7 @@ pub use config::{LearnerWeights, ModelConfig, Role, SamplingConfig, DEFAULT_MODE
 pub use device::{DeviceChoice, WeightDtype};
 pub use error::{Error, Result};
 pub use gguf::{check_gguf, GgufHeader};
+pub use heap::{heap_live_mib, heap_peak_mib, reset_heap_peak, CountingAllocator};
 pub use export::{checkpoint_model_file, is_peft_adapter, peft_adapter_role, with_checkpoint_or_peft_shape, ExportFormat, PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE};
 pub use paths::{resolve_model, ModelSource, MODEL_DIR_ENV};
 pub use sampler::{argmax, Sampler};

@@ -27,7 +27,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use onebrain_model::{Brain, LearnerWeights, ModelConfig};
+use onebrain_model::{Brain, CountingAllocator, LearnerWeights, ModelConfig};
 use onebrain_train::{Ablation, Advantage, Batch, Learner, PpoArgs};
 
 fn main() {
@@ -114,7 +114,7 @@ fn main() {
     eprintln!("peak before the update {:?} MiB, now {:?} MiB", onebrain_model::peak_rss_mib(), onebrain_model::rss_mib());
     eprintln!("heap before the update: live {:.0} MiB, peak {:.0} MiB", heap_mib().0, heap_mib().1);
     onebrain_model::reset_peak_rss();
-    reset_peak();
+    onebrain_model::reset_heap_peak();
     if std::env::var("PROBE_EVENTS").is_ok_and(|v| v == "1") {
         Events::start();
     }
@@ -131,64 +131,14 @@ fn main() {
     );
 }
 
-/// The system allocator, counting live bytes and their peak since the last [`reset_peak`],
-/// and, while [`Events`] records, logging every large block's allocation and release.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call forwards to `System` with the same arguments; the counters only observe.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(p, layout.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            grew(p, layout.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        shrank(ptr, layout.size());
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            shrank(ptr, layout.size());
-            grew(p, new_size);
-        }
-        p
-    }
-}
-
+/// The model crate's counting allocator, logging every large block's allocation and release
+/// while [`Events`] records.
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: CountingAllocator = CountingAllocator::observed(Events::record);
 
-fn grew(ptr: *mut u8, bytes: usize) {
-    let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(live, Ordering::Relaxed);
-    Events::record(ptr, bytes as i64, live);
-}
-
-fn shrank(ptr: *mut u8, bytes: usize) {
-    let live = LIVE.fetch_sub(bytes, Ordering::Relaxed) - bytes;
-    Events::record(ptr, -(bytes as i64), live);
-}
-
-fn reset_peak() {
-    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
-}
-
-/// Live and peak heap bytes, in MiB.
+/// Live and peak heap bytes since the last reset, in MiB.
 fn heap_mib() -> (f64, f64) {
-    (mib(LIVE.load(Ordering::Relaxed)), mib(PEAK.load(Ordering::Relaxed)))
+    (onebrain_model::heap_live_mib().unwrap_or(0.0), onebrain_model::heap_peak_mib().unwrap_or(0.0))
 }
 
 fn mib(b: usize) -> f64 {

@@ -59,7 +59,7 @@ pub use config::{Ablation, TaskStream, TrainConfig};
 pub use error::TrainError;
 pub use heldout::{read_rows as read_heldout, HeldOutRow};
 pub use learner::{Learner, UpdateStats};
-pub use metrics::{MetricsLog, MetricsRow, PeakMemory, StepClock};
+pub use metrics::{MetricsLog, MetricsRow, PeakMemory, PhasePeak, StepClock};
 pub use ppo::{
     clipped_surrogate_sum, discounted_returns, entropy_sum, explained_variance, gae,
     group_advantages, joint_loss, judge_loss_sum, normalize, value_loss_sum, Advantage,

@@ -148,6 +148,14 @@ pub struct MetricsRow {
     /// Peak resident memory during this step's update, MiB.
     #[serde(rename = "perf/update_peak_rss_mib", default, skip_serializing_if = "Option::is_none")]
     pub update_peak_rss_mib: Option<f64>,
+    /// The most heap the rollouts held at once, MiB, where the binary counts it
+    /// ([`onebrain_model::CountingAllocator`]): under the resident peak by what the heap
+    /// kept mapped and free.
+    #[serde(rename = "perf/rollout_peak_heap_mib", default, skip_serializing_if = "Option::is_none")]
+    pub rollout_peak_heap_mib: Option<f64>,
+    /// The most heap the update held at once, MiB.
+    #[serde(rename = "perf/update_peak_heap_mib", default, skip_serializing_if = "Option::is_none")]
+    pub update_peak_heap_mib: Option<f64>,
 }
 
 /// Where one step's time went besides its wall clock: what [`MetricsRow::new`] records of
@@ -162,33 +170,44 @@ pub struct StepClock {
     pub update_cpu_secs: Option<f64>,
     /// The machine's steal seconds over the whole step.
     pub steal_secs: Option<f64>,
-    /// Peak resident memory of the rollouts, MiB (see [`PeakMemory`]).
-    pub rollout_peak_rss_mib: Option<f64>,
-    /// Peak resident memory of the update, MiB.
-    pub update_peak_rss_mib: Option<f64>,
+    /// Peaks of the rollouts (see [`PeakMemory`]).
+    pub rollout_peak: PhasePeak,
+    /// Peaks of the update.
+    pub update_peak: PhasePeak,
     /// The process's peak resident memory so far, MiB.
     pub peak_rss_mib: Option<f64>,
 }
 
-/// The kernel's high-water mark of resident memory, read a phase at a time: [`PeakMemory::phase`]
-/// returns the peak since the last call and starts the next phase's mark from the memory
-/// resident now, while [`PeakMemory::so_far`] keeps the process's peak over every phase.
+/// One phase's memory peaks, MiB: resident (the kernel's high-water mark) and, where the binary
+/// counts it, heap held (see [`onebrain_model::CountingAllocator`]). `None` where it cannot
+/// be read.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PhasePeak {
+    /// Peak resident memory.
+    pub rss_mib: Option<f64>,
+    /// The most heap held at once.
+    pub heap_mib: Option<f64>,
+}
+
+/// Memory peaks read a phase at a time: [`PeakMemory::phase`] returns the peaks since the
+/// last call and starts the next phase's marks from the memory resident and held now, while
+/// [`PeakMemory::so_far`] keeps the process's resident peak over every phase.
 #[derive(Clone, Debug, Default)]
 pub struct PeakMemory {
     so_far: Option<f64>,
 }
 
 impl PeakMemory {
-    /// The peak since the last call (or since the process started), MiB; `None` where
-    /// `/proc` cannot be read.
-    pub fn phase(&mut self) -> Option<f64> {
-        let peak = onebrain_model::peak_rss_mib();
-        self.so_far = larger(self.so_far, peak);
+    /// The peaks since the last call (or since the process started).
+    pub fn phase(&mut self) -> PhasePeak {
+        let peak = PhasePeak { rss_mib: onebrain_model::peak_rss_mib(), heap_mib: onebrain_model::heap_peak_mib() };
+        self.so_far = larger(self.so_far, peak.rss_mib);
         onebrain_model::reset_peak_rss();
+        onebrain_model::reset_heap_peak();
         peak
     }
 
-    /// The process's peak over every phase read so far, and the one running now.
+    /// The process's resident peak over every phase read so far, and the one running now.
     pub fn so_far(&self) -> Option<f64> {
         larger(self.so_far, onebrain_model::peak_rss_mib())
     }
@@ -265,8 +284,10 @@ impl MetricsRow {
             steal_secs: clock.steal_secs,
             rss_mib: onebrain_model::rss_mib(),
             peak_rss_mib: clock.peak_rss_mib.or_else(onebrain_model::peak_rss_mib),
-            rollout_peak_rss_mib: clock.rollout_peak_rss_mib,
-            update_peak_rss_mib: clock.update_peak_rss_mib,
+            rollout_peak_rss_mib: clock.rollout_peak.rss_mib,
+            update_peak_rss_mib: clock.update_peak.rss_mib,
+            rollout_peak_heap_mib: clock.rollout_peak.heap_mib,
+            update_peak_heap_mib: clock.update_peak.heap_mib,
         }
     }
 

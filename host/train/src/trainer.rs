@@ -401,7 +401,7 @@ impl Trainer {
         }
         let rollout_secs = t0.elapsed().as_secs_f64();
         let cpu1 = onebrain_model::cpu_seconds();
-        let rollout_peak_rss_mib = self.memory.phase();
+        let rollout_peak = self.memory.phase();
 
         // The update, on the episodes in slot order (the same order whatever finished first).
         let mut ordered: Vec<(usize, (usize, EpisodeRecord))> = records.into_iter().collect();
@@ -424,8 +424,8 @@ impl Trainer {
             rollout_cpu_secs: since(cpu0, cpu1),
             update_cpu_secs: since(cpu1, cpu2),
             steal_secs: since(steal0, steal2),
-            rollout_peak_rss_mib,
-            update_peak_rss_mib: self.memory.phase(),
+            rollout_peak,
+            update_peak: self.memory.phase(),
             peak_rss_mib: self.memory.so_far(),
         };
 

@@ -47,6 +47,11 @@ pub struct StepReport {
     pub rollout_peak_rss_mib: Option<f64>,
     /// See `rollout_peak_rss_mib`.
     pub update_peak_rss_mib: Option<f64>,
+    /// The most heap the rollouts, and the update, held at once, MiB (`None` from a binary
+    /// that did not count it): the resident peak's part that the program held.
+    pub rollout_peak_heap_mib: Option<f64>,
+    /// See `rollout_peak_heap_mib`.
+    pub update_peak_heap_mib: Option<f64>,
     /// Mean |log ratio| of the first minibatch (0 up to rounding on the new path).
     pub first_abs_log_ratio: Option<f64>,
     /// Where log π_old came from.
@@ -104,6 +109,8 @@ pub fn run(config: Option<PathBuf>, baseline: Option<PathBuf>, json: bool) -> an
     row("peak resident memory, MiB", new.peak_rss_mib, old.peak_rss_mib, 0)?;
     row("peak during the rollouts, MiB", new.rollout_peak_rss_mib, old.rollout_peak_rss_mib, 0)?;
     row("peak during the update, MiB", new.update_peak_rss_mib, old.update_peak_rss_mib, 0)?;
+    row("most heap held in the rollouts, MiB", new.rollout_peak_heap_mib, old.rollout_peak_heap_mib, 0)?;
+    row("most heap held in the update, MiB", new.update_peak_heap_mib, old.update_peak_heap_mib, 0)?;
     row("first minibatch mean |log ratio|", new.first_abs_log_ratio, old.first_abs_log_ratio, 6)?;
     row("sampler gap, mean |Δ log π| per token", new.sampler_gap, old.sampler_gap, 4)?;
     row("approx KL", new.approx_kl, old.approx_kl, 5)?;
@@ -170,6 +177,8 @@ fn one_step(path: &str, config: &Path, out: &Path) -> anyhow::Result<StepReport>
         peak_rss_mib: f("perf/peak_rss_mib"),
         rollout_peak_rss_mib: f("perf/rollout_peak_rss_mib"),
         update_peak_rss_mib: f("perf/update_peak_rss_mib"),
+        rollout_peak_heap_mib: f("perf/rollout_peak_heap_mib"),
+        update_peak_heap_mib: f("perf/update_peak_heap_mib"),
         first_abs_log_ratio: f("losses/first_abs_log_ratio"),
         sampler_gap: f("losses/sampler_gap"),
         old_logp_source: row.get("losses/old_logp_source").and_then(|v| v.as_str()).map(str::to_string),
