@@ -57,6 +57,9 @@ fn train_runs_checkpoints_and_resumes() {
         "losses/clipfrac",
         "losses/total",
         "perf/train_tokens_per_s",
+        // `onebrain` counts its heap (its global allocator), so each phase's heap peak is there.
+        "perf/rollout_peak_heap_mib",
+        "perf/update_peak_heap_mib",
     ] {
         assert!(metrics[0].get(key).is_some(), "{key} in {}", metrics[0]);
     }
