@@ -37,7 +37,8 @@ pub(crate) fn keep_large_blocks() {
 /// hole between live blocks. This allocator's count can: a binary installs it with
 /// `#[global_allocator]`, and [`heap_live_mib`] and [`heap_peak_mib`] then read what is live
 /// and the most that was since [`reset_heap_peak`]. Where it is not installed they return
-/// `None`. Two relaxed atomic operations per allocation are its whole cost.
+/// `None`. Its cost is one atomic add per allocation and release, and a compare-and-swap when
+/// the peak grows.
 ///
 /// An observer, if given ([`CountingAllocator::observed`]), sees every allocation (`bytes`
 /// > 0) and release with the live bytes just after it; it must not allocate.
@@ -61,7 +62,11 @@ impl CountingAllocator {
 
     fn grew(&self, ptr: *mut u8, bytes: usize) {
         let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        PEAK.fetch_max(live, Ordering::Relaxed);
+        // A plain read first: `fetch_max` is a locked compare-and-swap even when it changes
+        // nothing, and most allocations do not raise the peak.
+        if live > PEAK.load(Ordering::Relaxed) {
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
         if let Some(observe) = self.observer {
             observe(ptr, bytes as i64, live);
         }
