@@ -1007,6 +1007,42 @@ mod tests {
         assert!(TiledMatrix::from_qtensor(&q).unwrap().is_none(), "Q4_0 is not tiled");
     }
 
+    /// The AVX2 kernel adds several groups' byte products in i16 before it widens them
+    /// (`avx2::TileFormat::CHAIN`). Every weight at its format's largest magnitude against
+    /// activations at ±127 fills a chain the most it can be filled: the products are still
+    /// exact. A longer chain than the format allows would wrap here.
+    #[test]
+    fn the_largest_weights_against_the_largest_activations_do_not_wrap() {
+        let one = f16::ONE.to_le_bytes();
+        // One block per type, each weight at its extreme: Q8_0's -128, Q5_0's q = 31 (15),
+        // Q4_K's q = 15 with scale 1 and no minimum, Q6_K's q = 63 (31) with scale 1.
+        let blocks: [(GgmlDType, Vec<u8>, f32, usize); 4] = [
+            (GgmlDType::Q8_0, [&one[..], &[0x80; QK]].concat(), -128.0, QK),
+            (GgmlDType::Q5_0, [&one[..], &[0xff; 4], &[0xff; QK / 2]].concat(), 15.0, QK),
+            (GgmlDType::Q4K, [&one[..], &[0, 0], &[0x01; 12], &[0xff; QK_K / 2]].concat(), 15.0, QK_K),
+            (GgmlDType::Q6K, [&[0xff; QK_K / 2][..], &[0xff; QK_K / 4], &[1; QK_K / 16], &one].concat(), 31.0, QK_K),
+        ];
+        let (rows, cols) = (16, 512);
+        for (dtype, block, weight, block_cols) in blocks {
+            let raw = block.repeat(rows * cols / block_cols);
+            let q = QTensor::new(candle_core::quantized::QStorage::Cpu(dtype.from_data(raw.into())), (rows, cols)).unwrap();
+            for kernel in Kernel::supported() {
+                let tiles = TiledMatrix::from_qtensor_on(&q, kernel).unwrap().expect("16 rows tile");
+                for m in [1, 2, 8, 9] {
+                    // Rows of +1 and -1: every activation quantizes to ±127 of scale 1/127.
+                    let x: Vec<f32> = (0..m * cols).map(|i| if i / cols % 2 == 0 { 1.0 } else { -1.0 }).collect();
+                    let mut out = vec![0f32; m * rows];
+                    tiles.matmul_into(&x, m, &mut out);
+                    for (i, got) in out.iter().enumerate() {
+                        let sign = if i / rows % 2 == 0 { 1.0 } else { -1.0 };
+                        let want = sign * weight * cols as f32;
+                        assert!((got - want).abs() <= 1e-5 * want.abs(), "{dtype:?} on {kernel:?}, m = {m}: {got} vs {want}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn r51_a_buffer_shorter_than_its_shape_is_refused() {
         // 2⁶⁰ × 576 wraps to 0 in a usize product: the empty buffer looked the right size.

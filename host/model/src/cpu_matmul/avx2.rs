@@ -10,7 +10,10 @@
 //!   directly, at most 16,002 per pair, with the offset (+16, +32) taken back out through
 //!   `Σ a` as the AVX-512 kernel does.
 //!
-//! `vpmaddwd` against ones then adds the pairs into i32. Every block's sum is therefore the
+//! `vpmaddwd` against ones then adds the pairs into i32. Where the weights are small, the
+//! i16 pair sums of several column groups are added first (a chain: 8 groups for Q4_K, 4 for
+//! Q5_0, 2 for Q6_K) and one `vpmaddwd` serves the chain, so Q4_K's 8 groups take 9 integer
+//! multiplies where they took 16, for the same integer. Every block's sum is therefore the
 //! same integer the AVX-512 kernel computes, converted and scaled by the same f32 operations
 //! in the same order: the two kernels agree bit for bit, so a run's numbers do not depend on
 //! which of the two machines it ran on.
@@ -25,6 +28,11 @@ trait TileFormat: Scales {
     const BIAS: i32;
     /// Whether `weights` gives |w| and the activations must take w's sign.
     const SIGNED: bool;
+    /// Column groups whose `vpmaddubsw` pair sums add up in i16 without overflow: a pair is
+    /// at most 2 · max q · 127, so Q4_K's 15 allows 8 groups (30,480), Q5_0's 31 four
+    /// (31,496), Q6_K's 63 two (32,004) and Q8_0's 128 one. A chain costs one `vpmaddwd`
+    /// instead of one per group, and the integer it gives is the same.
+    const CHAIN: usize;
     /// Column group `g`, rows `8 h .. 8 h + 8`: the unsigned operand of `vpmaddubsw`, and
     /// where [`TileFormat::SIGNED`] the signed weights whose signs the activations take.
     ///
@@ -36,6 +44,7 @@ trait TileFormat: Scales {
 impl TileFormat for Tile {
     const BIAS: i32 = 0;
     const SIGNED: bool = true;
+    const CHAIN: usize = 1;
     #[inline(always)]
     unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i) {
         let stored = _mm256_load_si256(self.qs.as_ptr().add(64 * g + 32 * h) as *const __m256i);
@@ -60,6 +69,7 @@ unsafe fn nibbles(lo: &[u8; QK * TILE_ROWS / 2], g: usize, h: usize) -> __m256i 
 impl TileFormat for Tile5 {
     const BIAS: i32 = 16;
     const SIGNED: bool = false;
+    const CHAIN: usize = 4;
     /// The fifth bits of the group's 32 bytes, one bit per byte, are spread into bytes and
     /// add 16 where set.
     #[inline(always)]
@@ -85,6 +95,7 @@ impl TileFormat for Tile5 {
 impl TileFormat for Tile4 {
     const BIAS: i32 = 0;
     const SIGNED: bool = false;
+    const CHAIN: usize = 8;
     #[inline(always)]
     unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i) {
         let q = nibbles(&self.lo, g, h);
@@ -95,6 +106,7 @@ impl TileFormat for Tile4 {
 impl TileFormat for Tile6 {
     const BIAS: i32 = 32;
     const SIGNED: bool = false;
+    const CHAIN: usize = 2;
     /// Group `g`'s top bits sit at bits `2 (g / 2)` of line `g % 2`, shifted to bits 4–5.
     #[inline(always)]
     unsafe fn weights(&self, g: usize, h: usize) -> (__m256i, __m256i) {
@@ -156,10 +168,9 @@ pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, [i
     )
 }
 
-/// The kernel: per block and half tile, each column group's weights once, then per
-/// activation row one `vpmaddubsw` and one `vpmaddwd` into that row's i32 sum (Q6_K: two
-/// sums, columns 0–15 and 16–31); the sums are converted and scaled into one f32
-/// accumulator per row and half, as the AVX-512 kernel does for the whole tile.
+/// The kernel: per block, each half tile (8 rows of the strip) in turn against the chunk's
+/// activation rows, whose i32 sums are converted and scaled into one f32 accumulator per row
+/// and half, as the AVX-512 kernel does for the whole tile.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn rows<T: TileFormat, const R: usize>(
     tiles: &[T],
@@ -170,58 +181,116 @@ unsafe fn rows<T: TileFormat, const R: usize>(
     out: *mut f32,
 ) {
     let base = chunk.first * a.blocks;
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_ps(); 2]; R];
+    let mut acc = [[_mm256_setzero_ps(); R]; 2];
     for (b, tile) in tiles.iter().enumerate() {
-        let at = base + b * R;
-        let scales = tile.scales().as_ptr() as *const __m128i;
-        for h in 0..2 {
-            let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.add(h)));
-            let mins = tile.mins().map(|m| _mm256_cvtph_ps(_mm_loadu_si128((m.as_ptr() as *const __m128i).add(h))));
-            let halves = tile.half_scales().map(|sc| {
-                sc.map(|c| _mm256_cvtepi8_epi32(_mm_loadl_epi64(c.as_ptr().add(8 * h) as *const __m128i)))
-            });
-            let mut sums = [_mm256_setzero_si256(); R];
-            // Columns 0–15's sums, kept apart from 16–31's where each half has its own scale.
-            let mut low_sums = sums;
-            for g in 0..8 {
-                if g == 4 && halves.is_some() {
-                    low_sums = sums;
-                    sums = [_mm256_setzero_si256(); R];
-                }
-                let (u, w) = tile.weights(g, h);
-                for (i, sum) in sums.iter_mut().enumerate() {
-                    let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
-                    let x = _mm256_set1_epi32(x.add(g).read_unaligned());
-                    let x = if T::SIGNED { _mm256_sign_epi8(x, w) } else { x };
-                    *sum =
-                        _mm256_add_epi32(*sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones));
-                }
-            }
-            for (i, ((sum, low_sum), acc)) in sums.iter().zip(&low_sums).zip(acc.iter_mut()).enumerate() {
-                let block_sum = *a.sum.get_unchecked(at + i);
-                let s = match halves {
-                    Some([sc0, sc1]) => {
-                        let low = *a.low_sum.get_unchecked(at + i);
-                        let s0 = _mm256_sub_epi32(*low_sum, _mm256_set1_epi32(T::BIAS * low));
-                        let s1 = _mm256_sub_epi32(*sum, _mm256_set1_epi32(T::BIAS * (block_sum - low)));
-                        _mm256_add_epi32(_mm256_mullo_epi32(s0, sc0), _mm256_mullo_epi32(s1, sc1))
-                    }
-                    None if T::BIAS == 0 => *sum,
-                    None => _mm256_sub_epi32(*sum, _mm256_set1_epi32(T::BIAS * block_sum)),
-                };
-                let da = *a.d.get_unchecked(at + i);
-                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(da));
-                acc[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), scale, acc[h]);
-                if let Some(mins) = mins {
-                    acc[h] = _mm256_fnmadd_ps(mins, _mm256_set1_ps(da * block_sum as f32), acc[h]);
-                }
-            }
+        let [low, high] = &mut acc;
+        if T::CHAIN == 1 {
+            group_by_group::<T, R>(tile, 0, a, base + b * R, low);
+            group_by_group::<T, R>(tile, 1, a, base + b * R, high);
+        } else {
+            row_by_row::<T, R>(tile, 0, a, base + b * R, low);
+            row_by_row::<T, R>(tile, 1, a, base + b * R, high);
         }
     }
-    for (i, acc) in acc.iter().enumerate() {
-        let row = out.add((chunk.first + i) * n + strip * TILE_ROWS);
-        _mm256_storeu_ps(row, acc[0]);
-        _mm256_storeu_ps(row.add(8), acc[1]);
+    for (h, acc) in acc.iter().enumerate() {
+        for (i, acc) in acc.iter().enumerate() {
+            _mm256_storeu_ps(out.add((chunk.first + i) * n + strip * TILE_ROWS + 8 * h), *acc);
+        }
+    }
+}
+
+/// Rows `8 h ..` of one tile for chained formats: the 8 groups' weights once, then per
+/// activation row the `vpmaddubsw` products added in i16 over chains of
+/// [`TileFormat::CHAIN`] groups, one `vpmaddwd` per chain into the i32 sums of columns 0–15
+/// and 16–31. The weights take 8 of the 16 vector registers; a row needs its chain and sums.
+/// The activation rows of the block start at index `at`.
+#[inline(always)]
+unsafe fn row_by_row<T: TileFormat, const R: usize>(tile: &T, h: usize, a: &Activations, at: usize, acc: &mut [__m256; R]) {
+    let ones = _mm256_set1_epi16(1);
+    let scales = HalfScales::of(tile, h);
+    let weights: [(__m256i, __m256i); 8] = std::array::from_fn(|g| tile.weights(g, h));
+    for (i, acc) in acc.iter_mut().enumerate() {
+        let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
+        // Plain index loops over constants, so that they unroll and every index is known:
+        // the weights and sums then stay in registers.
+        let mut halves_sum = [_mm256_setzero_si256(); 2];
+        let mut pairs = _mm256_setzero_si256();
+        for g in 0..8 {
+            let (u, w) = weights[g];
+            let x = _mm256_set1_epi32(x.add(g).read_unaligned());
+            let x = if T::SIGNED { _mm256_sign_epi8(x, w) } else { x };
+            let p = _mm256_maddubs_epi16(u, x);
+            pairs = if g % T::CHAIN == 0 { p } else { _mm256_add_epi16(pairs, p) };
+            if g % T::CHAIN == T::CHAIN - 1 {
+                halves_sum[g / 4] = _mm256_add_epi32(halves_sum[g / 4], _mm256_madd_epi16(pairs, ones));
+            }
+        }
+        scales.add_row::<T>(acc, halves_sum, a, at + i);
+    }
+}
+
+/// Rows `8 h ..` of one tile for unchained formats (Q8_0, whose weights need their signs
+/// too): each group's weights once, then every row's product of it, one `vpmaddwd` per
+/// group and row. Holding all 8 groups (16 registers with their signs) would not fit.
+#[inline(always)]
+unsafe fn group_by_group<T: TileFormat, const R: usize>(tile: &T, h: usize, a: &Activations, at: usize, acc: &mut [__m256; R]) {
+    debug_assert!(tile.half_scales().is_none(), "one sum per row: the halves share a scale");
+    let ones = _mm256_set1_epi16(1);
+    let scales = HalfScales::of(tile, h);
+    let mut sums = [_mm256_setzero_si256(); R];
+    for g in 0..8 {
+        let (u, w) = tile.weights(g, h);
+        for (i, sum) in sums.iter_mut().enumerate() {
+            let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
+            let x = _mm256_set1_epi32(x.add(g).read_unaligned());
+            let x = if T::SIGNED { _mm256_sign_epi8(x, w) } else { x };
+            *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones));
+        }
+    }
+    for (i, (acc, sum)) in acc.iter_mut().zip(sums).enumerate() {
+        scales.add_row::<T>(acc, [sum, _mm256_setzero_si256()], a, at + i);
+    }
+}
+
+/// What scales one half tile's integer sums: its rows' f32 scales, Q4_K's minimums and
+/// Q6_K's two i8 scales.
+struct HalfScales {
+    dw: __m256,
+    mins: Option<__m256>,
+    halves: Option<[__m256i; 2]>,
+}
+
+impl HalfScales {
+    #[inline(always)]
+    unsafe fn of<T: TileFormat>(tile: &T, h: usize) -> Self {
+        HalfScales {
+            dw: _mm256_cvtph_ps(_mm_loadu_si128((tile.scales().as_ptr() as *const __m128i).add(h))),
+            mins: tile.mins().map(|m| _mm256_cvtph_ps(_mm_loadu_si128((m.as_ptr() as *const __m128i).add(h)))),
+            halves: tile
+                .half_scales()
+                .map(|sc| sc.map(|c| _mm256_cvtepi8_epi32(_mm_loadl_epi64(c.as_ptr().add(8 * h) as *const __m128i)))),
+        }
+    }
+
+    /// Adds one activation row's product into `acc`, from its i32 sums of columns 0–15 and
+    /// 16–31 and its block (`at`): the offset comes out, each half takes its own scale where
+    /// Q6_K has them, and the integer total is converted and scaled.
+    #[inline(always)]
+    unsafe fn add_row<T: TileFormat>(&self, acc: &mut __m256, [low_sum, high_sum]: [__m256i; 2], a: &Activations, at: usize) {
+        let block_sum = *a.sum.get_unchecked(at);
+        let s = match self.halves {
+            Some([sc0, sc1]) => {
+                let low = *a.low_sum.get_unchecked(at);
+                let s0 = _mm256_sub_epi32(low_sum, _mm256_set1_epi32(T::BIAS * low));
+                let s1 = _mm256_sub_epi32(high_sum, _mm256_set1_epi32(T::BIAS * (block_sum - low)));
+                _mm256_add_epi32(_mm256_mullo_epi32(s0, sc0), _mm256_mullo_epi32(s1, sc1))
+            }
+            None => _mm256_sub_epi32(_mm256_add_epi32(low_sum, high_sum), _mm256_set1_epi32(T::BIAS * block_sum)),
+        };
+        let da = *a.d.get_unchecked(at);
+        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(self.dw, _mm256_set1_ps(da)), *acc);
+        if let Some(mins) = self.mins {
+            *acc = _mm256_fnmadd_ps(mins, _mm256_set1_ps(da * block_sum as f32), *acc);
+        }
     }
 }
