@@ -1,11 +1,11 @@
 //! The model benchmarks, as JSON lines:
-//! `cargo run --release -p onebrain-model --example bench -- [inference|long|train|all] [MODEL...]`.
+//! `cargo run --release -p onebrain-model --example bench -- [inference|long|rollout|train|all] [MODEL...]`.
 //! Defaults: both models for inference and long prompts (cold prefill of 4k and 16k tokens
 //! where the model's context holds them); SmolLM2 4 × 512 for training (adapters, full).
 
 use std::path::PathBuf;
 
-use onebrain_model::{bench_inference, bench_long_prefill, bench_training, DEFAULT_MODEL_FILE, LONG_PREFILL_TOKENS, TEST_MODEL_FILE};
+use onebrain_model::{bench_inference, bench_long_prefill, bench_rollout_decode, bench_training, DEFAULT_MODEL_FILE, LONG_PREFILL_TOKENS, LONG_PROMPT_TOKENS, TEST_MODEL_FILE};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -25,6 +25,13 @@ fn main() -> anyhow::Result<()> {
             for r in bench_long_prefill(m, &LONG_PREFILL_TOKENS)? {
                 println!("{}", serde_json::to_string(&r)?);
             }
+        }
+    }
+    if what == "rollout" || what == "all" {
+        // A training update's rollouts: `in-flight = 16` rows at about a repair prompt's length.
+        for m in &models {
+            let r = bench_rollout_decode(m, 16, LONG_PROMPT_TOKENS, 32)?;
+            println!("{}", serde_json::to_string(&r)?);
         }
     }
     if what == "train" || what == "all" {

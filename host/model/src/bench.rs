@@ -207,6 +207,48 @@ pub fn bench_inference(model: &Path, prompt_tokens: usize, decode_tokens: usize)
     })
 }
 
+/// Batched sampled decode in the shape of a training update's rollouts: `rows` sequences
+/// (a config's `in-flight`) sampled at T = 0.7 from one prompt of `prompt_tokens` tokens.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RolloutDecodeBench {
+    /// Model file name.
+    pub model: String,
+    /// Sequences decoded together.
+    pub rows: usize,
+    /// Prompt length: the rows share its cached keys and values.
+    pub prompt_tokens: usize,
+    /// Tokens decoded per row.
+    pub decode_tokens: usize,
+    /// Seconds to prefill the prompt once for all rows.
+    pub prefill_secs: f64,
+    /// Seconds a decode step of all rows takes, the prefill excluded.
+    pub step_secs: f64,
+    /// Aggregate decode throughput (tokens/s).
+    pub decode_tok_per_s: f64,
+}
+
+/// Times [`RolloutDecodeBench`]: `rows` sampled rows of a `prompt_tokens` prompt, each
+/// decoding exactly `decode_tokens` tokens.
+pub fn bench_rollout_decode(model: &Path, rows: usize, prompt_tokens: usize, decode_tokens: usize) -> Result<RolloutDecodeBench> {
+    let mut brain = Brain::load(&ModelConfig { path: model.to_path_buf(), ..Default::default() })?;
+    let prompt = filler(&brain, prompt_tokens)?;
+    let s = SamplingConfig { temperature: 0.7, top_p: 0.95, ignore_eos: true, ..SamplingConfig::greedy(decode_tokens) };
+    let t = Instant::now();
+    let gs = brain.generate_batch(Role::Actor, &vec![prompt; rows], &s)?;
+    let prefill_secs = gs.first().map_or(0.0, |g| g.prefill_secs);
+    let decode_secs = (t.elapsed().as_secs_f64() - prefill_secs).max(1e-9);
+    let total: usize = gs.iter().map(|g| g.tokens.len()).sum();
+    Ok(RolloutDecodeBench {
+        model: model.display().to_string(),
+        rows,
+        prompt_tokens,
+        decode_tokens,
+        prefill_secs,
+        step_secs: decode_secs / decode_tokens.max(1) as f64,
+        decode_tok_per_s: total as f64 / decode_secs,
+    })
+}
+
 /// The prompt lengths of issue 35's long-prompt figures.
 pub const LONG_PREFILL_TOKENS: [usize; 2] = [4096, 16384];
 
