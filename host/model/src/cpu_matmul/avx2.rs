@@ -206,6 +206,8 @@ unsafe fn rows<T: TileFormat, const R: usize>(
 /// The activation rows of the block start at index `at`.
 #[inline(always)]
 unsafe fn row_by_row<T: TileFormat, const R: usize>(tile: &T, h: usize, a: &Activations, at: usize, acc: &mut [__m256; R]) {
+    // A chain must end where a half does when the halves have their own scales.
+    debug_assert!(8 % T::CHAIN == 0 && (T::CHAIN <= 4 || tile.half_scales().is_none()), "a chain straddles the halves");
     let ones = _mm256_set1_epi16(1);
     let scales = HalfScales::of(tile, h);
     let weights: [(__m256i, __m256i); 8] = std::array::from_fn(|g| tile.weights(g, h));
