@@ -172,15 +172,8 @@ pub fn bench_inference(model: &Path, prompt_tokens: usize, decode_tokens: usize)
     let long_decode = brain.generate(Role::Actor, &long, &s)?.decode_tokens_per_sec();
     // Batches of sampled rows of the same prompt (the rollout shape of training).
     let s_batch = SamplingConfig { temperature: 0.7, top_p: 0.95, ignore_eos: true, ..s.clone() };
-    let mut batch = |b: usize| -> Result<f64> {
-        let t = Instant::now();
-        let gs = brain.generate_batch(Role::Actor, &vec![short.clone(); b], &s_batch)?;
-        let prefill = gs[0].prefill_secs;
-        let total: usize = gs.iter().map(|g| g.tokens.len()).sum();
-        Ok(total as f64 / (t.elapsed().as_secs_f64() - prefill).max(1e-9))
-    };
-    let batch4 = batch(4)?;
-    let batch8 = batch(8)?;
+    let batch4 = decode_batch(&mut brain, &short, 4, &s_batch)?.tok_per_s();
+    let batch8 = decode_batch(&mut brain, &short, 8, &s_batch)?.tok_per_s();
     // Prefix reuse: an Editor repair after an Actor call on the same task text.
     let task = filler(&brain, prompt_tokens.saturating_sub(40).max(1))?;
     let first = brain.chat_prompt("You write PDDL.", &format!("{task}\nWrite the domain."));
@@ -233,19 +226,41 @@ pub fn bench_rollout_decode(model: &Path, rows: usize, prompt_tokens: usize, dec
     let mut brain = Brain::load(&ModelConfig { path: model.to_path_buf(), ..Default::default() })?;
     let prompt = filler(&brain, prompt_tokens)?;
     let s = SamplingConfig { temperature: 0.7, top_p: 0.95, ignore_eos: true, ..SamplingConfig::greedy(decode_tokens) };
-    let t = Instant::now();
-    let gs = brain.generate_batch(Role::Actor, &vec![prompt; rows], &s)?;
-    let prefill_secs = gs.first().map_or(0.0, |g| g.prefill_secs);
-    let decode_secs = (t.elapsed().as_secs_f64() - prefill_secs).max(1e-9);
-    let total: usize = gs.iter().map(|g| g.tokens.len()).sum();
+    let batch = decode_batch(&mut brain, &prompt, rows, &s)?;
     Ok(RolloutDecodeBench {
         model: model.display().to_string(),
         rows,
         prompt_tokens,
         decode_tokens,
+        prefill_secs: batch.prefill_secs,
+        step_secs: batch.decode_secs / decode_tokens.max(1) as f64,
+        decode_tok_per_s: batch.tok_per_s(),
+    })
+}
+
+/// One batch of `rows` copies of `prompt`, timed: the shared prompt's prefill apart from the
+/// decode of every row.
+struct BatchTiming {
+    prefill_secs: f64,
+    decode_secs: f64,
+    tokens: usize,
+}
+
+impl BatchTiming {
+    /// Aggregate decode throughput of the rows.
+    fn tok_per_s(&self) -> f64 {
+        self.tokens as f64 / self.decode_secs
+    }
+}
+
+fn decode_batch(brain: &mut Brain, prompt: &str, rows: usize, s: &SamplingConfig) -> Result<BatchTiming> {
+    let t = Instant::now();
+    let gs = brain.generate_batch(Role::Actor, &vec![prompt.to_string(); rows], s)?;
+    let prefill_secs = gs.first().map_or(0.0, |g| g.prefill_secs);
+    Ok(BatchTiming {
         prefill_secs,
-        step_secs: decode_secs / decode_tokens.max(1) as f64,
-        decode_tok_per_s: total as f64 / decode_secs,
+        decode_secs: (t.elapsed().as_secs_f64() - prefill_secs).max(1e-9),
+        tokens: gs.iter().map(|g| g.tokens.len()).sum(),
     })
 }
 

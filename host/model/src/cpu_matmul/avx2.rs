@@ -212,16 +212,13 @@ unsafe fn row_by_row<T: TileFormat, const R: usize>(tile: &T, h: usize, a: &Acti
     let scales = HalfScales::of(tile, h);
     let weights: [(__m256i, __m256i); 8] = std::array::from_fn(|g| tile.weights(g, h));
     for (i, acc) in acc.iter_mut().enumerate() {
-        let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
         // Plain index loops over constants, so that they unroll and every index is known:
         // the weights and sums then stay in registers.
         let mut halves_sum = [_mm256_setzero_si256(); 2];
         let mut pairs = _mm256_setzero_si256();
         for g in 0..8 {
             let (u, w) = weights[g];
-            let x = _mm256_set1_epi32(x.add(g).read_unaligned());
-            let x = if T::SIGNED { _mm256_sign_epi8(x, w) } else { x };
-            let p = _mm256_maddubs_epi16(u, x);
+            let p = _mm256_maddubs_epi16(u, activations::<T>(a, at + i, g, w));
             pairs = if g % T::CHAIN == 0 { p } else { _mm256_add_epi16(pairs, p) };
             if g % T::CHAIN == T::CHAIN - 1 {
                 halves_sum[g / 4] = _mm256_add_epi32(halves_sum[g / 4], _mm256_madd_epi16(pairs, ones));
@@ -243,14 +240,24 @@ unsafe fn group_by_group<T: TileFormat, const R: usize>(tile: &T, h: usize, a: &
     for g in 0..8 {
         let (u, w) = tile.weights(g, h);
         for (i, sum) in sums.iter_mut().enumerate() {
-            let x = a.q.as_ptr().add((at + i) * QK) as *const i32;
-            let x = _mm256_set1_epi32(x.add(g).read_unaligned());
-            let x = if T::SIGNED { _mm256_sign_epi8(x, w) } else { x };
+            let x = activations::<T>(a, at + i, g, w);
             *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones));
         }
     }
     for (i, (acc, sum)) in acc.iter_mut().zip(sums).enumerate() {
         scales.add_row::<T>(acc, [sum, _mm256_setzero_si256()], a, at + i);
+    }
+}
+
+/// Column group `g`'s 4 activation bytes of the block at index `at`, in every lane, with the
+/// weights' signs where [`TileFormat::SIGNED`]: the signed operand of `vpmaddubsw`.
+#[inline(always)]
+unsafe fn activations<T: TileFormat>(a: &Activations, at: usize, g: usize, w: __m256i) -> __m256i {
+    let x = _mm256_set1_epi32((a.q.as_ptr().add(at * QK) as *const i32).add(g).read_unaligned());
+    if T::SIGNED {
+        _mm256_sign_epi8(x, w)
+    } else {
+        x
     }
 }
 
