@@ -28,9 +28,11 @@ fn main() -> anyhow::Result<()> {
         }
     }
     if what == "rollout" || what == "all" {
-        // A training update's rollouts: `in-flight = 16` rows at about a repair prompt's length.
+        // A training update's rollouts: `in-flight = 16` rows at about a repair prompt's
+        // length, 4 samples of each of 4 tasks (ROLLOUT_PROMPTS=1: all 16 of one prompt).
+        let prompts = std::env::var("ROLLOUT_PROMPTS").ok().and_then(|p| p.parse().ok()).unwrap_or(4);
         for m in &models {
-            let r = bench_rollout_decode(m, 16, LONG_PROMPT_TOKENS, 32)?;
+            let r = bench_rollout_decode(m, 16, prompts, LONG_PROMPT_TOKENS, 32)?;
             println!("{}", serde_json::to_string(&r)?);
         }
     }

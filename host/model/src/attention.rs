@@ -19,16 +19,24 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Te
 /// padding, before the new positions), as an additive mask of −∞ there would, but with no
 /// exponential taken.
 ///
+/// With `shared`, row `r`'s first `shared[r].1` keys and values are read from row
+/// `shared[r].0`, which holds the same bits there (a group's samples of one prompt, or the
+/// rows of a prefix group over their common head); the rows that read one source are done
+/// one after the other per block of keys, so that only the first fetches the block from
+/// memory and the others find it in the core's cache.
+///
 /// A query's arithmetic is its own (issue 47: greedy answers moved with the batch they
 /// decoded in): its scores, its blocks of [`POSITION_BLOCK`] keys counted over the keys it
 /// sees (hidden ones left out, not zeroed), their sums and their merge are the same bits
-/// whatever rows, padding or other queries share the call.
-#[derive(Debug, Clone)]
+/// whatever rows, padding, sharing or other queries share the call.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct DecodeAttention {
     /// Multiplies the scores (1/√d).
     pub(crate) scale: f32,
     /// Per row, the run of keys `(start, len)` it must not see.
     pub(crate) hidden: Option<std::sync::Arc<[(usize, usize)]>>,
+    /// Per row, `(source row, keys)`: its first `keys` keys and values are the source's.
+    pub(crate) shared: Option<std::sync::Arc<[(usize, usize)]>>,
 }
 
 /// The element offset and the `(b, h, pos)` strides of a rank-4 tensor whose last
@@ -264,17 +272,18 @@ fn row_max(row: &[f32]) -> f32 {
     acc.into_iter().fold(rest, f32::max)
 }
 
-/// `out += Σ_j p_j · v_j` over the value rows of `runs` in turn (`(first row, count)`, row `r`
-/// at `v[base + r · stride ..][..D]`), `p` holding their weights in that order, the `D` sums
-/// held in registers (a width known at compile time lets the loop keep them there) and
-/// carried from one run to the next: one chain per feature, as if the rows were adjacent.
-fn weighted_rows<const D: usize>(p: &[f32], v: &[f32], base: usize, stride: usize, runs: &[(usize, usize)], out: &mut [f32]) {
+/// `out += Σ_j p_j · v_j` over the value rows of `runs` in turn (`(offset, count)`: `count`
+/// rows from `v[offset ..]`, `stride` apart, each `D` wide), `p` holding their weights in
+/// that order, the `D` sums held in registers (a width known at compile time lets the loop
+/// keep them there) and carried from one run to the next: one chain per feature, as if the
+/// rows were adjacent.
+fn weighted_rows<const D: usize>(p: &[f32], v: &[f32], stride: usize, runs: &[(usize, usize)], out: &mut [f32]) {
     let mut acc = [0f32; D];
     let mut ws = p.iter();
-    for &(first, count) in runs {
-        for r in first..first + count {
+    for &(offset, count) in runs {
+        for r in 0..count {
             let w = *ws.next().expect("a weight per value row");
-            let row: &[f32; D] = v[base + r * stride..][..D].try_into().expect("a value row is D wide");
+            let row: &[f32; D] = v[offset + r * stride..][..D].try_into().expect("a value row is D wide");
             for i in 0..D {
                 acc[i] += w * row[i];
             }
@@ -286,14 +295,14 @@ fn weighted_rows<const D: usize>(p: &[f32], v: &[f32], base: usize, stride: usiz
 }
 
 /// [`weighted_rows`] for any width.
-fn weighted_rows_any(p: &[f32], v: &[f32], base: usize, stride: usize, runs: &[(usize, usize)], out: &mut [f32]) {
+fn weighted_rows_any(p: &[f32], v: &[f32], stride: usize, runs: &[(usize, usize)], out: &mut [f32]) {
     let d = out.len();
     let mut acc = vec![0f32; d];
     let mut ws = p.iter();
-    for &(first, count) in runs {
-        for r in first..first + count {
+    for &(offset, count) in runs {
+        for r in 0..count {
             let w = *ws.next().expect("a weight per value row");
-            for (a, &x) in acc.iter_mut().zip(&v[base + r * stride..][..d]) {
+            for (a, &x) in acc.iter_mut().zip(&v[offset + r * stride..][..d]) {
                 *a += w * x;
             }
         }
@@ -301,6 +310,19 @@ fn weighted_rows_any(p: &[f32], v: &[f32], base: usize, stride: usize, runs: &[(
     for (o, a) in out.iter_mut().zip(acc) {
         *o += a;
     }
+}
+
+/// The runs of keys `(first key, count)` of [`visible_runs`], each cut where a row's own keys
+/// begin (`shared`, the keys it reads from its source row): `(row read, first key, count)`
+/// in the same order, up to four, empty ones included.
+fn runs_by_reader(runs: [(usize, usize); 2], shared: usize, source: usize, own: usize) -> [(usize, usize, usize); 4] {
+    let mut cut = [(own, 0, 0); 4];
+    for (i, (first, count)) in runs.into_iter().enumerate() {
+        let from_source = shared.saturating_sub(first).min(count);
+        cut[2 * i] = (source, first, from_source);
+        cut[2 * i + 1] = (own, first + from_source, count - from_source);
+    }
+    cut
 }
 
 /// One work item's share of one query head: its positions' largest score and the sum of
@@ -338,6 +360,13 @@ impl CustomOp3 for DecodeAttention {
                 candle_core::bail!("decode-attention: hidden keys {h:?} for {b} rows of {len} keys, {q_len} new");
             }
         }
+        let shared = |bi: usize| self.shared.as_ref().map_or((bi, 0), |s| s[bi]);
+        if let Some(s) = &self.shared {
+            // A source is a row of this batch, and only keys before the new positions are shared.
+            if s.len() != b || s.iter().any(|&(source, keys)| source >= b || keys > len - q_len) {
+                candle_core::bail!("decode-attention: shared keys {s:?} for {b} rows of {len} keys, {q_len} new");
+            }
+        }
         // Keys query `i` of row `bi` sees.
         let seen = |bi: usize, i: usize| seen_before(len - q_len + i + 1, &hidden(bi));
         let rep = heads / kv_heads;
@@ -348,17 +377,30 @@ impl CustomOp3 for DecodeAttention {
         // queries, a partial softmax and its unnormalized output, merged below.
         let items = b * kv_heads * blocks;
         let per_item = rep * q_len;
+        let item_of = |item: usize| (item / (kv_heads * blocks), item / blocks % kv_heads, item % blocks);
+        // The order items run in: the rows that read one source one after the other for each
+        // of its (kv head, block)s. The results do not depend on it.
+        let mut order: Vec<usize> = (0..items).collect();
+        if self.shared.is_some() {
+            order.sort_by_key(|&item| {
+                let (bi, kh, blk) = item_of(item);
+                let reader = match shared(bi) {
+                    (source, keys) if keys > 0 => source,
+                    _ => bi,
+                };
+                (reader, kh, blk, bi)
+            });
+        }
         let mut partials: Vec<Partial> = (0..items * per_item).map(|_| Partial { max: f32::NEG_INFINITY, sum: 0.0 }).collect();
         let mut outs = vec![0f32; items * per_item * d];
         let (partials_addr, outs_addr) = (partials.as_mut_ptr() as usize, outs.as_mut_ptr() as usize);
         candle_core::utils::barrier_pool().execute_chunked(items, |range| {
             let mut p = vec![0f32; POSITION_BLOCK];
-            for item in range {
-                let (bi, kh, blk) = (item / (kv_heads * blocks), item / blocks % kv_heads, item % blocks);
-                let kbase = ko + bi * kst[0] + kh * kst[1];
-                let vbase = vo + bi * vst[0] + kh * vst[1];
-                // SAFETY: each item owns its `per_item` partials and `per_item × d` outputs;
-                // both vectors outlive the pool's execution.
+            for &item in &order[range] {
+                let (bi, kh, blk) = item_of(item);
+                let (source, keys) = shared(bi);
+                // SAFETY: each item owns its `per_item` partials and `per_item × d` outputs
+                // (`order` is a permutation); both vectors outlive the pool's execution.
                 let (part, out) = unsafe {
                     (
                         std::slice::from_raw_parts_mut((partials_addr as *mut Partial).add(item * per_item), per_item),
@@ -374,20 +416,24 @@ impl CustomOp3 for DecodeAttention {
                         if last <= first {
                             continue; // past this query's keys: its partial stays empty
                         }
-                        let runs = visible_runs(first..last, hidden(bi));
+                        let runs = runs_by_reader(visible_runs(first..last, hidden(bi)), keys, source, bi);
                         let qrow = &q[qo + bi * qst[0] + (kh * rep + r) * qst[1] + i * qst[2]..][..d];
                         let pr = &mut p[..last - first];
-                        let (before, after) = pr.split_at_mut(runs[0].1);
-                        scaled_scores(qrow, k, kbase + runs[0].0 * kst[2], kst[2], self.scale, before);
-                        scaled_scores(qrow, k, kbase + runs[1].0 * kst[2], kst[2], self.scale, after);
+                        let mut at = 0;
+                        for &(row, key, count) in &runs {
+                            let kbase = ko + row * kst[0] + kh * kst[1] + key * kst[2];
+                            scaled_scores(qrow, k, kbase, kst[2], self.scale, &mut pr[at..at + count]);
+                            at += count;
+                        }
                         let max = pr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
                         pr.iter_mut().for_each(|pj| *pj = exp_nonpositive(*pj - max));
                         part[slot] = Partial { max, sum: pr.iter().sum() };
+                        let values = runs.map(|(row, key, count)| (vo + row * vst[0] + kh * vst[1] + key * vst[2], count));
                         let orow = &mut out[slot * d..][..d];
                         match d {
-                            64 => weighted_rows::<64>(pr, v, vbase, vst[2], &runs, orow),
-                            128 => weighted_rows::<128>(pr, v, vbase, vst[2], &runs, orow),
-                            _ => weighted_rows_any(pr, v, vbase, vst[2], &runs, orow),
+                            64 => weighted_rows::<64>(pr, v, vst[2], &values, orow),
+                            128 => weighted_rows::<128>(pr, v, vst[2], &values, orow),
+                            _ => weighted_rows_any(pr, v, vst[2], &values, orow),
                         }
                     }
                 }
@@ -542,14 +588,14 @@ mod tests {
         let (seen, at) = (700, 40);
         let (k, v) = (wavy((1, kv, seen, d), 1.0), wavy((1, kv, seen, d), 2.0));
         let q = wavy((1, heads, 1, d), 0.0);
-        let op = DecodeAttention { scale: 0.125, hidden: None };
+        let op = DecodeAttention { scale: 0.125, ..Default::default() };
         let want = bits(&q.apply_op3(&k, &v, op).unwrap());
         for pad in [1, 7, 216, 300, 600] {
             let widen = |t: &Tensor| {
                 let junk = wavy((1, kv, pad, d), 5.0);
                 Tensor::cat(&[&t.narrow(2, 0, at).unwrap(), &junk, &t.narrow(2, at, seen - at).unwrap()], 2).unwrap()
             };
-            let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(at, pad)].into()) };
+            let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(at, pad)].into()), shared: None };
             let got = q.apply_op3(&widen(&k), &widen(&v), op).unwrap();
             assert_eq!(bits(&got), want, "{pad} padding keys");
         }
@@ -564,7 +610,7 @@ mod tests {
         let (k, v) = (wavy((2, kv, len, d), 1.0), wavy((2, kv, len, d), 2.0));
         let q = wavy((2, heads, new, d), 0.0);
         for hidden in [None, Some(vec![(3, 250), (0, 0)])] {
-            let op = DecodeAttention { scale: 0.125, hidden: hidden.clone().map(Into::into) };
+            let op = DecodeAttention { scale: 0.125, hidden: hidden.clone().map(Into::into), shared: None };
             let together = q.apply_op3(&k, &v, op.clone()).unwrap();
             for i in 0..new {
                 let end = len - new + i + 1;
@@ -575,8 +621,57 @@ mod tests {
             check_queries(&q, &k, &v, &op);
         }
         // A hidden run reaching the new positions is refused.
-        let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(0, len - new + 1), (0, 0)].into()) };
+        let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(0, len - new + 1), (0, 0)].into()), shared: None };
         assert!(q.apply_op3(&k, &v, op).is_err());
+    }
+
+    /// Rows that read their front from a source row give the bits of reading their own copy,
+    /// with and without padding, for fronts inside a block, across blocks and past the
+    /// padding; the row's own slots there are never read (they hold junk here).
+    #[test]
+    fn rows_reading_a_shared_front_give_the_bits_of_their_own_copy() {
+        let (b, heads, kv, d, len) = (5, 6, 2, 64, 700);
+        let q = wavy((b, heads, 1, d), 0.0);
+        let (k, v) = (wavy((b, kv, len, d), 1.0), wavy((b, kv, len, d), 2.0));
+        for keys in [1, 100, 256, 300, 513, len - 1] {
+            // Rows 1, 2 and 4 are copies of row 0 in their first `keys` slots; row 3 is its own.
+            let copy_front = |t: &Tensor| {
+                let rows: Vec<Tensor> = (0..b)
+                    .map(|r| {
+                        let row = t.narrow(0, r, 1).unwrap();
+                        match r {
+                            3 => row,
+                            _ => Tensor::cat(&[&t.narrow(0, 0, 1).unwrap().narrow(2, 0, keys).unwrap(), &row.narrow(2, keys, len - keys).unwrap()], 2).unwrap(),
+                        }
+                    })
+                    .collect();
+                Tensor::cat(&rows, 0).unwrap()
+            };
+            let junk_front = |t: &Tensor, junk: &Tensor| {
+                let rows: Vec<Tensor> = (0..b)
+                    .map(|r| match r {
+                        0 | 3 => t.narrow(0, r, 1).unwrap(),
+                        _ => Tensor::cat(&[&junk.narrow(0, r, 1).unwrap().narrow(2, 0, keys).unwrap(), &t.narrow(0, r, 1).unwrap().narrow(2, keys, len - keys).unwrap()], 2).unwrap(),
+                    })
+                    .collect();
+                Tensor::cat(&rows, 0).unwrap()
+            };
+            let (kc, vc) = (copy_front(&k), copy_front(&v));
+            let (kj, vj) = (junk_front(&kc, &wavy((b, kv, len, d), 7.0)), junk_front(&vc, &wavy((b, kv, len, d), 8.0)));
+            let shared: Vec<(usize, usize)> = (0..b).map(|r| if r == 3 { (3, 0) } else { (0, keys) }).collect();
+            for hidden in [None, Some(vec![(20, 50), (20, 50), (0, 0), (3, 9), (20, 50)])] {
+                let own = DecodeAttention { scale: 0.125, hidden: hidden.clone().map(Into::into), shared: None };
+                let want = bits(&q.apply_op3(&kc, &vc, own.clone()).unwrap());
+                let op = DecodeAttention { shared: Some(shared.clone().into()), ..own };
+                let got = bits(&q.apply_op3(&kj, &vj, op).unwrap());
+                assert_eq!(got, want, "{keys} shared keys, hidden {hidden:?}");
+            }
+        }
+        // A source outside the batch, or a shared run reaching the new position, is refused.
+        for shared in [vec![(0, 0), (5, 1), (0, 0), (3, 0), (0, 0)], vec![(0, 0), (0, len), (0, 0), (3, 0), (0, 0)]] {
+            let op = DecodeAttention { scale: 0.125, hidden: None, shared: Some(shared.into()) };
+            assert!(q.apply_op3(&k, &v, op).is_err());
+        }
     }
 
     /// Several queries against the masked softmax of repeat-kv and matmuls.
@@ -609,7 +704,7 @@ mod tests {
         let vbuf = wavy((b, kv, cap, d), 2.0);
         let (k, v) = (kbuf.narrow(2, 0, len).unwrap(), vbuf.narrow(2, 0, len).unwrap());
         let scale = 1.0 / (d as f32).sqrt();
-        let op = DecodeAttention { scale, hidden: hidden.map(Into::into) };
+        let op = DecodeAttention { scale, hidden: hidden.map(Into::into), shared: None };
         let got = q.apply_op3(&k, &v, op).unwrap();
         // The reference: repeat kv heads, then matmul, softmax, matmul.
         let rep = |t: &Tensor| {

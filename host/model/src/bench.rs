@@ -13,7 +13,7 @@ use candle_core::{
     Module, Tensor,
 };
 
-use crate::{cpu_matmul::TiledMatrix, Brain, DeviceChoice, ModelConfig, Result, Role, SamplingConfig};
+use crate::{cpu_matmul::TiledMatrix, Brain, DeviceChoice, Error, ModelConfig, Result, Role, SamplingConfig};
 
 /// Generation figures for one model.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -172,8 +172,8 @@ pub fn bench_inference(model: &Path, prompt_tokens: usize, decode_tokens: usize)
     let long_decode = brain.generate(Role::Actor, &long, &s)?.decode_tokens_per_sec();
     // Batches of sampled rows of the same prompt (the rollout shape of training).
     let s_batch = SamplingConfig { temperature: 0.7, top_p: 0.95, ignore_eos: true, ..s.clone() };
-    let batch4 = decode_batch(&mut brain, &short, 4, &s_batch)?.tok_per_s();
-    let batch8 = decode_batch(&mut brain, &short, 8, &s_batch)?.tok_per_s();
+    let batch4 = decode_batch(&mut brain, &vec![short.clone(); 4], &s_batch)?.tok_per_s();
+    let batch8 = decode_batch(&mut brain, &vec![short.clone(); 8], &s_batch)?.tok_per_s();
     // Prefix reuse: an Editor repair after an Actor call on the same task text.
     let task = filler(&brain, prompt_tokens.saturating_sub(40).max(1))?;
     let first = brain.chat_prompt("You write PDDL.", &format!("{task}\nWrite the domain."));
@@ -201,14 +201,19 @@ pub fn bench_inference(model: &Path, prompt_tokens: usize, decode_tokens: usize)
 }
 
 /// Batched sampled decode in the shape of a training update's rollouts: `rows` sequences
-/// (a config's `in-flight`) sampled at T = 0.7 from one prompt of `prompt_tokens` tokens.
+/// (a config's `in-flight`) sampled at T = 0.7, `rows / prompts` from each of `prompts`
+/// distinct prompts of `prompt_tokens` tokens (a group's samples of one task).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RolloutDecodeBench {
     /// Model file name.
     pub model: String,
     /// Sequences decoded together.
     pub rows: usize,
-    /// Prompt length: the rows share its cached keys and values.
+    /// Distinct prompts among the rows (absent in figures from before it was a parameter:
+    /// one).
+    #[serde(default = "one")]
+    pub prompts: usize,
+    /// Prompt length: the rows of one prompt share its cached keys and values.
     pub prompt_tokens: usize,
     /// Tokens decoded per row.
     pub decode_tokens: usize,
@@ -220,16 +225,31 @@ pub struct RolloutDecodeBench {
     pub decode_tok_per_s: f64,
 }
 
-/// Times [`RolloutDecodeBench`]: `rows` sampled rows of a `prompt_tokens` prompt, each
-/// decoding exactly `decode_tokens` tokens.
-pub fn bench_rollout_decode(model: &Path, rows: usize, prompt_tokens: usize, decode_tokens: usize) -> Result<RolloutDecodeBench> {
+fn one() -> usize {
+    1
+}
+
+/// Times [`RolloutDecodeBench`]: `rows` sampled rows, `rows / prompts` of each of `prompts`
+/// distinct `prompt_tokens`-token prompts, each row decoding exactly `decode_tokens` tokens.
+pub fn bench_rollout_decode(model: &Path, rows: usize, prompts: usize, prompt_tokens: usize, decode_tokens: usize) -> Result<RolloutDecodeBench> {
+    if prompts == 0 || rows % prompts != 0 {
+        return Err(Error::InvalidConfig(format!("{rows} rows do not split into {prompts} prompts' samples")));
+    }
     let mut brain = Brain::load(&ModelConfig { path: model.to_path_buf(), ..Default::default() })?;
-    let prompt = filler(&brain, prompt_tokens)?;
+    let body = filler(&brain, prompt_tokens)?;
+    // Distinct from their first token, each cut back to the same length.
+    let mut distinct = Vec::with_capacity(prompts);
+    for task in 0..prompts {
+        let ids = brain.encode(&format!("Task {task}.\n{body}"))?;
+        distinct.push(brain.tokenizer().decode(&ids[..prompt_tokens])?);
+    }
+    let rows_text: Vec<String> = distinct.iter().flat_map(|p| std::iter::repeat_n(p.clone(), rows / prompts)).collect();
     let s = SamplingConfig { temperature: 0.7, top_p: 0.95, ignore_eos: true, ..SamplingConfig::greedy(decode_tokens) };
-    let batch = decode_batch(&mut brain, &prompt, rows, &s)?;
+    let batch = decode_batch(&mut brain, &rows_text, &s)?;
     Ok(RolloutDecodeBench {
         model: model.display().to_string(),
         rows,
+        prompts,
         prompt_tokens,
         decode_tokens,
         prefill_secs: batch.prefill_secs,
@@ -238,8 +258,7 @@ pub fn bench_rollout_decode(model: &Path, rows: usize, prompt_tokens: usize, dec
     })
 }
 
-/// One batch of `rows` copies of `prompt`, timed: the shared prompt's prefill apart from the
-/// decode of every row.
+/// One batch of `prompts`, timed: their prefill apart from the decode of every row.
 struct BatchTiming {
     prefill_secs: f64,
     decode_secs: f64,
@@ -253,9 +272,9 @@ impl BatchTiming {
     }
 }
 
-fn decode_batch(brain: &mut Brain, prompt: &str, rows: usize, s: &SamplingConfig) -> Result<BatchTiming> {
+fn decode_batch(brain: &mut Brain, prompts: &[String], s: &SamplingConfig) -> Result<BatchTiming> {
     let t = Instant::now();
-    let gs = brain.generate_batch(Role::Actor, &vec![prompt.to_string(); rows], s)?;
+    let gs = brain.generate_batch(Role::Actor, prompts, s)?;
     let prefill_secs = gs.first().map_or(0.0, |g| g.prefill_secs);
     Ok(BatchTiming {
         prefill_secs,

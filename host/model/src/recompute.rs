@@ -164,6 +164,7 @@ impl RecomputedBlock {
             hidden: self.hidden.as_ref(),
             constant_keys: self.constant_keys,
             decode: false,
+            shared_keys: None,
         };
         let block = &self.backbone.blocks[self.layer];
         self.backbone.block_forward(self.layer, block, x, &self.cos, &self.sin, attend, cache, self.past, &view, Mode::Diff)

@@ -660,6 +660,10 @@ pub(crate) struct Step {
     /// token of a prompt alone): each position then gets the same bits whichever pass and
     /// batch compute it (issue 47).
     pub(crate) decode: bool,
+    /// Decoded positions only: per row, `(source row, keys)` where the row's first `keys`
+    /// cached keys and values hold the same bits as the source row's (see
+    /// [`DecodeAttention::shared`]), so that attention reads them once for all such rows.
+    pub(crate) shared_keys: Option<Arc<[(usize, usize)]>>,
 }
 
 /// What one layer's attention may see: a step's mask, and the run of keys it hides per row;
@@ -670,12 +674,13 @@ pub(crate) struct Attend<'a> {
     pub(crate) hidden: Option<&'a Arc<[(usize, usize)]>>,
     pub(crate) constant_keys: (usize, usize),
     pub(crate) decode: bool,
+    pub(crate) shared_keys: Option<&'a Arc<[(usize, usize)]>>,
 }
 
 impl Step {
     /// Plain causal attention at the cache's own positions.
     pub(crate) fn causal() -> Step {
-        Step { positions: None, mask: None, hidden: None, constant_keys: (0, 0), decode: false }
+        Step { positions: None, mask: None, hidden: None, constant_keys: (0, 0), decode: false, shared_keys: None }
     }
 
     /// Plain causal attention of decoded tokens at the cache's own positions.
@@ -815,7 +820,13 @@ impl Backbone {
         let mut x = x.clone();
         for (i, block) in self.blocks.iter().enumerate() {
             let layer_cache = cache.as_mut().map(|c| &mut c.layers[i]);
-            let attend = Attend { mask: mask.as_ref(), hidden: step.hidden.as_ref(), constant_keys: step.constant_keys, decode: step.decode };
+            let attend = Attend {
+                mask: mask.as_ref(),
+                hidden: step.hidden.as_ref(),
+                constant_keys: step.constant_keys,
+                decode: step.decode,
+                shared_keys: step.shared_keys.as_ref(),
+            };
             x = self.block_forward(i, block, &x, &cos, &sin, attend, layer_cache, past, role, mode)?;
         }
         if let Some(c) = cache {
@@ -933,7 +944,7 @@ impl Backbone {
         let plain = mask.is_none() || attend.hidden.is_some();
         if mode == Mode::Fast && attend.decode && plain && q.device().is_cpu() && q.dtype() == DType::F32 {
             let scale = 1.0 / (hd as f32).sqrt();
-            let op = DecodeAttention { scale, hidden: attend.hidden.filter(|_| mask.is_some()).cloned() };
+            let op = DecodeAttention { scale, hidden: attend.hidden.filter(|_| mask.is_some()).cloned(), shared: attend.shared_keys.cloned() };
             let attn = q.apply_op3_no_bwd(&k, &v, &op)?;
             let attn = attn.transpose(1, 2)?.reshape((b, q_len, n_h * hd))?;
             let x = (x + blk.o.forward(&attn, role.get(layer, 3), mode)?)?;

@@ -92,14 +92,47 @@ struct Prefilled {
     pad_start: Vec<usize>,
     /// Per row, the prompt tokens whose keys and values came from the prefix cache.
     cached: Vec<usize>,
+    /// Per row, the front of its cache it holds in common with other rows.
+    fronts: Vec<SameFront>,
     computed: usize,
+}
+
+/// Rows of a batch whose caches begin alike: every row of one `class` holds the same keys
+/// and values, bit for bit, in its first `keys` slots (the head a prefix group prefilled
+/// once, or the whole prefill of one prompt copied to each of its samples). Decoding reads
+/// those slots once for the class ([`shared_keys`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SameFront {
+    class: u32,
+    keys: usize,
+}
+
+/// Per row, `(first row of its class, keys they share)`, as [`Step::shared_keys`] takes
+/// it; `None` where no two rows share a slot.
+fn shared_keys(fronts: &[SameFront]) -> Option<Arc<[(usize, usize)]>> {
+    let sources: Vec<(usize, usize)> = fronts
+        .iter()
+        .map(|f| (fronts.iter().position(|g| g.class == f.class).expect("a row is of its own class"), f.keys))
+        .collect();
+    let any = sources.iter().enumerate().any(|(row, &(source, keys))| source != row && keys > 0);
+    any.then(|| sources.into())
 }
 
 impl Prefilled {
     /// The prefill of `of_row.len()` rows, row `i` a copy of prefilled row `of_row[i]`.
+    /// Copies of one row share their whole cache.
     fn rows(self, of_row: &[u32]) -> Result<Prefilled> {
         let idx = Tensor::new(of_row, self.last_hidden.device())?;
+        let prefilled = self.next_pos.len() as u32;
+        let fronts = of_row
+            .iter()
+            .map(|&r| match of_row.iter().filter(|&&o| o == r).count() {
+                1 => self.fronts[r as usize],
+                _ => SameFront { class: prefilled + r, keys: self.kv.len },
+            })
+            .collect();
         Ok(Prefilled {
+            fronts,
             kv: self.kv.select_rows(of_row)?,
             last_hidden: self.last_hidden.contiguous()?.index_select(&idx, 0)?,
             next_pos: of_row.iter().map(|&r| self.next_pos[r as usize]).collect(),
@@ -224,6 +257,7 @@ struct TailBatch {
     pads: Vec<usize>,
     pad_start: Vec<usize>,
     cached: Vec<usize>,
+    fronts: Vec<SameFront>,
     /// Where the batch's padding slots meet (after the longest head and the role tokens,
     /// before the tails' left padding): a wider batch beside it adds hidden slots here.
     widen_at: usize,
@@ -252,15 +286,16 @@ impl TailBatch {
             1 => parts[0].last_hidden.clone(),
             _ => Tensor::cat(&parts.iter().map(|p| &p.last_hidden).collect::<Vec<_>>(), 0)?,
         };
-        let (mut order, mut pads, mut pad_start, mut cached) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut order, mut pads, mut pad_start, mut cached, mut fronts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for p in parts {
             order.extend(p.order);
             pads.extend(p.pads);
             pad_start.extend(p.pad_start);
             cached.extend(p.cached);
+            fronts.extend(p.fronts);
         }
         let next_pos = pads.iter().map(|&np| (end - np) as u32).collect();
-        Ok((order, Prefilled { kv, last_hidden, next_pos, pads, pad_start, cached, computed }))
+        Ok((order, Prefilled { kv, last_hidden, next_pos, pads, pad_start, cached, fronts, computed }))
     }
 }
 
@@ -407,6 +442,7 @@ impl Brain {
         let mut next_pos = pre.next_pos;
         let mut pads = pre.pads;
         let mut pad_start = pre.pad_start;
+        let mut fronts = pre.fronts;
         let cached = pre.cached;
         let eos = self.tokenizer.eos_ids().to_vec();
         let decode_start = Instant::now();
@@ -539,6 +575,7 @@ impl Brain {
                 next_pos = keep.iter().map(|&k| next_pos[k as usize]).collect();
                 pads = keep.iter().map(|&k| pads[k as usize]).collect();
                 pad_start = keep.iter().map(|&k| pad_start[k as usize]).collect();
+                fronts = keep.iter().map(|&k| fronts[k as usize]).collect();
             }
             // 3. One forward: a token per row, or, for a row decoding alone, every forced
             // token it has yet to feed in the same pass.
@@ -550,7 +587,7 @@ impl Brain {
             let flat: Vec<u32> = next.concat();
             let ids = Tensor::from_vec(flat, (n, fed), self.device())?;
             let x = backbone.embed(&ids)?;
-            let step = decode_step(&next_pos, &pads, &pad_start, kv.len, fed, self.device())?;
+            let step = decode_step(&next_pos, &pads, &pad_start, &fronts, kv.len, fed, self.device())?;
             let hidden = backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Fast)?;
             logits = backbone
                 .row_logits(&hidden.narrow(1, fed - 1, 1)?.squeeze(1)?)?
@@ -790,6 +827,11 @@ impl Brain {
         // Per row (group order): where its head ends, so where its padding starts.
         let head_len: Vec<usize> = groups.iter().flat_map(|(g, (_, kv))| g.rows.iter().map(move |_| kv.len)).collect();
         let cached: Vec<usize> = groups.iter().flat_map(|(g, (c, _))| g.rows.iter().map(move |_| *c)).collect();
+        // A group's rows hold its head in their first slots (expanded or stacked above).
+        let fronts: Vec<SameFront> = groups
+            .iter()
+            .flat_map(|(g, (_, kv))| g.rows.iter().map(move |_| SameFront { class: g.rows[0] as u32, keys: kv.len }))
+            .collect();
 
         let tails: Vec<&[u32]> = order.iter().zip(&shared_of).map(|(&r, &s)| &prompts[r][s..]).collect();
         let t_max = tails.iter().map(|t| t.len()).max().unwrap_or(1);
@@ -851,7 +893,7 @@ impl Brain {
                 self.prompt_heads.insert(role, fp, &p[..p.len() - 1], &head)?;
             }
         }
-        Ok(TailBatch { order, kv, last_hidden, pads, pad_start, cached, widen_at: past + lead, computed })
+        Ok(TailBatch { order, kv, last_hidden, pads, pad_start, cached, fronts, widen_at: past + lead, computed })
     }
 
     /// Logits of the next token after each row of `prompts`, from the generation path
@@ -913,16 +955,17 @@ fn tail_step(pad_start: &[usize], pads: &[usize], past: usize, cols: std::ops::R
         hidden: Some(runs),
         constant_keys: (0, 0),
         decode: false,
+        shared_keys: None,
     })
 }
 
 /// Mask and positions for one decode step of `n` rows feeding `q` tokens each (`q > 1` only
 /// for a row decoding alone): each row's left padding is hidden, and the new tokens see each
-/// other causally.
-fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], past: usize, q: usize, dev: &Device) -> Result<Step> {
+/// other causally. Rows of one class of `fronts` read their common front once.
+fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], fronts: &[SameFront], past: usize, q: usize, dev: &Device) -> Result<Step> {
     if pads.iter().all(|&p| p == 0) {
         // Every row is at the same position with nothing to hide: plain causal.
-        return Ok(Step::decode());
+        return Ok(Step { shared_keys: shared_keys(fronts), ..Step::decode() });
     }
     let n = next_pos.len();
     let kv = past + q;
@@ -944,6 +987,7 @@ fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], past: usiz
         hidden,
         constant_keys: (0, 0),
         decode: true,
+        shared_keys: shared_keys(fronts),
     })
 }
 
@@ -986,6 +1030,17 @@ mod tests {
     /// A prompt: `system` tokens, then `domain`, then `own` (each a run of one id).
     fn prompt(parts: &[(u32, usize)]) -> Vec<u32> {
         parts.iter().flat_map(|&(id, n)| std::iter::repeat_n(id, n)).collect()
+    }
+
+    #[test]
+    fn rows_of_one_class_read_the_first_rows_front() {
+        let front = |class, keys| SameFront { class, keys };
+        let fronts = [front(4, 900), front(7, 0), front(4, 900), front(9, 30), front(4, 900)];
+        let got = shared_keys(&fronts).expect("rows 2 and 4 share row 0's front");
+        assert_eq!(&got[..], &[(0, 900), (1, 0), (0, 900), (3, 30), (0, 900)]);
+        // Each row alone in its class, or a class sharing nothing: no sharing to claim.
+        assert!(shared_keys(&[front(1, 900), front(2, 900)]).is_none());
+        assert!(shared_keys(&[front(1, 0), front(1, 0)]).is_none());
     }
 
     #[test]
