@@ -65,10 +65,14 @@ pub struct UpdateStats {
     /// Share of tokens whose ratio was clipped (last epoch).
     pub clipfrac: f32,
     /// Mean |log π − log π_old| per token over the first minibatch of the first epoch,
-    /// before its step: 0 up to rounding, since π_old is the learner's own forward.
+    /// before its step, over its samples whose π_old the scoring pass gave (all of them,
+    /// or the one witness the pass scores beside the later minibatches' samples; where
+    /// none, its every sample): 0 up to rounding, since π_old is the learner's own forward.
     pub first_abs_log_ratio: Option<f32>,
     /// Where the old log-probabilities came from: `scoring-pass` (the learner's own pass
-    /// before the first step) or `first-forward` (the first forward's detached values).
+    /// over every sample before the first step, as values or KL need), `first-forward` (one
+    /// minibatch's forward, detached) or `first-forward+scoring-pass` (the first
+    /// minibatch's forward for its samples, the pass for the others).
     pub old_logp_source: &'static str,
     /// Mean |log π_learner − log π_sampler| per token between the learner's old
     /// log-probabilities and those the sampler recorded for the same tokens (samples that

@@ -83,7 +83,8 @@ pub struct MetricsRow {
     /// against the learner's old ones for the same tokens.
     #[serde(rename = "losses/sampler_gap", default)]
     pub sampler_gap: Option<f32>,
-    /// Where log π_old came from: `scoring-pass` or `first-forward`.
+    /// Where log π_old came from: `scoring-pass`, `first-forward` or
+    /// `first-forward+scoring-pass` ([`crate::UpdateStats::old_logp_source`]).
     #[serde(rename = "losses/old_logp_source", default)]
     pub old_logp_source: String,
     /// KL to the initial policy.

@@ -4,9 +4,11 @@
 //! (`configs/train-cpu-full.toml`, cut to one group of four samples), samples four answers to
 //! one BlocksWorld prompt under the problem grammar at T = 0.7 (seeds 0..4) with trained-looking
 //! (non-zero) adapters, and runs one [`Learner::update`] on them, as the trainer does. Each
-//! checks that PPO runs as PPO: π_old is the scoring pass's and the first minibatch's ratio is
-//! 1 to rounding (mean |log ratio| < 1e-3), the update takes epochs × minibatches ≥ 2 gradient
-//! steps, the later steps' ratio moves (approx_kl > 0) and clipfrac is a fraction. Each also
+//! checks that PPO runs as PPO: π_old is the first minibatch's own forward for its samples and
+//! the scoring pass's for the others, the pass giving the first minibatch's witness sample what
+//! its forward gives to rounding (mean |log ratio| < 1e-3), the update takes epochs ×
+//! minibatches ≥ 2 gradient steps, the later steps' ratio moves (approx_kl > 0) and clipfrac
+//! is a fraction. Each also
 //! measures the *sampler gap*, mean |log π_old − log π_sampler| per token between the scoring
 //! pass and the log-probabilities the sampler recorded while drawing the tokens: the sampler
 //! decodes token by token on fused kernels, the learner runs whole sequences on differentiable
@@ -176,8 +178,10 @@ fn learner(brain: Brain, cfg: &TrainConfig) -> Learner {
     Learner::new(brain, None, cfg.ppo.clone(), cfg.ablation, cfg.seed).unwrap()
 }
 
-/// The structure of a PPO update, whatever the model: π_old from the scoring pass, the first
-/// minibatch's ratio 1 to rounding, every step taken, and the ratio moving after the first.
+/// The structure of a PPO update, whatever the model: π_old from the first minibatch's own
+/// forward and, for the others, from the scoring pass, which gives a sample of the first
+/// minibatch (its witness) what that forward gives to rounding; every step taken, and the
+/// ratio moving after the first.
 fn check_update(stats: &UpdateStats, cfg: &TrainConfig, what: &str) {
     let r = stats.first_abs_log_ratio.expect("the first minibatch had policy tokens");
     eprintln!(
@@ -188,21 +192,26 @@ fn check_update(stats: &UpdateStats, cfg: &TrainConfig, what: &str) {
         stats.clipfrac,
         stats.steps
     );
-    assert_eq!(stats.old_logp_source, "scoring-pass");
-    assert!(r < 1e-3, "{what}: mean |log ratio| of the first minibatch is {r:.2e}: π_old is not the policy before the step");
+    assert_eq!(stats.old_logp_source, "first-forward+scoring-pass");
+    assert!(r < 1e-3, "{what}: mean |log ratio| of the first minibatch's witness is {r:.2e}: the scoring pass is not the policy before the step");
     assert_eq!(stats.steps, cfg.ppo.update_epochs * cfg.ppo.num_minibatches, "{what}: every step is taken");
     assert!(stats.approx_kl > 0.0, "{what}: after the first step the ratio moves");
     assert!((0.0..=1.0).contains(&stats.clipfrac), "{what}: clipfrac is {}", stats.clipfrac);
 }
 
 /// The sampler gap of `batch` after an update (mean, from the update's own figure) and the
-/// largest gap of any one token.
+/// largest gap of any one token, over the samples the update ran (one with no advantage is
+/// never run, and gets no π_old).
 fn gaps(batch: &Batch, stats: &UpdateStats) -> (f32, f32) {
     let mean = stats.sampler_gap.expect("the samples recorded their log-probabilities");
+    for s in &batch.policy {
+        assert_eq!(s.old_logp.is_some(), s.advantage != 0.0, "a sample with an advantage, and only such a one, has π_old");
+    }
     let max = batch
         .policy
         .iter()
-        .flat_map(|s| s.old_logp.as_ref().expect("scored").iter().zip(&s.rollout_logp).map(|(o, r)| (o - r).abs()))
+        .filter_map(|s| s.old_logp.as_ref().map(|old| (old, &s.rollout_logp)))
+        .flat_map(|(old, rollout)| old.iter().zip(rollout).map(|(o, r)| (o - r).abs()))
         .fold(0f32, f32::max);
     (mean, max)
 }
@@ -306,6 +315,6 @@ fn a_dense_learner_recomputes_the_old_policy_too() {
     let mut learner = learner(brain, &cfg);
     let stats = learner.update(&mut batch).unwrap();
     eprintln!("dense: sampler gap {:?}", stats.sampler_gap);
-    assert_eq!(stats.old_logp_source, "scoring-pass");
+    assert_eq!(stats.old_logp_source, "first-forward+scoring-pass");
     assert!(stats.first_abs_log_ratio.unwrap() < 1e-3);
 }

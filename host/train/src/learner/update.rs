@@ -1,5 +1,6 @@
 //! One PPO update, top to bottom, as CleanRL's `ppo.py` reads: the old policy's
-//! log-probabilities (a scoring pass before any step), the advantages, then for each epoch
+//! log-probabilities (a scoring pass before any step over the samples that the first
+//! minibatch, run before it, does not give them), the advantages, then for each epoch
 //! and minibatch the Actor's and Editor's clipped surrogates and the Judge's loss, joined
 //! into L = L_A + λ_E·L_E + λ_J·L_J, one gradient-clipped AdamW step per minibatch, and
 //! the early stop on the approximate KL. The forward passes that give log-probabilities
@@ -51,44 +52,69 @@ impl Learner {
         for s in batch.policy.iter_mut() {
             s.old_logp = None;
         }
-        let source = if args.needs_scoring_pass() { OldLogp::ScoringPass } else { OldLogp::FirstForward };
+        // Every epoch's order of samples and Judge examples, drawn up front (the draws the
+        // epochs used to take one at a time): the scoring pass skips the first minibatch's.
+        let mut rng =
+            StdRng::seed_from_u64(self.seed ^ self.updates.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let orders: Vec<(Vec<usize>, Vec<usize>)> = (0..args.update_epochs)
+            .map(|_| {
+                let mut p_order: Vec<usize> = (0..batch.policy.len()).collect();
+                let mut j_order: Vec<usize> = (0..batch.judge.len()).collect();
+                p_order.shuffle(&mut rng);
+                j_order.shuffle(&mut rng);
+                (p_order, j_order)
+            })
+            .collect();
+        // Values and reference log-probabilities need a pass over every sample before the
+        // first step; π_old alone only over the samples a minibatch meets after one.
+        let needs_values = args.advantage == Advantage::ValueHead || args.kl_coef > 0.0;
+        let source = match (args.needs_scoring_pass(), needs_values) {
+            (false, _) => OldLogp::FirstForward,
+            (true, true) => OldLogp::ScoringPass,
+            (true, false) => OldLogp::FirstForwardThenScoringPass,
+        };
         stats.old_logp_source = source.name();
-        let score_from_first_pass = source == OldLogp::FirstForward;
-        // Values and reference log-probabilities still need a pass before the first step.
-        let scoring_pass = source == OldLogp::ScoringPass
-            || args.advantage == Advantage::ValueHead
-            || args.kl_coef > 0.0;
         // Prompt heads (`detach-prompt`), shared by every sample of the same prompt.
         let mut heads = Heads::default();
-        if scoring_pass {
-            let t = Instant::now();
-            stats.tokens += self.score(batch, &mut heads, source == OldLogp::ScoringPass)?;
-            stats.score_secs = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        if needs_values {
+            let every = vec![true; batch.policy.len()];
+            stats.tokens += self.score(batch, &mut heads, true, &every)?;
         }
-        // 2. Advantages and returns.
+        // 2. Advantages and returns (a value head's from the values just scored).
         batch.assign_advantages(&args);
+        if source == OldLogp::FirstForwardThenScoringPass {
+            // The first minibatch's samples take π_old from their own forward, before any
+            // step; a sample no loss term reads is never run. The rest are scored now, with
+            // one of the first minibatch's as a witness that the pass gives what the forward
+            // does (`first_abs_log_ratio`).
+            let first = chunk(&orders[0].0, args.num_minibatches, 0);
+            let mut wanted: Vec<bool> = batch.policy.iter().map(|s| !self.inert(s)).collect();
+            let witness = first.iter().copied().find(|&i| wanted[i]);
+            for &i in first.iter().filter(|&&i| Some(i) != witness) {
+                wanted[i] = false;
+            }
+            stats.tokens += self.score(batch, &mut heads, true, &wanted)?;
+        }
+        stats.score_secs = t.elapsed().as_secs_f64();
         if args.advantage == Advantage::ValueHead {
             let v: Vec<f32> = batch.policy.iter().map(|s| s.value).collect();
             let g: Vec<f32> = batch.policy.iter().map(|s| s.ret).collect();
             stats.explained_variance = explained_variance(&v, &g);
         }
         // 3. Epochs of minibatch steps.
-        let mut rng =
-            StdRng::seed_from_u64(self.seed ^ self.updates.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let mut gap = (0.0f32, 0usize);
-        for epoch in 0..args.update_epochs {
-            let mut p_order: Vec<usize> = (0..batch.policy.len()).collect();
-            let mut j_order: Vec<usize> = (0..batch.judge.len()).collect();
-            p_order.shuffle(&mut rng);
-            j_order.shuffle(&mut rng);
+        for (epoch, (p_order, j_order)) in orders.iter().enumerate() {
             let mut epoch_kl = (0.0f32, 0.0f32);
             for mb in 0..args.num_minibatches {
-                let p_mb = chunk(&p_order, args.num_minibatches, mb);
-                let j_mb = chunk(&j_order, args.num_minibatches, mb);
+                let p_mb = chunk(p_order, args.num_minibatches, mb);
+                let j_mb = chunk(j_order, args.num_minibatches, mb);
                 if p_mb.is_empty() && j_mb.is_empty() {
                     continue;
                 }
-                let out = self.minibatch(batch, &p_mb, &j_mb, score_from_first_pass, &mut heads)?;
+                // Before the first step the policy is π_old: its forward gives the old values.
+                let before_any_step = epoch == 0 && mb == 0;
+                let out = self.minibatch(batch, &p_mb, &j_mb, before_any_step, &mut heads)?;
                 // The heads were computed with the parameters this step just changed.
                 heads.clear();
                 stats.tokens += out.tokens;
@@ -112,7 +138,11 @@ impl Learner {
                 stats.kl_ref = (args.kl_coef > 0.0).then(|| out.kl_sum / tokens);
                 stats.clipfrac = out.clipped / tokens;
                 if epoch == 0 && stats.first_abs_log_ratio.is_none() && out.policy_tokens > 0.0 {
-                    stats.first_abs_log_ratio = Some(out.abs_log_ratio_sum / tokens);
+                    // Over the samples the scoring pass gave π_old, where there are any.
+                    stats.first_abs_log_ratio = Some(match out.scored_tokens > 0.0 {
+                        true => out.scored_abs_log_ratio_sum / out.scored_tokens,
+                        false => out.abs_log_ratio_sum / tokens,
+                    });
                 }
                 if epoch == 0 {
                     gap.0 += out.gap_sum;
@@ -154,13 +184,13 @@ impl Learner {
         Ok(stats)
     }
 
-    /// The scoring pass: log π_old (when `set_old`), V and log π_ref of every policy sample,
-    /// no gradients kept. Returns the tokens it ran.
-    fn score(&mut self, batch: &mut Batch, heads: &mut Heads, set_old: bool) -> Result<usize, TrainError> {
+    /// The scoring pass: log π_old (when `set_old`), V and log π_ref of the policy samples
+    /// `wanted`, no gradients kept. Returns the tokens it ran.
+    fn score(&mut self, batch: &mut Batch, heads: &mut Heads, set_old: bool, wanted: &[bool]) -> Result<usize, TrainError> {
         let mut tokens = 0;
         for role in [Role::Actor, Role::Editor] {
             let idx: Vec<usize> = (0..batch.policy.len())
-                .filter(|&i| batch.policy[i].role == role)
+                .filter(|&i| batch.policy[i].role == role && wanted[i])
                 .collect();
             let idx = by_prompt(&idx, |i| &batch.policy[i].prompt);
             for chunk in idx.chunks(self.args.micro_batch) {
@@ -208,7 +238,7 @@ impl Learner {
         batch: &mut Batch,
         p_mb: &[usize],
         j_mb: &[usize],
-        score_from_first_pass: bool,
+        before_any_step: bool,
         heads: &mut Heads,
     ) -> Result<MinibatchOut, TrainError> {
         let args = self.args.clone();
@@ -232,18 +262,9 @@ impl Learner {
             };
             let n_tok: usize = idx.iter().map(|&i| batch.policy[i].output.len()).sum();
             let n_seq = idx.len();
-            // A sample whose every loss term is zero (no advantage, and no value, entropy or
-            // KL term) adds nothing to the gradient: skip its forward and backward. With a group
-            // baseline that is every sample of a group whose returns all agree.
-            let inert = |s: &PolicySample| {
-                s.advantage == 0.0
-                    && !self.values.contains_key(&role)
-                    && args.ent_coef == 0.0
-                    && args.kl_coef == 0.0
-            };
             let idx: Vec<usize> = idx
                 .into_iter()
-                .filter(|&i| !inert(&batch.policy[i]))
+                .filter(|&i| !self.inert(&batch.policy[i]))
                 .collect();
             let idx = by_prompt(&idx, |i| &batch.policy[i].prompt);
             out.skipped += n_seq - idx.len();
@@ -256,11 +277,12 @@ impl Learner {
                         .iter()
                         .map(|&i| batch.policy[i].output.len())
                         .collect();
-                    if score_from_first_pass {
+                    let scored = chunk.iter().all(|&i| batch.policy[i].old_logp.is_some());
+                    if before_any_step && !scored {
                         // The policy has not moved since the rollout: these are the old values.
                         let old = rows(&lp.logprobs.detach(), lens.iter().copied())?;
                         for (k, &i) in chunk.iter().enumerate() {
-                            batch.policy[i].old_logp = Some(old[k].clone());
+                            batch.policy[i].old_logp.get_or_insert_with(|| old[k].clone());
                         }
                     }
                     let old = padded(
@@ -311,6 +333,10 @@ impl Learner {
                     out.approx_kl_sum += st.approx_kl_sum;
                     out.abs_log_ratio_sum += st.abs_log_ratio_sum;
                     out.policy_tokens += st.tokens;
+                    if scored {
+                        out.scored_abs_log_ratio_sum += st.abs_log_ratio_sum;
+                        out.scored_tokens += st.tokens;
+                    }
                 }
             }
             out.policy.insert(role, pg / n_tok.max(1) as f32);
@@ -360,8 +386,12 @@ impl Learner {
 /// Where an update's old log-probabilities come from (see [`UpdateStats::old_logp_source`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum OldLogp {
+    /// A pass over every sample before the first step (which values or KL need anyway).
     ScoringPass,
+    /// One epoch of one minibatch: its forward, before its step.
     FirstForward,
+    /// The first minibatch's samples from their forward, the others' from a scoring pass.
+    FirstForwardThenScoringPass,
 }
 
 impl OldLogp {
@@ -369,7 +399,17 @@ impl OldLogp {
         match self {
             OldLogp::ScoringPass => "scoring-pass",
             OldLogp::FirstForward => "first-forward",
+            OldLogp::FirstForwardThenScoringPass => "first-forward+scoring-pass",
         }
+    }
+}
+
+impl Learner {
+    /// Whether every loss term of `s` is zero (no advantage, and no value, entropy or KL
+    /// term): it adds nothing to the gradient, and its forward and backward are skipped.
+    /// With a group baseline that is every sample of a group whose returns all agree.
+    fn inert(&self, s: &PolicySample) -> bool {
+        s.advantage == 0.0 && !self.values.contains_key(&s.role) && self.args.ent_coef == 0.0 && self.args.kl_coef == 0.0
     }
 }
 
@@ -377,6 +417,9 @@ impl OldLogp {
 struct MinibatchOut {
     /// Σ |log π − log π_old| over the policy tokens, before the step.
     abs_log_ratio_sum: f32,
+    /// The same over the samples whose π_old the scoring pass gave, and their tokens.
+    scored_abs_log_ratio_sum: f32,
+    scored_tokens: f32,
     /// Σ |log π_old − log π_sampler| over the tokens of samples that recorded it, and their count.
     gap_sum: f32,
     gap_tokens: usize,
