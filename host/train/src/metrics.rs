@@ -124,6 +124,10 @@ pub struct MetricsRow {
     /// Seconds of the update.
     #[serde(rename = "time/update_s")]
     pub update_secs: f64,
+    /// Seconds of the update's scoring pass (π_old, values and reference log-probabilities
+    /// before the first step); absent in rows from before it was logged.
+    #[serde(rename = "time/score_s", default)]
+    pub score_secs: Option<f64>,
     /// CPU seconds the process ran (user and system) during the rollouts: on a shared virtual
     /// machine a truer measure of our own work than wall time.
     #[serde(rename = "time/rollout_cpu_s", default)]
@@ -280,6 +284,7 @@ impl MetricsRow {
             rollout_secs: clock.rollout_secs,
             verify_secs: r.verify_secs,
             update_secs: u.secs,
+            score_secs: Some(u.score_secs),
             rollout_cpu_secs: clock.rollout_cpu_secs,
             update_cpu_secs: clock.update_cpu_secs,
             steal_secs: clock.steal_secs,
