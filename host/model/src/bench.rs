@@ -241,7 +241,8 @@ pub fn bench_rollout_decode(model: &Path, rows: usize, prompts: usize, prompt_to
     let mut distinct = Vec::with_capacity(prompts);
     for task in 0..prompts {
         let ids = brain.encode(&format!("Task {task}.\n{body}"))?;
-        distinct.push(brain.tokenizer().decode(&ids[..prompt_tokens])?);
+        let cut = ids.get(..prompt_tokens).ok_or_else(|| Error::InvalidConfig(format!("task {task}'s prompt has {} tokens, under {prompt_tokens}", ids.len())))?;
+        distinct.push(brain.tokenizer().decode(cut)?);
     }
     let rows_text: Vec<String> = distinct.iter().flat_map(|p| std::iter::repeat_n(p.clone(), rows / prompts)).collect();
     let s = SamplingConfig { temperature: 0.7, top_p: 0.95, ignore_eos: true, ..SamplingConfig::greedy(decode_tokens) };
