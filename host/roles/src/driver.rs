@@ -6,9 +6,11 @@
 //! subprocess), so the verifier checks task i while the model generates task i+1. The
 //! model's requests that wait together go to it in one call: the oldest one with every other
 //! generation in its role (or every Judge request), up to [`MAX_BATCH`], decoded as a batch.
+//! When a verdict frees the model, the verdicts close behind it are waited for a moment
+//! ([`grace`]), so that a wave of verifications becomes one call rather than one per verdict.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use onebrain_core::{
     Checker, FaithfulnessReport, FinishedEpisode, Reward, RewardSettings, Spec, Step, StepRole, Verdict, Verifier,
@@ -276,6 +278,8 @@ where
         let mut verifying: tokio::task::JoinSet<(usize, Verdict)> = tokio::task::JoinSet::new();
         let mut exhausted = false;
         let mut opened = 0u64;
+        // How long the model's last call took: the grace before a call is a share of it.
+        let mut last_call = Duration::ZERO;
         loop {
             // 1. Open episodes up to the bound.
             while !exhausted && slots.iter().filter(|s| s.is_some()).count() < in_flight {
@@ -370,13 +374,29 @@ where
             if !waiting.is_empty() {
                 waiting.sort_unstable();
                 let order: Vec<usize> = waiting.into_iter().map(|(_, i)| i).collect();
+                let start = Instant::now();
                 serve_batch(model, &mut slots, &order);
+                last_call = start.elapsed();
                 continue;
             }
             // 5. Nothing for the model: wait for a verdict, or stop.
             if let Some(joined) = verifying.join_next().await {
                 let (i, verdict) = joined.expect("verification tasks do not panic");
                 answer(&mut slots[i], Response::Verified(verdict));
+                // The verdicts still in flight join the call this one asks for if they come
+                // within the grace: a training update's 16 verdicts come back a millisecond
+                // apart, and the first used to take the model for a call of one row.
+                let deadline = Instant::now() + grace(last_call);
+                while wants_model(&slots) && !verifying.is_empty() {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match tokio::time::timeout(left, verifying.join_next()).await {
+                        Ok(Some(joined)) => {
+                            let (i, verdict) = joined.expect("verification tasks do not panic");
+                            answer(&mut slots[i], Response::Verified(verdict));
+                        }
+                        Ok(None) | Err(_) => break,
+                    }
+                }
                 continue;
             }
             if exhausted && slots.iter().all(Option::is_none) {
@@ -384,6 +404,22 @@ where
             }
         }
     })
+}
+
+/// How long a verdict that frees the model waits for the verifications still in flight: an
+/// eighth of the model's last call, at most 10 s. A call costs far more than the wait, so
+/// the model idles at most an eighth of its time this way; a verification slower than the
+/// grace (a planner that searches) still overlaps the model's next call.
+fn grace(last_call: Duration) -> Duration {
+    (last_call / 8).min(Duration::from_secs(10))
+}
+
+/// Whether some open episode waits for the model.
+fn wants_model(slots: &[Option<Slot>]) -> bool {
+    slots
+        .iter()
+        .flatten()
+        .any(|s| matches!(s.request, Request::Generate { .. } | Request::Judge { .. }))
 }
 
 /// Most requests [`run_pipelined`] hands the model in one call: a training update's 16

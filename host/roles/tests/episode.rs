@@ -37,6 +37,8 @@ struct Scripted {
     judge_scores: VecDeque<f32>,
     calls: Vec<(Role, String, SamplingConfig)>,
     judged: Vec<String>,
+    /// The prompts of each Judge call, in order.
+    judge_calls: Vec<usize>,
     /// Milliseconds each generation takes (for the overlap test).
     delay_ms: u64,
     log: Option<Arc<Mutex<Vec<(String, Instant)>>>>,
@@ -83,6 +85,11 @@ impl LanguageModel for Scripted {
     fn judge(&mut self, prompt: &str) -> Result<f32, BoxError> {
         self.judged.push(prompt.to_string());
         Ok(self.judge_scores.pop_front().unwrap_or(0.5))
+    }
+
+    fn judge_many(&mut self, prompts: &[String]) -> Vec<Result<f32, BoxError>> {
+        self.judge_calls.push(prompts.len());
+        prompts.iter().map(|p| self.judge(p)).collect()
     }
 
     fn name(&self) -> String {
@@ -713,6 +720,22 @@ fn pipelined_runs_match_sequential_ones_and_overlap_verification() {
     );
     // Sequentially: 4 × (100 ms model + 150 ms verifier) = 1 s; overlapped it is less.
     assert!(wall < Duration::from_millis(1000), "{wall:?}");
+}
+
+/// A wave of verdicts that come back a few milliseconds apart shares the model's next call.
+/// The first verdict of a training update's wave used to take the model for a Judge call of
+/// one row, and the other fifteen waited for it (session 46's run: 16.5 s, then 116.8 s).
+#[test]
+fn verdicts_close_behind_each_other_share_the_models_next_call() {
+    let cfg = problem_mode(Strategy::MultiRole);
+    let verifier = Arc::new(NativeVerifier { delay_ms: 5, ..Default::default() });
+    // One worker: the four verdicts come back one after another, 5 ms apart, while the grace
+    // is an eighth of the Actor's call of 4 × 200 ms.
+    let pool = VerifierPool::new(verifier, 1);
+    let mut model = Scripted { delay_ms: 200, ..Scripted::new(&[GOOD_TAIL; 4]) };
+    let out = run_many(4, &cfg, &mut model, &pool, 4);
+    assert!(out.iter().all(|r| r.solved && r.solver_calls == 1 && r.judge_score.is_some()));
+    assert_eq!(model.judge_calls, [4], "the four Judge requests in one call");
 }
 
 #[test]
