@@ -331,7 +331,7 @@ pub enum BenchTarget {
     /// prefill of 4k and 16k tokens each against the memory budget's estimate (both models).
     Model,
     /// CPU matrix products streamed from memory: Q8_0 and Q5_0 at the 0.5B's shapes (1 to 64
-    /// rows), our tiled kernel against candle's; Q4_K and Q6_K at the 1.5B's (1, 4 and 8 rows),
+    /// rows), our tiled kernel against candle's; Q4_K and Q6_K at the 1.5B's (1, 4, 8 and 256 rows),
     /// their own tiles against their Q8_0 re-quantization's.
     Matmul,
     /// The learner's causal attention, forward and backward of one layer at the 0.5B model's

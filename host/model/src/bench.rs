@@ -412,7 +412,8 @@ const KQUANT_STREAM_BYTES: usize = 160 << 20;
 
 /// Times Q8_0 and Q5_0 products of 1, 2, 4, 8 and 64 activation rows against Qwen 0.5B's
 /// MLP shapes, ours and candle's in the same run; then Q4_K and Q6_K products of 1, 4 and 8
-/// rows against Qwen 1.5B's shapes, their own tiles against their Q8_0 re-quantization's.
+/// rows (and 256, a prefill, but for the output matrix) against Qwen 1.5B's shapes, their own
+/// tiles against their Q8_0 re-quantization's.
 pub fn bench_matmul() -> Result<Vec<MatmulBench>> {
     let dev = DeviceChoice::Cpu.open()?;
     let mut out = Vec::new();
@@ -466,7 +467,10 @@ pub fn bench_matmul() -> Result<Vec<MatmulBench>> {
         };
         let (own, as_q8) = (copies(&q)?, copies(&q8)?);
         drop((q, q8));
-        for rows in [1, 4, 8] {
+        // 256 rows is a prefill's shape, where the kernel is bound by its arithmetic; the
+        // output matrix is multiplied only at a prompt's last position.
+        let prefill = if n == KQUANT_MATRICES[3].0 { None } else { Some(256) };
+        for rows in [1, 4, 8].into_iter().chain(prefill) {
             let x = Tensor::randn(0f32, 1.0, (rows, k), &dev)?;
             // Alternated, so that a noisy neighbour slows both alike.
             let (mut ours_us, mut q8_tiles_us) = (f64::MAX, f64::MAX);
