@@ -299,7 +299,7 @@ impl HalfScales {
         let da = *a.d.get_unchecked(at);
         *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(self.dw, _mm256_set1_ps(da)), *acc);
         if let Some(mins) = self.mins {
-            *acc = _mm256_fnmadd_ps(mins, _mm256_set1_ps(da * block_sum as f32), *acc);
+            *acc = _mm256_fnmadd_ps(mins, _mm256_set1_ps(*a.d_sum.get_unchecked(at)), *acc);
         }
     }
 }

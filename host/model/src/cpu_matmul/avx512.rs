@@ -157,7 +157,7 @@ unsafe fn rows<T: TileFormat, const R: usize>(
             let scale = _mm512_mul_ps(dw, _mm512_set1_ps(da));
             *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, *acc);
             if let Some(mins) = mins {
-                *acc = _mm512_fnmadd_ps(mins, _mm512_set1_ps(da * sum as f32), *acc);
+                *acc = _mm512_fnmadd_ps(mins, _mm512_set1_ps(*a.d_sum.get_unchecked(at + i)), *acc);
             }
         }
     }
