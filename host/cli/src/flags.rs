@@ -334,6 +334,9 @@ pub enum BenchTarget {
     /// rows), our tiled kernel against candle's; Q4_K and Q6_K at the 1.5B's (1, 4, 8 and 256 rows),
     /// their own tiles against their Q8_0 re-quantization's.
     Matmul,
+    /// The activation quantization in front of every tiled product, at the 1.5B's widths:
+    /// chunks shared among the pool's threads against one thread.
+    Quantize,
     /// The learner's causal attention, forward and backward of one layer at the 0.5B model's
     /// training shapes: fused against matmul, causal softmax, matmul.
     Attention,

@@ -495,6 +495,41 @@ pub fn bench_matmul() -> Result<Vec<MatmulBench>> {
     Ok(out)
 }
 
+/// One shape of activations quantized for a tiled product: on the pool's threads (what a
+/// product does from [`crate::cpu_matmul`]'s threshold up) against on one thread.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QuantizeBench {
+    /// Activation rows and columns.
+    pub shape: (usize, usize),
+    /// µs on one thread.
+    pub one_thread_us: f64,
+    /// µs with the chunks of 8 rows shared among the pool's threads.
+    pub pool_us: f64,
+    /// `one_thread_us` over `pool_us`.
+    pub speedup: f64,
+}
+
+/// Times the activation quantization in front of every tiled product at Qwen 1.5B's widths:
+/// a prefill's 256 rows into a 1,536-wide (attention, gate, up) and an 8,960-wide matrix
+/// (down), and batched decode's 16 rows. Empty where this CPU runs no tiled kernel.
+pub fn bench_quantize() -> Result<Vec<QuantizeBench>> {
+    let mut out = Vec::new();
+    for (rows, cols) in [(256usize, 1536usize), (256, 8960), (64, 1536), (16, 1536)] {
+        let x: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.37).sin() * (1.0 + (i % 13) as f32)).collect();
+        if !crate::cpu_matmul::quantize_activations(&x, rows, cols, false) {
+            return Ok(out);
+        }
+        // Alternated, so that a noisy neighbour slows both alike.
+        let (mut one, mut pool) = (f64::MAX, f64::MAX);
+        for _ in 0..3 {
+            one = one.min(time_cycled(1, |_| Ok(_ = crate::cpu_matmul::quantize_activations(&x, rows, cols, false)))?);
+            pool = pool.min(time_cycled(1, |_| Ok(_ = crate::cpu_matmul::quantize_activations(&x, rows, cols, true)))?);
+        }
+        out.push(QuantizeBench { shape: (rows, cols), one_thread_us: one, pool_us: pool, speedup: one / pool });
+    }
+    Ok(out)
+}
+
 /// Best-of-5 mean µs of `f(i)` over 20 calls, `i` cycling through `sets`, after a warm-up.
 fn time_cycled(sets: usize, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
     let mut i = 0;

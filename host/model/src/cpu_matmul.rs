@@ -294,8 +294,11 @@ impl Kernel {
         }
     }
 
+    /// One block of activations in Q8_0: its scale and `Σ q` of each half.
+    ///
     /// # Safety
     /// The CPU runs `self`.
+    #[cfg(test)]
     #[allow(unused_variables)]
     unsafe fn quantize_block(self, x: &[f32; QK], q: &mut [i8; QK]) -> (f32, [i32; 2]) {
         #[cfg(target_arch = "x86_64")]
@@ -305,6 +308,19 @@ impl Kernel {
         };
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no tiled kernel exists off x86_64, so no TiledMatrix does")
+    }
+
+    /// Quantizes one chunk's rows `x (out.len, cols)` into `out`.
+    ///
+    /// # Safety
+    /// The CPU runs `self`.
+    #[allow(unused_variables)]
+    unsafe fn quantize_chunk(self, x: &[f32], cols: usize, out: ChunkOut<'_>) {
+        #[cfg(target_arch = "x86_64")]
+        match self {
+            Kernel::Avx512Vnni => avx512::quantize_chunk(x, cols, out),
+            Kernel::Avx2 => avx2::quantize_chunk(x, cols, out),
+        }
     }
 }
 
@@ -567,6 +583,14 @@ impl TiledMatrix {
     }
 }
 
+/// Quantizes activations `x (rows, cols)` as a product would, on the pool's threads or on
+/// this one: what `onebrain bench quantize` times. `false` where this CPU runs no kernel.
+pub(crate) fn quantize_activations(x: &[f32], rows: usize, cols: usize, on_pool: bool) -> bool {
+    let Some(kernel) = Kernel::best() else { return false };
+    std::hint::black_box(Activations::quantize_on(x, rows, cols, kernel, on_pool));
+    true
+}
+
 /// `x · Wᵀ` for a frozen tiled `W` inside a training graph: the forward is the sampler's own
 /// product (the same tiles and kernel, so a learner sees the log-probabilities the sampler
 /// drew with), and the backward gives `x` its gradient `g · W` through Wᵀ's tiles and gives
@@ -769,8 +793,56 @@ struct Chunk {
     len: usize,
 }
 
+/// Blocks of activations worth sharing among the pool's threads: about 10 µs of one
+/// thread's quantizing, more than waking the pool costs. A prefill of 256 rows of 1,536
+/// columns has 12,288; decode's 8 rows, 384.
+const PARALLEL_QUANTIZE_BLOCKS: usize = 2048;
+
+/// One chunk's ranges of the [`Activations`] arrays (`[block][row]` within the chunk), which
+/// one thread fills.
+struct ChunkOut<'a> {
+    len: usize,
+    q: &'a mut [i8],
+    d: &'a mut [f32],
+    sum: &'a mut [i32],
+    low_sum: &'a mut [i32],
+    d_sum: &'a mut [f32],
+}
+
+/// What quantizes one block of 32 activations: the scale and `Σ q` of each half.
+type QuantizeBlock = unsafe fn(&[f32; QK], &mut [i8; QK]) -> (f32, [i32; 2]);
+
+impl ChunkOut<'_> {
+    /// Quantizes the chunk's rows `x (len, cols)` block by block with `block`. Inlined into
+    /// each kernel's `quantize_chunk`, so that `block` is inlined too: called through the
+    /// kernel's dispatch for each block, as before, it took 22 ns a block.
+    ///
+    /// # Safety
+    /// The CPU runs `block`'s instructions.
+    #[inline(always)]
+    unsafe fn fill(self, x: &[f32], cols: usize, block: QuantizeBlock) {
+        for row in 0..self.len {
+            for (b, xs) in x[row * cols..][..cols].chunks_exact(QK).enumerate() {
+                let at = b * self.len + row;
+                let xs: &[f32; QK] = xs.try_into().expect("a block is 32 values");
+                let q: &mut [i8; QK] = (&mut self.q[at * QK..][..QK]).try_into().expect("a block is 32 values");
+                let (d, [low, high]) = block(xs, q);
+                self.d[at] = d;
+                self.sum[at] = low + high;
+                self.low_sum[at] = low;
+                self.d_sum[at] = d * (low + high) as f32;
+            }
+        }
+    }
+}
+
 impl Activations {
     fn quantize(x: &[f32], rows: usize, cols: usize, kernel: Kernel) -> Self {
+        Self::quantize_on(x, rows, cols, kernel, rows * (cols / QK) >= PARALLEL_QUANTIZE_BLOCKS)
+    }
+
+    /// [`Activations::quantize`], its chunks shared among the pool's threads or not.
+    fn quantize_on(x: &[f32], rows: usize, cols: usize, kernel: Kernel, on_pool: bool) -> Self {
         let blocks = cols / QK;
         let mut a = Activations {
             q: vec![0; rows * cols],
@@ -781,28 +853,40 @@ impl Activations {
             rows,
             blocks,
         };
-        for row in 0..rows {
-            for b in 0..blocks {
-                let at = a.index(row, b);
-                let xs: &[f32; QK] = x[row * cols + b * QK..][..QK].try_into().expect("a block is 32 values");
-                let q: &mut [i8; QK] = (&mut a.q[at * QK..][..QK]).try_into().expect("a block is 32 values");
+        // Each chunk's rows own a contiguous range of every array (in 32s for `q`): chunks are
+        // quantized apart, on the pool's threads where there are enough blocks to share.
+        let at = |p: *mut u8| p as usize;
+        let (q, d, sum, low_sum, d_sum) =
+            (at(a.q.as_mut_ptr().cast()), at(a.d.as_mut_ptr().cast()), at(a.sum.as_mut_ptr().cast()), at(a.low_sum.as_mut_ptr().cast()), at(a.d_sum.as_mut_ptr().cast()));
+        let run = |chunks: std::ops::Range<usize>| {
+            for c in chunks {
+                let (first, len) = (c * MAX_ROWS, (rows - c * MAX_ROWS).min(MAX_ROWS));
+                let (start, n) = (first * blocks, len * blocks);
+                // SAFETY: the arrays hold `rows · blocks` entries (`q` 32 for each) and
+                // outlive the pool call; chunk `c`'s ranges are disjoint from every other
+                // chunk's, so no two threads write the same entry.
+                let out = unsafe {
+                    ChunkOut {
+                        len,
+                        q: std::slice::from_raw_parts_mut((q as *mut i8).add(start * QK), n * QK),
+                        d: std::slice::from_raw_parts_mut((d as *mut f32).add(start), n),
+                        sum: std::slice::from_raw_parts_mut((sum as *mut i32).add(start), n),
+                        low_sum: std::slice::from_raw_parts_mut((low_sum as *mut i32).add(start), n),
+                        d_sum: std::slice::from_raw_parts_mut((d_sum as *mut f32).add(start), n),
+                    }
+                };
                 // SAFETY: activations are quantized only for a `TiledMatrix`, whose kernel
                 // runs on this CPU.
-                let (d, [low, high]) = unsafe { kernel.quantize_block(xs, q) };
-                a.d[at] = d;
-                a.sum[at] = low + high;
-                a.low_sum[at] = low;
-                a.d_sum[at] = d * (low + high) as f32;
+                unsafe { kernel.quantize_chunk(&x[first * cols..(first + len) * cols], cols, out) };
             }
+        };
+        let chunks = rows.div_ceil(MAX_ROWS);
+        if on_pool {
+            candle_core::utils::barrier_pool().execute_chunked(chunks, run);
+        } else {
+            run(0..chunks);
         }
         a
-    }
-
-    /// Position of (row, block) in `d`, `sum` and `low_sum`, and in 32s in `q`.
-    fn index(&self, row: usize, block: usize) -> usize {
-        let first = row / MAX_ROWS * MAX_ROWS;
-        let len = (self.rows - first).min(MAX_ROWS);
-        first * self.blocks + block * len + (row - first)
     }
 
     fn chunks(&self) -> impl Iterator<Item = Chunk> + '_ {
@@ -915,6 +999,31 @@ mod tests {
                 assert_eq!((got_d, q.to_vec()), (d, want.clone()), "{kernel:?} on {x:?}");
                 let half = |h: usize| want[16 * h..16 * h + 16].iter().map(|&v| v as i32).sum::<i32>();
                 assert_eq!(sums, [half(0), half(1)], "{kernel:?}");
+            }
+        }
+    }
+
+    /// Enough rows that the pool's threads quantize chunks apart, with a last chunk shorter
+    /// than the rest: every block lands at its place in the `[chunk][block][row]` layout,
+    /// quantized as one block alone is.
+    #[test]
+    fn activations_quantized_chunk_by_chunk_on_the_pool_land_in_place() {
+        let Some(kernel) = Kernel::best() else { return };
+        let (rows, cols) = (8 * 9 + 3, 1024);
+        let blocks = cols / QK;
+        assert!(rows * blocks >= PARALLEL_QUANTIZE_BLOCKS, "the pool's path");
+        let x: Vec<f32> = (0..rows * cols).map(|i| (i as f32 * 0.7).sin() * (1.0 + (i % 97) as f32)).collect();
+        let a = Activations::quantize(&x, rows, cols, kernel);
+        for row in 0..rows {
+            let (first, len) = (row / MAX_ROWS * MAX_ROWS, (rows - row / MAX_ROWS * MAX_ROWS).min(MAX_ROWS));
+            for b in 0..blocks {
+                let at = first * blocks + b * len + (row - first);
+                let mut want = [0i8; QK];
+                let xs: &[f32; QK] = x[row * cols + b * QK..][..QK].try_into().unwrap();
+                // SAFETY: the kernel runs on this CPU.
+                let (d, [low, high]) = unsafe { kernel.quantize_block(xs, &mut want) };
+                assert_eq!(&a.q[at * QK..][..QK], &want, "row {row}, block {b}");
+                assert_eq!((a.d[at], a.sum[at], a.low_sum[at], a.d_sum[at]), (d, low + high, low, d * (low + high) as f32));
             }
         }
     }

@@ -57,8 +57,8 @@ mod weights;
 mod test_util;
 
 pub use bench::{
-    bench_attention, bench_inference, bench_long_prefill, bench_matmul, bench_rollout_decode, bench_training, AttentionBench, LongPrefillBench, RolloutDecodeBench, LONG_PREFILL_TOKENS, LONG_PROMPT_TOKENS, cpu_seconds, peak_rss_mib, steal_seconds, reset_peak_rss, rss_mib, InferenceBench, MatmulBench,
-    TrainBench,
+    bench_attention, bench_inference, bench_long_prefill, bench_matmul, bench_quantize, bench_rollout_decode, bench_training, AttentionBench, LongPrefillBench, RolloutDecodeBench, LONG_PREFILL_TOKENS, LONG_PROMPT_TOKENS, cpu_seconds, peak_rss_mib, steal_seconds, reset_peak_rss, rss_mib, InferenceBench, MatmulBench,
+    QuantizeBench, TrainBench,
 };
 pub use budget::{MemoryEstimate, DEFAULT_MEMORY_BUDGET_MIB};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopReason};

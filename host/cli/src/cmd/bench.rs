@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail};
 use onebrain_bench::Table;
 use onebrain_model::{
-    bench_attention, bench_inference, bench_long_prefill, bench_matmul, bench_training, DEFAULT_MODEL_FILE, LONG_PREFILL_TOKENS, TEST_MODEL_FILE,
+    bench_attention, bench_inference, bench_long_prefill, bench_matmul, bench_quantize, bench_training, DEFAULT_MODEL_FILE, LONG_PREFILL_TOKENS, TEST_MODEL_FILE,
 };
 use onebrain_bench::plugins::{bench_plugins, BenchOptions};
 
@@ -152,6 +152,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 }
                 out!("{t}")?;
             }
+        }
+        BenchTarget::Quantize => {
+            let r = bench_quantize()?;
+            if args.json {
+                return print_json(&r);
+            }
+            outln!("## Activations quantized for a tiled product: the pool's threads against one (onebrain bench quantize)\n")?;
+            let mut t = Table::new(["rows × columns", "one thread", "pool", "speed-up"]);
+            for p in &r {
+                t.row([format!("{} × {}", p.shape.0, p.shape.1), format!("{:.1} µs", p.one_thread_us), format!("{:.1} µs", p.pool_us), format!("{:.2}×", p.speedup)]);
+            }
+            out!("{t}")?;
         }
         BenchTarget::Attention => {
             let r = bench_attention()?;

@@ -20,7 +20,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{Activations, Chunk, Scales, Tile, Tile4, Tile5, Tile6, TiledMatrix, Tiles, QK, TILE_ROWS};
+use super::{Activations, Chunk, ChunkOut, Scales, Tile, Tile4, Tile5, Tile6, TiledMatrix, Tiles, QK, TILE_ROWS};
 
 /// A tile format this kernel reads, one half (8 rows) of one column group at a time.
 trait TileFormat: Scales {
@@ -125,11 +125,21 @@ impl TileFormat for Tile6 {
 
 strip_entry!();
 
+/// Quantizes one chunk of activation rows, [`quantize_block`] inlined.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn quantize_chunk(x: &[f32], cols: usize, out: ChunkOut<'_>) {
+    out.fill(x, cols, quantize_block);
+}
+
 /// One block of activations in Q8_0, exactly as [`super::avx512::quantize_block`] rounds it.
 ///
 /// # Safety
 /// The CPU has AVX2.
 #[target_feature(enable = "avx2")]
+#[inline]
 pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, [i32; 2]) {
     let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(x.as_ptr().add(8 * i)));
     let sign = _mm256_set1_ps(-0.0);

@@ -3,7 +3,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{Activations, Chunk, Scales, Tile, Tile4, Tile5, Tile6, TiledMatrix, Tiles, QK, TILE_ROWS};
+use super::{Activations, Chunk, ChunkOut, Scales, Tile, Tile4, Tile5, Tile6, TiledMatrix, Tiles, QK, TILE_ROWS};
 
 /// A tile format the kernel reads: its 512 unsigned weights as 8 vectors of 4 columns ×
 /// 16 rows, and the offset stored in them.
@@ -83,12 +83,22 @@ impl TileFormat for Tile6 {
 
 strip_entry!();
 
+/// Quantizes one chunk of activation rows, [`quantize_block`] inlined.
+///
+/// # Safety
+/// The CPU has AVX-512 F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn quantize_chunk(x: &[f32], cols: usize, out: ChunkOut<'_>) {
+    out.fill(x, cols, quantize_block);
+}
+
 /// One block of activations in Q8_0: `q = round(x / d)` (ties to even), `d = max |x| / 127`.
 /// Returns `d` and `Σ q` over the first and the last 16 values.
 ///
 /// # Safety
 /// The CPU has AVX-512 F.
 #[target_feature(enable = "avx512f")]
+#[inline]
 pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, [i32; 2]) {
     let lo = _mm512_loadu_ps(x.as_ptr());
     let hi = _mm512_loadu_ps(x.as_ptr().add(16));
