@@ -453,15 +453,36 @@ impl TiledMatrix {
     }
 
     /// `x · Wᵀ` for `x` of shape `(…, cols)`, f32 on the CPU.
+    ///
+    /// It reads `x`'s storage in place: a copy of the input (as `to_vec1` made) cost a
+    /// prefill a fresh buffer, its page faults and its copying for every product.
     pub(crate) fn matmul(&self, x: &Tensor) -> Result<Tensor> {
-        let dims = x.dims().to_vec();
-        let m = x.elem_count() / self.cols;
-        let xs = x.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
-        let mut out = vec![0f32; m * self.rows];
-        self.matmul_into(&xs, m, &mut out);
-        let mut shape = dims;
-        *shape.last_mut().expect("matmul input has a last dimension") = self.rows;
+        // No-ops for the f32, contiguous activations every caller passes.
+        let x = x.to_dtype(candle_core::DType::F32)?.contiguous()?;
+        let (storage, layout) = x.storage_and_layout();
+        let candle_core::Storage::Cpu(storage) = &*storage else {
+            return Err(Error::meta("tiled product", "the input is not on the CPU".to_string()));
+        };
+        let (out, shape) = self.product(storage, layout)?;
         Ok(Tensor::from_vec(out, shape, x.device())?)
+    }
+
+    /// `x · Wᵀ` for `x` a contiguous f32 CPU storage of shape `(…, cols)`.
+    fn product(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(Vec<f32>, Shape)> {
+        let dims = layout.shape().dims();
+        if dims.last() != Some(&self.cols) {
+            candle_core::bail!("tiled product: input {dims:?} against a {} × {} matrix", self.rows, self.cols);
+        }
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            candle_core::bail!("tiled product needs a contiguous input");
+        };
+        let x = &storage.as_slice::<f32>()?[start..end];
+        let m = x.len() / self.cols;
+        let mut out = vec![0f32; m * self.rows];
+        self.matmul_into(x, m, &mut out);
+        let mut shape = dims.to_vec();
+        *shape.last_mut().expect("checked above") = self.rows;
+        Ok((out, Shape::from(shape)))
     }
 
     /// Wᵀ `(cols, rows)` as Q8_0 tiles, built once and kept: what carries a gradient back through
@@ -605,21 +626,8 @@ impl CustomOp1 for FrozenProduct {
     }
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let w = &self.0;
-        let dims = layout.shape().dims();
-        if dims.last() != Some(&w.cols) {
-            candle_core::bail!("frozen product: input {dims:?} against a {} × {} matrix", w.rows, w.cols);
-        }
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("frozen product needs a contiguous input");
-        };
-        let x = &storage.as_slice::<f32>()?[start..end];
-        let m = x.len() / w.cols;
-        let mut out = vec![0f32; m * w.rows];
-        w.matmul_into(x, m, &mut out);
-        let mut shape = dims.to_vec();
-        *shape.last_mut().expect("checked above") = w.rows;
-        Ok((CpuStorage::F32(out), Shape::from(shape)))
+        let (out, shape) = self.0.product(storage, layout)?;
+        Ok((CpuStorage::F32(out), shape))
     }
 
     fn bwd(&self, _arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> candle_core::Result<Option<Tensor>> {
