@@ -19,6 +19,9 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Te
 /// padding, before the new positions), as an additive mask of −∞ there would, but with no
 /// exponential taken.
 ///
+/// With `rows`, the keys and values hold more rows than the queries, and query row `r`'s
+/// are their row `rows[r]`.
+///
 /// With `shared`, row `r`'s first `shared[r].1` keys and values are read from row
 /// `shared[r].0`, which holds the same bits there (a group's samples of one prompt, or the
 /// rows of a prefix group over their common head); the rows that read one source are done
@@ -37,6 +40,10 @@ pub(crate) struct DecodeAttention {
     pub(crate) hidden: Option<std::sync::Arc<[(usize, usize)]>>,
     /// Per row, `(source row, keys)`: its first `keys` keys and values are the source's.
     pub(crate) shared: Option<std::sync::Arc<[(usize, usize)]>>,
+    /// Per row, the row of the keys and values that holds it: a cache whose finished rows
+    /// were dropped from its map, not copied out (`KvCache::select_rows`). `None`: row `r`
+    /// is row `r`.
+    pub(crate) rows: Option<std::sync::Arc<[u32]>>,
 }
 
 /// The element offset and the `(b, h, pos)` strides of a rank-4 tensor whose last
@@ -350,7 +357,12 @@ impl CustomOp3 for DecodeAttention {
         let (qo, qst, [b, heads, q_len, d]) = strides4(ql)?;
         let (ko, kst, [kb, kv_heads, len, kd]) = strides4(kl)?;
         let (vo, vst, vdims) = strides4(vl)?;
-        if q_len == 0 || q_len > len || kb != b || kd != d || vdims != [kb, kv_heads, len, kd] || kv_heads == 0 || heads % kv_heads != 0 {
+        let buffer_row = |bi: usize| self.rows.as_ref().map_or(bi, |r| r[bi] as usize);
+        let rows_fit = match &self.rows {
+            None => kb == b,
+            Some(r) => r.len() == b && r.iter().all(|&x| (x as usize) < kb),
+        };
+        if q_len == 0 || q_len > len || !rows_fit || kd != d || vdims != [kb, kv_heads, len, kd] || kv_heads == 0 || heads % kv_heads != 0 {
             candle_core::bail!("decode-attention: q {:?}, k {:?}, v {vdims:?}", ql.shape().dims(), kl.shape().dims());
         }
         let hidden = |bi: usize| self.hidden.as_ref().map_or(0..0, |h| h[bi].0..h[bi].0 + h[bi].1);
@@ -416,7 +428,7 @@ impl CustomOp3 for DecodeAttention {
                         if last <= first {
                             continue; // past this query's keys: its partial stays empty
                         }
-                        let runs = runs_by_reader(visible_runs(first..last, hidden(bi)), keys, source, bi);
+                        let runs = runs_by_reader(visible_runs(first..last, hidden(bi)), keys, buffer_row(source), buffer_row(bi));
                         let qrow = &q[qo + bi * qst[0] + (kh * rep + r) * qst[1] + i * qst[2]..][..d];
                         let pr = &mut p[..last - first];
                         let mut at = 0;
@@ -595,7 +607,7 @@ mod tests {
                 let junk = wavy((1, kv, pad, d), 5.0);
                 Tensor::cat(&[&t.narrow(2, 0, at).unwrap(), &junk, &t.narrow(2, at, seen - at).unwrap()], 2).unwrap()
             };
-            let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(at, pad)].into()), shared: None };
+            let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(at, pad)].into()), shared: None, rows: None };
             let got = q.apply_op3(&widen(&k), &widen(&v), op).unwrap();
             assert_eq!(bits(&got), want, "{pad} padding keys");
         }
@@ -610,7 +622,7 @@ mod tests {
         let (k, v) = (wavy((2, kv, len, d), 1.0), wavy((2, kv, len, d), 2.0));
         let q = wavy((2, heads, new, d), 0.0);
         for hidden in [None, Some(vec![(3, 250), (0, 0)])] {
-            let op = DecodeAttention { scale: 0.125, hidden: hidden.clone().map(Into::into), shared: None };
+            let op = DecodeAttention { scale: 0.125, hidden: hidden.clone().map(Into::into), shared: None, rows: None };
             let together = q.apply_op3(&k, &v, op.clone()).unwrap();
             for i in 0..new {
                 let end = len - new + i + 1;
@@ -621,7 +633,7 @@ mod tests {
             check_queries(&q, &k, &v, &op);
         }
         // A hidden run reaching the new positions is refused.
-        let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(0, len - new + 1), (0, 0)].into()), shared: None };
+        let op = DecodeAttention { scale: 0.125, hidden: Some(vec![(0, len - new + 1), (0, 0)].into()), shared: None, rows: None };
         assert!(q.apply_op3(&k, &v, op).is_err());
     }
 
@@ -660,7 +672,7 @@ mod tests {
             let (kj, vj) = (junk_front(&kc, &wavy((b, kv, len, d), 7.0)), junk_front(&vc, &wavy((b, kv, len, d), 8.0)));
             let shared: Vec<(usize, usize)> = (0..b).map(|r| if r == 3 { (3, 0) } else { (0, keys) }).collect();
             for hidden in [None, Some(vec![(20, 50), (20, 50), (0, 0), (3, 9), (20, 50)])] {
-                let own = DecodeAttention { scale: 0.125, hidden: hidden.clone().map(Into::into), shared: None };
+                let own = DecodeAttention { scale: 0.125, hidden: hidden.clone().map(Into::into), shared: None, rows: None };
                 let want = bits(&q.apply_op3(&kc, &vc, own.clone()).unwrap());
                 let op = DecodeAttention { shared: Some(shared.clone().into()), ..own };
                 let got = bits(&q.apply_op3(&kj, &vj, op).unwrap());
@@ -669,7 +681,45 @@ mod tests {
         }
         // A source outside the batch, or a shared run reaching the new position, is refused.
         for shared in [vec![(0, 0), (5, 1), (0, 0), (3, 0), (0, 0)], vec![(0, 0), (0, len), (0, 0), (3, 0), (0, 0)]] {
-            let op = DecodeAttention { scale: 0.125, hidden: None, shared: Some(shared.into()) };
+            let op = DecodeAttention { scale: 0.125, hidden: None, shared: Some(shared.into()), rows: None };
+            assert!(q.apply_op3(&k, &v, op).is_err());
+        }
+    }
+
+    /// Rows read through a map of the cache's rows give the bits of the rows copied out in
+    /// that order, with padding and shared fronts (whose sources are rows of the batch, read
+    /// through the map too); a map naming a row the cache lacks is refused.
+    #[test]
+    fn rows_read_through_a_map_give_the_bits_of_the_rows_copied_out() {
+        let (cache_rows, heads, kv, d, len) = (6, 6, 2, 64, 600);
+        let map: Vec<u32> = vec![5, 1, 3];
+        let b = map.len();
+        let q = wavy((b, heads, 1, d), 0.5);
+        let (k, v) = (wavy((cache_rows, kv, len, d), 1.5), wavy((cache_rows, kv, len, d), 2.5));
+        // Rows 3 and 5 of the cache share their first 300 slots (batch rows 0 and 2).
+        let front = |t: &Tensor| {
+            let rows: Vec<Tensor> = (0..cache_rows)
+                .map(|r| match r {
+                    3 => Tensor::cat(&[&t.narrow(0, 5, 1).unwrap().narrow(2, 0, 300).unwrap(), &t.narrow(0, 3, 1).unwrap().narrow(2, 300, len - 300).unwrap()], 2).unwrap(),
+                    _ => t.narrow(0, r, 1).unwrap(),
+                })
+                .collect();
+            Tensor::cat(&rows, 0).unwrap()
+        };
+        let (k, v) = (front(&k), front(&v));
+        let idx = Tensor::new(map.as_slice(), &Device::Cpu).unwrap();
+        let (kc, vc) = (k.index_select(&idx, 0).unwrap(), v.index_select(&idx, 0).unwrap());
+        for shared in [None, Some(vec![(0, 0), (1, 0), (0, 300)])] {
+            for hidden in [None, Some(vec![(10, 40), (0, 0), (10, 40)])] {
+                let copied = DecodeAttention { scale: 0.125, hidden: hidden.clone().map(Into::into), shared: shared.clone().map(Into::into), rows: None };
+                let want = bits(&q.apply_op3(&kc, &vc, copied.clone()).unwrap());
+                let mapped = DecodeAttention { rows: Some(map.clone().into()), ..copied };
+                let got = bits(&q.apply_op3(&k.narrow(2, 0, len).unwrap(), &v, mapped).unwrap());
+                assert_eq!(got, want, "shared {shared:?}, hidden {hidden:?}");
+            }
+        }
+        for bad in [vec![5, 1, 6], vec![5, 1]] {
+            let op = DecodeAttention { scale: 0.125, rows: Some(bad.into()), ..Default::default() };
             assert!(q.apply_op3(&k, &v, op).is_err());
         }
     }
@@ -704,7 +754,7 @@ mod tests {
         let vbuf = wavy((b, kv, cap, d), 2.0);
         let (k, v) = (kbuf.narrow(2, 0, len).unwrap(), vbuf.narrow(2, 0, len).unwrap());
         let scale = 1.0 / (d as f32).sqrt();
-        let op = DecodeAttention { scale, hidden: hidden.map(Into::into), shared: None };
+        let op = DecodeAttention { scale, hidden: hidden.map(Into::into), shared: None, rows: None };
         let got = q.apply_op3(&k, &v, op).unwrap();
         // The reference: repeat kv heads, then matmul, softmax, matmul.
         let rep = |t: &Tensor| {

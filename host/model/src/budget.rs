@@ -28,13 +28,12 @@ pub(crate) const PREFILL_SCORES: usize = 32 << 20;
 /// of a 16-episode training step or an `in-flight = 16` evaluation.
 pub const DEFAULT_MEMORY_BUDGET_MIB: usize = 8192;
 
-/// A batch's KV buffers exist twice at its peak. A buffer holds up to half its positions
+/// A batch's KV buffers exist twice at their peak: a buffer holds up to half its positions
 /// again as room to decode into (`LayerKv::with_room`), and a layer's old buffer lives until
-/// its grown copy is made; and when a row of a batch finishes, the remaining rows' buffers
-/// of every layer are copied while the old ones live (`KvCache::select_rows`). Measured on
-/// the 1.5B, 16 rows of 1,167 positions (issue 46): resident memory rose by 644 MiB as the
-/// first rows finished, the 15 rows' copy (1,042 MiB of buffers) partly in space the
-/// prefill had freed.
+/// its grown copy is made. (Until a row that finished left the cache's row map instead, the
+/// remaining rows of every layer were also copied at each such row, `KvCache::select_rows`:
+/// on the 1.5B, 16 rows of 1,167 positions, resident memory rose by 644 MiB as the first
+/// rows finished; issue 46.)
 const KV_GROWTH: f64 = 2.0;
 
 /// The allocator's slack over what the request's tensors need: 1,048 MiB resident growth

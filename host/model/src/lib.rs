@@ -43,6 +43,7 @@ mod export;
 mod frozen;
 mod gguf;
 mod heap;
+mod kv_cache;
 mod logprob;
 mod paths;
 mod recompute;
