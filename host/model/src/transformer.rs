@@ -658,9 +658,9 @@ impl Backbone {
         // matmuls, and skip the hidden keys instead of adding a mask and taking e^-1e9.
         let plain = mask.is_none() || attend.hidden.is_some();
         let decode_attention = mode == Mode::Fast && attend.decode && plain && q.device().is_cpu() && q.dtype() == DType::F32;
-        // The buffer row of each batch row, where the decode attention reads through a map.
-        let mut buffer_rows = None;
-        let (k, v) = match (cache, mode) {
+        // The keys and values to attend, and, for the decode attention, the buffer row of each
+        // batch row where finished rows were dropped from the cache's map.
+        let (k, v, buffer_rows) = match (cache, mode) {
             // Generation writes into the cache's buffers; the past is not copied per step.
             (Some(slot), Mode::Fast) => {
                 match slot.as_mut() {
@@ -669,12 +669,11 @@ impl Backbone {
                 }
                 let layer = slot.as_ref().expect("just written");
                 match decode_attention {
-                    true => {
-                        let (k, v, rows) = layer.live_in_place(past + q_len)?;
-                        buffer_rows = rows;
-                        (k, v)
+                    true => layer.live_in_place(past + q_len)?,
+                    false => {
+                        let (k, v) = layer.live(past + q_len)?;
+                        (k, v, None)
                     }
-                    false => layer.live(past + q_len)?,
                 }
             }
             // Training keeps the graph: an in-place write would not be tracked.
@@ -687,9 +686,9 @@ impl Backbone {
                     None => (k, v),
                 };
                 *slot = Some(LayerKv::exact(k.clone(), v.clone())?);
-                (k, v)
+                (k, v, None)
             }
-            (None, _) => (k, v),
+            (None, _) => (k, v, None),
         };
         let kv_len = k.dim(2)?;
 
