@@ -179,9 +179,9 @@ pub(super) unsafe fn quantize_block(x: &[f32; QK], q: &mut [i8; QK]) -> (f32, [i
 }
 
 /// The kernel: per block, the tile's two halves (8 rows of the strip each) against the chunk's
-/// activation rows, together for Q4_K ([`both_halves`]) and in turn for Q5_0 and Q6_K
-/// ([`row_by_row`]) and Q8_0 ([`group_by_group`]); the i32 sums are converted and scaled into one f32 accumulator per
-/// row and half, as the AVX-512 kernel does for the whole tile.
+/// activation rows, together for Q4_K ([`both_halves`]), in turn for Q5_0 and Q6_K
+/// ([`row_by_row`]) and Q8_0 ([`group_by_group`]). The i32 sums are converted and scaled into
+/// one f32 accumulator per row and half, as the AVX-512 kernel does for the whole tile.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn rows<T: TileFormat, const R: usize>(
     tiles: &[T],
@@ -214,57 +214,46 @@ unsafe fn rows<T: TileFormat, const R: usize>(
     }
 }
 
-/// One tile for chained formats, both halves at once, in two passes over its column halves
-/// (groups 0–3, then 4–7). A pass holds its 4 groups' weights for both halves (8 of the 16
-/// vector registers), so each activation broadcast serves 16 rows where it served 8, and a
-/// row's block scales are read once for both halves. Between the passes each row keeps, per
-/// half, its first pass's i32 sum, or its i16 pair sums where one chain spans both passes
-/// (Q4_K's 8 groups, one `vpmaddwd` for them as before). The integers are the same sums and
-/// the scaling the same f32 operations per row and half in the same order, so the bits are
-/// [`row_by_row`]'s. On a 2-core Zen 3 (`onebrain bench matmul`, two interleaved pairs) Q4_K's
-/// products at 256 rows went from 1.23–1.47× to 1.53–1.76× their Q8_0 tiles' speed. Q6_K
-/// stays on [`row_by_row`]: with its top bits and two scales the passes run out of registers,
-/// and its products got slower (1.03–0.92× to 0.71–0.81×). So does Q5_0 (the 0.5B's), whose
-/// one pair of runs was too noisy to tell; the code takes any chained format. The activation
-/// rows of the block start at index `at`.
+/// One Q4_K tile, both halves at once, in two passes over its column halves (groups 0–3,
+/// then 4–7). A pass holds its 4 groups' weights for both halves (8 of the 16 vector
+/// registers), so each activation broadcast serves 16 rows where [`row_by_row`]'s served 8,
+/// and a row's block scales are read once for both halves. Between the passes each row keeps
+/// its i16 pair sums: Q4_K's chain of 8 groups spans both passes and still takes one
+/// `vpmaddwd`. The integers are the same sums and the scaling the same f32 operations per row
+/// and half in the same order, so the bits are [`row_by_row`]'s. On a 2-core Zen 3 it took
+/// Q4_K's products at 256 rows from 1.23–1.47× to 1.53–1.76× their Q8_0 tiles' speed; Q6_K
+/// (top bits and two scales) ran out of registers this way and got slower, and Q5_0 could not
+/// be told apart from noise (`results/bench-training/zen3-1.5b-avx2-q4k-9173c2e`). The
+/// activation rows of the block start at index `at`.
 #[inline(always)]
 unsafe fn both_halves<T: TileFormat, const R: usize>(tile: &T, a: &Activations, at: usize, acc: &mut [[__m256; R]; 2]) {
-    // A chain must end where a column half does when the halves have their own scales.
-    debug_assert!(8 % T::CHAIN == 0 && (T::CHAIN <= 4 || tile.half_scales().is_none()), "a chain straddles the halves");
-    debug_assert!(!T::SIGNED, "signed weights need their signs per half: group_by_group");
+    debug_assert!(T::CHAIN == 8 && !T::SIGNED && tile.half_scales().is_none(), "a Q4_K-like format: one chain a half");
     let ones = _mm256_set1_epi16(1);
     let zero = _mm256_setzero_si256();
-    let spans = T::CHAIN >= 8;
-    // Adds group `g`'s products of one activation row into each half's chain (`pairs`),
-    // closing a chain into `sums` where it ends.
-    let group = |g: usize, w: &[__m256i; 2], x: __m256i, pairs: &mut [__m256i; 2], sums: &mut [__m256i; 2]| {
+    // Group `g`'s products of one activation row into each half's pair sums, which group 0
+    // starts.
+    let group = |g: usize, w: &[__m256i; 2], x: __m256i, pairs: &mut [__m256i; 2]| {
         for h in 0..2 {
             let p = _mm256_maddubs_epi16(w[h], x);
-            pairs[h] = if g % T::CHAIN == 0 { p } else { _mm256_add_epi16(pairs[h], p) };
-            if g % T::CHAIN == T::CHAIN - 1 {
-                sums[h] = _mm256_add_epi32(sums[h], _mm256_madd_epi16(pairs[h], ones));
-            }
+            pairs[h] = if g == 0 { p } else { _mm256_add_epi16(pairs[h], p) };
         }
     };
     let mut first = [[zero; 2]; R];
     let weights: [[__m256i; 2]; 4] = std::array::from_fn(|g| std::array::from_fn(|h| tile.weights(g, h).0));
-    for (i, first) in first.iter_mut().enumerate() {
-        let (mut pairs, mut sums) = ([zero; 2], [zero; 2]);
+    for (i, pairs) in first.iter_mut().enumerate() {
         for g in 0..4 {
-            group(g, &weights[g], activations::<T>(a, at + i, g, zero), &mut pairs, &mut sums);
+            group(g, &weights[g], activations::<T>(a, at + i, g, zero), pairs);
         }
-        *first = if spans { pairs } else { sums };
     }
     let weights: [[__m256i; 2]; 4] = std::array::from_fn(|g| std::array::from_fn(|h| tile.weights(4 + g, h).0));
     let scales = [HalfScales::of(tile, 0), HalfScales::of(tile, 1)];
-    for (i, first) in first.iter().enumerate() {
-        let (mut pairs, mut sums) = (if spans { *first } else { [zero; 2] }, [zero; 2]);
+    for (i, mut pairs) in first.into_iter().enumerate() {
         for g in 4..8 {
-            group(g, &weights[g - 4], activations::<T>(a, at + i, g, zero), &mut pairs, &mut sums);
+            group(g, &weights[g - 4], activations::<T>(a, at + i, g, zero), &mut pairs);
         }
         for h in 0..2 {
-            let halves_sum = if spans { [sums[h], zero] } else { [first[h], sums[h]] };
-            scales[h].add_row::<T>(&mut acc[h][i], halves_sum, a, at + i);
+            let sum = _mm256_madd_epi16(pairs[h], ones);
+            scales[h].add_row::<T>(&mut acc[h][i], [sum, zero], a, at + i);
         }
     }
 }
@@ -400,10 +389,10 @@ mod tests {
             .collect()
     }
 
-    /// Q4_K's two-pass product ([`both_halves`]) gives [`row_by_row`]'s bits, with
-    /// activations at ±127 and weights at 15, where a chain of 8 groups is closest to i16's
-    /// limit. The AVX-512 kernel agrees with `row_by_row` on machines with both, which a
-    /// machine with AVX2 alone cannot check.
+    /// Q4_K's two-pass product ([`both_halves`]) gives [`row_by_row`]'s bits, with spikes in
+    /// the weights and activations at ±127, near where a chain of 8 groups meets i16's limit.
+    /// On a machine with both kernels `products_of_any_row_count_match_the_dequantized_weights`
+    /// also checks it against the AVX-512 kernel; a machine with AVX2 alone cannot.
     #[test]
     fn both_halves_give_the_bits_of_one_half_at_a_time() {
         if !Kernel::supported().contains(&Kernel::Avx2) {
