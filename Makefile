@@ -6,9 +6,12 @@ CARGO ?= cargo
 setup:
 	scripts/setup.sh --models test
 
+# The 1.1 GB model download is network time and the builds are CPU time, so on a fresh
+# machine they run side by side; the Python environment the download uses comes first.
 demo:
-	scripts/setup.sh --models default
-	$(CARGO) build --release -p onebrain-cli
+	scripts/setup.sh --models none --no-plugins
+	scripts/beside.sh "scripts/setup.sh --models default --no-plugins" \
+	  "scripts/build-plugins.sh && $(CARGO) build --release -p onebrain-cli"
 	scripts/demo.sh
 
 test:
