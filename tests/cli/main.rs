@@ -9,6 +9,7 @@ mod eval;
 mod hostile;
 mod pipes;
 mod plugins;
+mod setup_scripts;
 mod solve;
 mod tour;
 mod train;
