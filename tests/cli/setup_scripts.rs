@@ -18,8 +18,9 @@ fn beside(background: &str, foreground: &str) -> (i32, String) {
 fn beside_runs_the_two_commands_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (started, seen) = (dir.path().join("started"), dir.path().join("seen"));
-    // The foreground waits for a file the background writes and then waits for a file the
-    // foreground writes: one after the other, neither could finish within the 10 s.
+    // The background writes `started` and waits for `seen`; the foreground waits for
+    // `started`, then writes `seen`. Run one after the other, whichever goes first waits out
+    // its 10 s and fails.
     let background = format!(
         "touch {s}; for i in $(seq 100); do [ -f {e} ] && exit 0; sleep 0.1; done; exit 1",
         s = started.display(),
