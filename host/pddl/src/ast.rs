@@ -254,7 +254,7 @@ impl fmt::Display for Plan {
 
 /// Writes `a b - t c` with runs of equal types grouped. `object` is left implicit only at the
 /// end of the list: anywhere else the names would join the next group (fuzzing found
-/// `vehicle - object truck - vehicle` printed as `vehicle truck - vehicle`, issue 35).
+/// `vehicle - object truck - vehicle` printed as `vehicle truck - vehicle`).
 struct TypedList<'a>(&'a [TypedName]);
 
 impl fmt::Display for TypedList<'_> {

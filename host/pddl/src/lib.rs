@@ -9,6 +9,7 @@
 //! | check | [`check`], [`check_sources`], [`check_domain`] | `Vec<`[`Diagnostic`]`>` in the six [`Category`]s, each an error or a warning ([`Severity`]) |
 //! | ground | [`ground`] | a [`GroundTask`]: interned atoms ([`AtomId`]), bit-set [`State`]s, [`GroundAction`]s, [`Reachability`] |
 //! | validate | [`validate`] | a [`ValidationReport`], as VAL would judge the plan |
+//! | compare | [`ProblemShape`], [`same_up_to_renaming`] | a key no renaming of objects changes, and [`Renaming`]: `Same`, `Different` or `Undecided` |
 //!
 //! Every AST node prints back as PDDL through `Display`, and equality between nodes ignores
 //! spans, so `parse(print(x)) == x`.
@@ -64,6 +65,7 @@ mod diag;
 mod error;
 mod ground;
 mod parser;
+mod renaming;
 mod sexpr;
 mod validate;
 mod world;
@@ -79,4 +81,5 @@ pub use ground::{
     MAX_JOIN_STEPS,
 };
 pub use parser::{parse_domain, parse_plan, parse_problem, SUPPORTED_REQUIREMENTS};
+pub use renaming::{same_up_to_renaming, ProblemShape, Renaming, RENAMING_NODE_BUDGET};
 pub use validate::{validate, ValidationReport};

@@ -1,4 +1,4 @@
-//! Fuzzing with counts (issue 35): random text and random mutations of valid PDDL never panic
+//! Fuzzing with counts: random text and random mutations of valid PDDL never panic
 //! or hang the parser, the checks, grounding or the validator, and whatever parses prints back
 //! to the same AST. Each property is a campaign (`tests/fuzz/campaign.rs`): a short one in the
 //! normal test suite, `ONEBRAIN_FUZZ_CASES=200000` for a long one; each prints its count.
@@ -265,12 +265,12 @@ fn exercise_mutated((seed, which, edits): (usize, u8, Vec<Edit>)) -> Result<(), 
     Ok(())
 }
 
-/// Regression (issue 35, found by the corpus's `typed` seed): a type whose parent is `object`
+/// Regression (found by the corpus's `typed` seed): a type whose parent is `object`
 /// printed without its `- object` before a typed group, so it joined the group:
 /// `(:types vehicle - object truck - vehicle)` printed as `vehicle truck - vehicle`, which
 /// reads as `vehicle` being its own parent.
 #[test]
-fn r35_4_an_object_typed_name_before_a_typed_group_keeps_its_type_when_printed() {
+fn an_object_typed_name_before_a_typed_group_keeps_its_type_when_printed() {
     let d = parse_domain("(define (domain t) (:requirements :typing) (:types vehicle - object truck - vehicle place) (:constants home - place depot) (:predicates (at ?v - truck ?p)))").unwrap();
     let printed = d.to_string();
     assert_eq!(parse_domain(&printed).unwrap(), d, "{printed}");
