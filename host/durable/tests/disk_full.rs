@@ -1,0 +1,50 @@
+//! A real full disk (a size-limited tmpfs; skipped with a message where the test cannot mount
+//! one) under each kind of write: a replaced file keeps its old bytes, a log keeps every record
+//! it had and takes the next one whole once there is space.
+
+use onebrain_durable::{partial_path, write_atomic, AppendFile, Error, SmallDisk};
+
+fn disk() -> Option<SmallDisk> {
+    SmallDisk::mount(256 * 1024).map_err(|why| eprintln!("skipping: {why}")).ok()
+}
+
+#[test]
+fn a_full_disk_keeps_the_old_file_and_names_the_new_one() {
+    let Some(disk) = disk() else { return };
+    let path = disk.path().join("report.json");
+    write_atomic(&path, b"old").unwrap();
+    disk.fill_to(8 * 1024).unwrap();
+    let err = write_atomic(&path, vec![b'x'; 64 * 1024]).unwrap_err();
+    assert!(matches!(&err, Error::DiskFull { path: p, .. } if p == &path), "{err}");
+    assert!(err.to_string().contains("report.json: the disk is full"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"old");
+    assert!(!partial_path(&path).exists(), "the partial file is removed, giving its space back");
+    disk.unfill();
+    write_atomic(&path, vec![b'x'; 64 * 1024]).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap().len(), 64 * 1024);
+}
+
+#[test]
+fn a_full_disk_cuts_a_partial_append_back_and_the_log_goes_on_whole() {
+    let Some(disk) = disk() else { return };
+    let path = disk.path().join("trace.jsonl");
+    let mut log = AppendFile::open(&path).unwrap();
+    log.append(b"{\"n\":1}\n").unwrap();
+    disk.fill_to(4 * 1024).unwrap();
+    // A record larger than the space left: part of it reaches the disk before ENOSPC.
+    let big = format!("{{\"n\":2,\"text\":\"{}\"}}\n", "y".repeat(32 * 1024));
+    let err = log.append(big.as_bytes()).unwrap_err();
+    assert!(err.is_disk_full() && err.to_string().contains("trace.jsonl"), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"{\"n\":1}\n", "the partial record is cut back");
+    // Once there is space the next record lands whole, on a line of its own.
+    disk.unfill();
+    log.append(big.as_bytes()).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 2);
+    assert!(text.lines().all(|l| serde_json_like(l)), "{}", &text[..40]);
+}
+
+/// A line is one whole object (no JSON parser in this crate's tests).
+fn serde_json_like(line: &str) -> bool {
+    line.starts_with('{') && line.ends_with('}')
+}
