@@ -1,4 +1,4 @@
-//! Issue 35: llguidance's limits (`onebrain_grammar::parser_limits`) hold with the models' real
+//! llguidance's limits (`onebrain_grammar::parser_limits`) hold with the models' real
 //! vocabularies, not only with the byte vocabulary of `host/grammar/tests/bounds.rs`: a token
 //! mask over Qwen's 151,936 tokens walks a much larger trie. The grammars over reference
 //! problems and domains, read token by token as the model's tokenizer splits them, need at
@@ -40,7 +40,7 @@ fn specs() -> Vec<(String, String)> {
 }
 
 #[test]
-fn r35_3_grammars_need_a_tenth_of_llguidances_limits_with_real_vocabularies() {
+fn grammars_need_a_tenth_of_llguidances_limits_with_real_vocabularies() {
     let limits = parser_limits();
     for file in [TEST_MODEL_FILE, DEFAULT_MODEL_FILE, QUICK_MODEL_FILE] {
         let path = repo().join(".cache/models").join(file);

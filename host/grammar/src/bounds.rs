@@ -1,5 +1,5 @@
 //! Bounds on everything built from a domain: its vocabulary, the grammar's size, llguidance's
-//! own work per token, and the guard's tables (issue 35).
+//! own work per token, and the guard's tables.
 //!
 //! A grammar, its parser and the guard grow with the domain they are built from, and a domain
 //! file is user input: one with 1,500 types in a chain made [`Vocabulary::subtypes`] quadratic

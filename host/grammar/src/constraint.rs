@@ -10,7 +10,8 @@ use toktrie::SimpleVob;
 
 use crate::env::{Lead, TokenEnv, BLANKS_ONLY, BLANKS_THEN_NAME, HAS_STRUCTURE, NAME_ONLY, OPENS};
 use crate::domain_guard::DomainGuard;
-use crate::guard::{Candidate, Guard};
+use crate::guard::{Candidate, Guard, OPTIONAL_RULES};
+use crate::guard_rule::GuardRule;
 use crate::lark::{self, Limits, Objects, Vocabulary};
 use crate::GrammarError;
 
@@ -106,14 +107,38 @@ pub struct ConstraintStats {
     pub stage_switches: u32,
     /// Tokens the guard refused (repeats, full sections, budget).
     pub guard_refusals: u64,
-    /// Positions where the guard would have refused every token the grammar allowed; the
-    /// grammar's mask was kept there.
+    /// Positions where the rules on top of the grammar would together have refused every
+    /// token it allowed, so that some gave way ([`ConstraintStats::relaxations`] says which).
+    /// The grammar itself never gives way.
     pub guard_overrides: u32,
+    /// Each rule that gave way, and where: what an episode's trace records of the answers
+    /// its rules could not hold (see [`TokenConstraint::allowed`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relaxations: Vec<Relaxation>,
+}
+
+/// Where a rule gave way.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Relaxation {
+    /// The answer's token (0-based) whose mask the rule gave way in.
+    pub position: usize,
+    /// The rule.
+    pub rule: GuardRule,
 }
 
 /// A constraint a decoder applies: ask for the allowed tokens, sample one of them, report it.
 pub trait TokenConstraint: Send {
     /// The tokens allowed next. End-of-turn tokens are in it only where the answer may end.
+    ///
+    /// Never empty while the answer is unfinished: the grammar always has a way on, and a
+    /// rule on top of it (the guard's, the budgets') never takes the last one away. Where the
+    /// rules together would refuse every token the grammar allows, they give way, the
+    /// optional ones first ([`GuardRule`]), and [`ConstraintStats::relaxations`] records which
+    /// gave way where. Decoding stays sound: the answer still follows the grammar, so it
+    /// parses and the verifier judges it, and the relaxation depends only on the tokens so
+    /// far, so [`ConstraintSpec::replay`] computes the same masks for the learner. A dead end
+    /// would instead leave the sampler a row of −∞ and throw the answer away.
     fn allowed(&mut self) -> Result<TokenSet, GrammarError>;
     /// Tokens the grammar forces from here on (possibly none): a decoder may append them
     /// without sampling, reporting each with [`TokenConstraint::consume`].
@@ -203,6 +228,26 @@ fn normalized(text: &[u8]) -> String {
     let code = text.lines().map(|l| l.split(';').next().unwrap_or(""));
     let spaced = code.collect::<Vec<_>>().join(" ").replace('(', " ( ").replace(')', " ) ");
     spaced.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// What the problem guard made of a mask.
+struct Guarded {
+    /// The mask without the tokens refused; `None`: the whole guard gave way and the mask
+    /// stands.
+    mask: Option<TokenSet>,
+    /// Tokens refused.
+    refusals: usize,
+    /// The rules that gave way (none where the guard left some token).
+    gave_way: Vec<GuardRule>,
+}
+
+/// `mask` without the `refused` tokens, or `None` where that leaves none.
+fn mask_without(mask: &TokenSet, refused: &[u32]) -> Option<TokenSet> {
+    let mut left = mask.clone();
+    for &t in refused {
+        left.disallow_token(t);
+    }
+    (!left.is_zero()).then_some(left)
 }
 
 /// Which grammar stage an answer is in.
@@ -399,7 +444,7 @@ impl Staged {
         if self.stage == Stage::Domain {
             // Parentheses in a `;` comment do not count: the domain grammar lets a comment
             // hold any byte, and a comment like `; (on a b) means …` kept the depth above 0,
-            // so the problem never got its grammar, guard or budget (issue 35, fuzzing).
+            // so the problem never got its grammar, guard or budget (found by fuzzing).
             for &b in new_bytes {
                 match b {
                     b'\n' => self.in_comment = false,
@@ -463,22 +508,115 @@ impl Staged {
         Ok(())
     }
 
-    /// Takes the guard's `refused` tokens out of `mask`, unless that would leave none: then the
-    /// grammar's mask stands and the override is counted.
-    fn restrict(&mut self, mask: &mut TokenSet, refused: &[u32]) {
+    /// Takes the `refused` tokens out of `mask`, unless that would leave none: then `rule`
+    /// gives way, the mask stands and the relaxation is recorded.
+    fn restrict(&mut self, mask: &mut TokenSet, refused: &[u32], rule: GuardRule) {
         if refused.is_empty() {
             return;
         }
-        let mut guarded = mask.clone();
-        for &t in refused {
-            guarded.disallow_token(t);
+        match mask_without(mask, refused) {
+            Some(guarded) => {
+                self.stats.guard_refusals += refused.len() as u64;
+                *mask = guarded;
+            }
+            None => self.record_relaxations(&[rule]),
         }
-        if guarded.is_zero() {
-            self.stats.guard_overrides += 1;
-        } else {
-            self.stats.guard_refusals += refused.len() as u64;
-            *mask = guarded;
+    }
+
+    /// A forced token is the grammar's only way on, appended with no mask asked for: where
+    /// the problem guard would refuse it, its rules give way there as they would in a mask,
+    /// and say so. (The guard refuses the tokens that lead there before it comes to that.)
+    fn judge_forced(&mut self, t: u32) {
+        let mut only = self.env.vocab_set();
+        only.allow_token(t);
+        if let Some(guarded) = self.guard.as_ref().and_then(|guard| self.guarded(guard, &only)) {
+            self.record_relaxations(&guarded.gave_way);
         }
+    }
+
+    /// Records that `rules` gave way in the mask of the token being chosen.
+    fn record_relaxations(&mut self, rules: &[GuardRule]) {
+        if rules.is_empty() {
+            return;
+        }
+        let position = self.tokens.len();
+        self.stats.guard_overrides += 1;
+        self.stats.relaxations.extend(rules.iter().map(|&rule| Relaxation { position, rule }));
+    }
+
+    /// The tokens of `mask` that `guard` refuses as the `position`-th token of the answer.
+    fn guard_refusals(&self, guard: &Guard, mask: &TokenSet, position: usize) -> Vec<u32> {
+        let mut refused = Vec::new();
+        let in_objects = self.stage != Stage::Facts;
+        // Tokens that only extend, end or start an object name are judged in O(1).
+        let quick = if in_objects { guard.object_names_quick(position) } else { None };
+        mask.iter_set_entries(|t| {
+            let t = t as u32;
+            if self.env.eos().contains(&t) {
+                return;
+            }
+            let flags = self.env.flags(t);
+            // A `-` (a type follows) is no object name: the full check judges it.
+            let dash = self.env.token(t).iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'-');
+            if let Some(q) = quick.as_ref().filter(|_| !dash) {
+                let verdict = if flags & NAME_ONLY != 0 {
+                    Some(q.extend && !guard.dead_end(self.env.token(t)))
+                } else if flags & BLANKS_THEN_NAME != 0 {
+                    Some(q.end && q.start && !guard.dead_end(self.env.token(t)))
+                } else if flags & BLANKS_ONLY != 0 {
+                    Some(q.end && q.blank)
+                } else if flags & HAS_STRUCTURE == 0 {
+                    Some(true)
+                } else {
+                    None
+                };
+                if let Some(ok) = verdict {
+                    if !ok {
+                        refused.push(t);
+                    }
+                    return;
+                }
+            }
+            if !guard.admits(self.env.token(t), position) {
+                refused.push(t);
+            }
+        });
+        refused
+    }
+
+    /// What `guard` makes of `mask`, the next token's; `None` when it refuses nothing.
+    fn guarded(&self, guard: &Guard, mask: &TokenSet) -> Option<Guarded> {
+        let position = self.tokens.len() + 1;
+        let refused = self.guard_refusals(guard, mask, position);
+        if refused.is_empty() {
+            return None;
+        }
+        Some(match mask_without(mask, &refused) {
+            Some(m) => Guarded { mask: Some(m), refusals: refused.len(), gave_way: Vec::new() },
+            None => self.relaxed_guard(guard, mask, position),
+        })
+    }
+
+    /// Where `guard`'s rules together refuse every token of `mask`: what is left once some
+    /// give way. The optional rules ([`OPTIONAL_RULES`]) go first, one at a time in
+    /// their order, then all of them, so that the guard's own rules (no repeats, room to close
+    /// the answer) hold wherever dropping an optional one is enough; where even that leaves
+    /// nothing, the whole guard gives way.
+    fn relaxed_guard(&self, guard: &Guard, mask: &TokenSet, position: usize) -> Guarded {
+        let on: Vec<GuardRule> = OPTIONAL_RULES.iter().copied().filter(|&r| guard.holds(r)).collect();
+        let mut tries: Vec<Vec<GuardRule>> = on.iter().map(|&r| vec![r]).collect();
+        if on.len() > 1 {
+            tries.push(on.clone());
+        }
+        for rules in tries {
+            let refused = self.guard_refusals(&guard.without(&rules), mask, position);
+            if let Some(m) = mask_without(mask, &refused) {
+                return Guarded { mask: Some(m), refusals: refused.len(), gave_way: rules };
+            }
+        }
+        let mut gave_way = on;
+        gave_way.push(GuardRule::Problem);
+        Guarded { mask: None, refusals: 0, gave_way }
     }
 
     /// Replaces the grammar, replaying the answer so far. If the new grammar refuses the
@@ -534,7 +672,7 @@ impl TokenConstraint for Staged {
                     refused.push(t);
                 }
             });
-            self.restrict(&mut mask, &refused);
+            self.restrict(&mut mask, &refused, GuardRule::Domain);
         }
         if self.stage == Stage::Domain && past_share {
             // The domain has had its share of the budget: no new section, action or literal
@@ -558,44 +696,12 @@ impl TokenConstraint for Staged {
                 }
             }
         }
-        if let Some(guard) = &self.guard {
-            let position = self.tokens.len() + 1;
-            let mut refused = Vec::new();
-            let in_objects = self.stage != Stage::Facts;
-            // Tokens that only extend, end or start an object name are judged in O(1).
-            let quick = if in_objects { guard.object_names_quick(position) } else { None };
-            mask.iter_set_entries(|t| {
-                let t = t as u32;
-                if self.env.eos().contains(&t) {
-                    return;
-                }
-                let flags = self.env.flags(t);
-                // A `-` (a type follows) is no object name: the full check judges it.
-                let dash = self.env.token(t).iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'-');
-                if let Some(q) = quick.as_ref().filter(|_| !dash) {
-                    let verdict = if flags & NAME_ONLY != 0 {
-                        Some(q.extend && !guard.dead_end(self.env.token(t)))
-                    } else if flags & BLANKS_THEN_NAME != 0 {
-                        Some(q.end && q.start && !guard.dead_end(self.env.token(t)))
-                    } else if flags & BLANKS_ONLY != 0 {
-                        Some(q.end && q.blank)
-                    } else if flags & HAS_STRUCTURE == 0 {
-                        Some(true)
-                    } else {
-                        None
-                    };
-                    if let Some(ok) = verdict {
-                        if !ok {
-                            refused.push(t);
-                        }
-                        return;
-                    }
-                }
-                if !guard.admits(self.env.token(t), position) {
-                    refused.push(t);
-                }
-            });
-            self.restrict(&mut mask, &refused);
+        if let Some(guarded) = self.guard.as_ref().and_then(|guard| self.guarded(guard, &mask)) {
+            self.record_relaxations(&guarded.gave_way);
+            if let Some(m) = guarded.mask {
+                self.stats.guard_refusals += guarded.refusals as u64;
+                mask = m;
+            }
         }
         if let Some(budget) = &self.plan_budget {
             let left = self.max_tokens.saturating_sub(self.tokens.len() + 1);
@@ -609,7 +715,7 @@ impl TokenConstraint for Staged {
                         refused.push(t);
                     }
                 });
-                self.restrict(&mut mask, &refused);
+                self.restrict(&mut mask, &refused, GuardRule::PlanBudget);
             }
         }
         // Blank runs: only where some token could overrun one, or the blank budget is spent,
@@ -640,7 +746,7 @@ impl TokenConstraint for Staged {
             if other {
                 refused.extend(padding);
             }
-            self.restrict(&mut mask, &refused);
+            self.restrict(&mut mask, &refused, GuardRule::Blanks);
         }
         self.stats.mask_us += started.elapsed().as_secs_f64() * 1e6;
         self.stats.masks += 1;
@@ -658,6 +764,7 @@ impl TokenConstraint for Staged {
             }
             self.queue.pop();
             self.stats.forced += 1;
+            self.judge_forced(t);
         }
         self.matcher.consume_token(t).map_err(|e| GrammarError::Mask(e.to_string()))?;
         let bytes = self.env.token(t).to_vec();
@@ -687,5 +794,103 @@ impl TokenConstraint for Staged {
 
     fn stats(&self) -> ConstraintStats {
         self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MutexGroup, MutexPart};
+
+    /// The plugin's BlocksWorld predicates.
+    const BLOCKSWORLD: &str = "(define (domain bw) (:predicates (clear ?x) (ontable ?x) (handempty) (holding ?x) (on ?x ?y))
+        (:action a :parameters (?x) :precondition (clear ?x) :effect (not (clear ?x))))";
+
+    /// The three groups `onebrain_faithful::mutex_groups` proves for the plugin's BlocksWorld:
+    /// the arm, each block's support and each block's top.
+    fn blocksworld_groups() -> Vec<MutexGroup> {
+        let part = |p: &str, params: &[usize], counted: Option<usize>| MutexPart { predicate: p.into(), params: params.to_vec(), counted };
+        vec![
+            MutexGroup { parts: vec![part("handempty", &[], None), part("holding", &[], Some(0))] },
+            MutexGroup { parts: vec![part("holding", &[0], None), part("on", &[0], Some(1)), part("ontable", &[0], None)] },
+            MutexGroup { parts: vec![part("clear", &[0], None), part("holding", &[0], None), part("on", &[1], Some(0))] },
+        ]
+    }
+
+    /// A byte-level problem constraint over BlocksWorld with the init-mutex and goal-at-init
+    /// rules on, fed `text` with no mask asked for: [`TokenConstraint::consume`] checks the
+    /// grammar only, so this reaches states the guard would have steered clear of.
+    fn fed(text: &str) -> Box<dyn TokenConstraint> {
+        let spec = ConstraintSpec::Problem {
+            domain: BLOCKSWORLD.into(),
+            prefix: "(define (problem p) (:domain bw) (:objects ".into(),
+            limits: Limits::default(),
+            avoid: vec![],
+            forbid_goal_at_init: true,
+            init_mutex: blocksworld_groups(),
+        };
+        let mut c = spec.build(&TokenEnv::bytes(), 400).unwrap();
+        for b in text.bytes() {
+            c.consume(u32::from(b)).unwrap_or_else(|e| panic!("{text:?} at {b:?}: {e}"));
+        }
+        c
+    }
+
+    /// Where every way to finish a fact breaks a mutex group (`(holding ` beside
+    /// `(handempty)`), the init-mutex rule gives way for that token alone, with the other
+    /// rules holding, and the stats say so; the rule holds again after it.
+    #[test]
+    fn where_the_mutex_rule_leaves_no_token_it_gives_way_and_says_so() {
+        let text = "a b) (:init (handempty) (holding ";
+        let mut c = fed(text);
+        let mask = c.allowed().unwrap();
+        assert!(mask.is_allowed(u32::from(b'a')) && mask.is_allowed(u32::from(b'b')), "the declared objects, as the grammar allows");
+        let stats = c.stats();
+        assert_eq!(stats.relaxations, vec![Relaxation { position: text.len(), rule: GuardRule::InitMutex }]);
+        assert_eq!(stats.guard_overrides, 1);
+        for b in "a) (".bytes() {
+            c.consume(u32::from(b)).unwrap();
+        }
+        let mask = c.allowed().unwrap();
+        assert!(!mask.is_allowed(u32::from(b'h')), "`(handempty)` would repeat and `(holding` conflict: the rule holds again");
+        assert!(mask.is_allowed(u32::from(b'o')), "`(ontable b)` is free");
+        assert_eq!(c.stats().guard_overrides, 1);
+    }
+
+    /// Regression for the init-mutex campaign's walks that found every token refused: an
+    /// empty `:init`, a goal that states `(clear ZbZSi)` and begins `(clear Z` again, where the
+    /// grammar allows only `ZbZSi` (forced, a byte at a time) and then its close. The guard's
+    /// own rule (no fact twice) leaves nothing, so the whole guard gives way at each of those
+    /// tokens and says so, rather than leave no token to sample.
+    #[test]
+    fn where_the_guards_own_rules_leave_no_token_the_whole_guard_gives_way_and_says_so() {
+        let text = "z7 ZbZSi) (:init) (:goal (and (clear ZbZSi) (clear Z";
+        let mut c = fed(text);
+        assert_eq!(c.forced(), b"bZSi".map(u32::from), "the grammar's one way on");
+        for t in c.forced() {
+            c.consume(t).unwrap();
+        }
+        let mask = c.allowed().unwrap();
+        assert!(mask.is_allowed(u32::from(b')')), "the repeat may close: nothing else may come");
+        let stats = c.stats();
+        let everything = [GuardRule::InitMutex, GuardRule::GoalAtInit, GuardRule::Problem];
+        for (i, position) in (text.len()..text.len() + 5).enumerate() {
+            let here: Vec<GuardRule> = stats.relaxations.iter().filter(|r| r.position == position).map(|r| r.rule).collect();
+            assert_eq!(here, everything, "token {i} after the text");
+        }
+        assert_eq!(stats.guard_overrides, 5);
+    }
+
+    /// Traces written before relaxations were recorded read the same, and one with none
+    /// writes none.
+    #[test]
+    fn relaxations_are_recorded_only_where_a_rule_gave_way() {
+        let none = serde_json::to_string(&ConstraintStats::default()).unwrap();
+        assert!(!none.contains("relaxations"), "{none}");
+        assert_eq!(serde_json::from_str::<ConstraintStats>(&none).unwrap(), ConstraintStats::default());
+        let one = ConstraintStats { guard_overrides: 1, relaxations: vec![Relaxation { position: 7, rule: GuardRule::InitMutex }], ..ConstraintStats::default() };
+        let json = serde_json::to_string(&one).unwrap();
+        assert!(json.contains(r#""rule":"init-mutex""#), "{json}");
+        assert_eq!(serde_json::from_str::<ConstraintStats>(&json).unwrap(), one);
     }
 }

@@ -40,7 +40,7 @@ pub(crate) fn name_cap(left: usize, longest: usize) -> usize {
 pub(crate) const MAX_COMMENTS: usize = 8;
 /// Comments together may take one byte per this many tokens of the answer's budget. The
 /// grammar lets a comment run 200 bytes, 200 tokens of a byte-level answer: a fuzzing walk
-/// (issue 35) spent its domain's share on three of them and left its problem no room.
+/// spent its domain's share on three of them and left its problem no room.
 const COMMENT_SHARE: usize = 10;
 
 /// One open list: its words (lower-case) and the literals it holds.
@@ -280,11 +280,11 @@ impl DomainGuard {
         if top.words.is_empty() {
             // `and` only as a whole precondition or effect, `not` only around an atom: the
             // grammar also reads `(not (and))` or `(and (and))` as atoms named `and`, which
-            // the verifier refuses (issue 35, fuzzing).
+            // the verifier refuses (found by fuzzing).
             let parent = depth.checked_sub(1).and_then(|d| self.stack[d].head());
             // A head that takes arguments needs something to fill them: with no parameters
             // and no constants, `(=` or `(on` could only be finished by a name the guard
-            // refuses (a fuzzing walk then wrote one anyway, as an override, issue 35).
+            // refuses (a fuzzing walk then wrote one anyway, as an override).
             let has_terms = !self.params.is_empty() || !self.constants.is_empty();
             // Equality is a precondition's test; the verifier refuses it in an effect.
             let in_effect = self.stack[..depth]
@@ -299,7 +299,7 @@ impl DomainGuard {
             };
             // A predicate of arity 0 whose literal the conjunction already holds could only
             // close as a repeat, which is refused: a fuzzing walk then padded with blanks
-            // until the cap (issue 35). Under a `not`, the conjunction is one level further up.
+            // until the cap. Under a `not`, the conjunction is one level further up.
             let under_not = parent == Some("not");
             let atom_here = |p: &str, arity: usize| {
                 if arity > 0 {
@@ -327,7 +327,7 @@ impl DomainGuard {
             };
             // `and` only as a whole precondition or effect, `not` only around an atom: the
             // grammar also reads `(not (and))` or `(and (and))` as atoms named `and`, which
-            // the verifier refuses (issue 35, fuzzing).
+            // the verifier refuses (found by fuzzing).
             let keyword_ok = |k: &str| match (k, parent) {
                 (_, Some("not")) => false,
                 ("and", Some("and")) => false,
@@ -343,8 +343,8 @@ impl DomainGuard {
         if matches!(head, "and" | "not") {
             // Only lists follow `and` and `not`. The grammar also reads `(not x)` as an atom
             // whose predicate is `not`, which the verifier refuses: the domain then did not
-            // parse and the problem lost its guard and budget (a random walk ran into the cap,
-            // issue 35).
+            // parse and the problem lost its guard and budget (a random walk ran into the
+            // cap).
             return false;
         }
         let arity = if head == "=" { 2 } else { self.predicates.iter().find(|(p, _)| p == head).map_or(usize::MAX, |(_, a)| *a) };
@@ -364,7 +364,7 @@ impl DomainGuard {
         if self.comment && !self.done {
             // A comment ends past the domain's share or its own budget: the grammar lets one
             // run 200 bytes, which is 200 tokens of a byte-level answer, and a walk that
-            // opened one just before the share left its problem no room (issue 35, fuzzing).
+            // opened one just before the share left its problem no room (found by fuzzing).
             let before_newline = bytes.iter().position(|&b| b == b'\n').unwrap_or(bytes.len());
             return bytes.contains(&b'\n') || !self.comment_spent(before_newline, past_share);
         }
@@ -629,9 +629,9 @@ mod tests {
         assert!(g.admits(b")", true));
     }
 
-    /// Regression (issue 35, fuzzing): a comment opened before the share ran on past it.
+    /// Regression (found by fuzzing): a comment opened before the share ran on past it.
     #[test]
-    fn r35_4_a_comment_ends_once_the_domain_has_had_its_share() {
+    fn a_comment_ends_once_the_domain_has_had_its_share() {
         let g = guard("(:predicates (p)) ; a comment (");
         assert!(g.admits(b"xyz", false), "inside the share a comment goes on");
         assert!(!g.admits(b"xyz", true), "past it only a newline may come");
@@ -687,7 +687,7 @@ mod tests {
         let g = guard(&format!("{pre}(clear ?x) "));
         assert!(!g.admits(b"(clear ?x)", false), "a repeated literal");
         assert!(g.admits(b"(not (clear ?x))", false));
-        // Regression (issue 35, a fuzzing walk): an action with no parameters, in a domain
+        // Regression (a fuzzing walk): an action with no parameters, in a domain
         // with no constants, cannot fill `=` or `on`; it may still use a predicate of arity 0.
         let g = guard("(:predicates (on ?x ?y) (free)) (:action a :parameters () :precondition (and ");
         assert!(!g.admits(b"(= ", false));
@@ -695,7 +695,7 @@ mod tests {
         assert!(g.admits(b"(free)", false));
         assert!(g.admits(b"(not (free))", false));
         let g = guard(pre);
-        // Regression (issue 35, a fuzzing walk): the grammar also reads `(not x)` and `(not)`
+        // Regression (a fuzzing walk): the grammar also reads `(not x)` and `(not)`
         // as atoms of a predicate `not`; the verifier refuses both, and the problem lost its
         // guard with the domain.
         assert!(!g.admits(b"(not ?x", false));

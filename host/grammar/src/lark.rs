@@ -147,10 +147,19 @@ pub(crate) const MAX_NAME: usize = 24;
 
 /// The terminals every grammar shares. `S` is one run of whitespace, bounded so that no
 /// answer can spin on blanks; names follow PDDL (a letter, then letters, digits, `-`, `_`).
+/// Every rule puts an `S` between a fact's or a step's head and each of its arguments, so an
+/// answer's words are the words its parser reads: `(clearb)` is no fact (test
+/// `a_predicate_and_its_arguments_are_separated_in_every_grammar`).
+///
+/// A blank is a space, a tab or a newline, not a carriage return: a parser reads `\r` as a
+/// blank, but a log or a terminal shows `(CLEaR\r\rZbZSi)` as `(CLEaRZbZSi)`, so the answer
+/// no longer looks like the fact it is (an init-mutex fuzz log read so). No PDDL in
+/// `../shared/data` or the plugins holds one.
+///
 /// `LONGNAME` (a problem's or domain's name) allows 64 characters: the longest in
 /// `../shared/data` has 46, and SmolLM2 spent a `full` answer's last 200 tokens on one.
 const TERMINALS: &str = r#"
-S: /[ \t\r\n]{1,32}/
+S: /[ \t\n]{1,32}/
 NAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,23}/
 LONGNAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,63}/
 VAR: /\?[a-zA-Z][a-zA-Z0-9_\-]{0,39}/
@@ -164,9 +173,10 @@ fn requirement_terminal() -> String {
 }
 
 /// Domain-side terminals: the same, plus `;` comments inside whitespace (domain files carry
-/// them; a generated domain may too).
+/// them; a generated domain may too). A comment holds no carriage return either: after one, a
+/// terminal shows the rest of the comment over its `;`, as if it were code.
 const DOMAIN_TERMINALS: &str = r#"
-DS: /([ \t\r\n]|;[^\n]{0,200}\n){1,64}/
+DS: /([ \t\n]|;[^\r\n]{0,200}\n){1,64}/
 DNAME: /[a-zA-Z][a-zA-Z0-9_\-]{0,47}/
 "#;
 
@@ -387,7 +397,7 @@ pub fn domain_file() -> String {
 }
 
 /// Between the two blocks of a `full` answer: the domain's fence closes, the problem's opens.
-const FENCES: &str = "FENCES: /[ \\t\\r\\n]*(```[ \\t\\r\\n]*```[a-zA-Z]{0,8}[ \\t\\r\\n]*)?/\n";
+const FENCES: &str = "FENCES: /[ \\t\\n]*(```[ \\t\\n]*```[a-zA-Z]{0,8}[ \\t\\n]*)?/\n";
 
 /// `full` mode: the answer after a primer that opened `(define (domain `: the domain, then the
 /// problem. With `vocab` (the domain written so far, once it is complete) the problem is held
@@ -500,7 +510,7 @@ mod tests {
         }
     }
 
-    /// Regression (CI, session 10): `"…"i` literals fold case the Unicode way, so greedy
+    /// Regression (found in CI): `"…"i` literals fold case the Unicode way, so greedy
     /// SmolLM2 wrote `:paraMETER\u{17f}` (long s, which folds to `s`) and the Kelvin sign
     /// passes for `k`; the verifier reads keywords in ASCII and refused the domain. Keywords
     /// and names take any ASCII case and nothing else.
@@ -525,6 +535,61 @@ mod tests {
         let problem = problem_file(&bw(), &Objects::Unknown, &Limits::default());
         assert!(env.accepts(&problem, "(define (problem q) (:domain bw) (:objects a) (:init (clear a)) (:goal (clear a)))").is_ok());
         assert!(env.accepts(&problem, "(define (problem q) (:domain bw) (:object\u{17f} a) (:init (clear a)) (:goal (clear a)))").is_err());
+    }
+
+    /// `ok` passes `g`; each of `ok` with one `(from, to)` edit is refused.
+    fn refuses_each_edit(env: &TokenEnv, g: &str, ok: &str, edits: &[(&str, &str)]) {
+        assert!(env.accepts(g, ok).is_ok(), "{ok:?}: {:?}", env.accepts(g, ok));
+        for (from, to) in edits {
+            assert!(ok.contains(from), "{from:?} is not in {ok:?}");
+            let bad = ok.replacen(from, to, 1);
+            assert!(env.accepts(g, &bad).is_err(), "the grammar let through {bad:?}");
+        }
+    }
+
+    /// A fact's or a step's head and its arguments are separate words in every grammar the
+    /// crate builds: `(clearb)` would parse as a predicate `clearb` with no argument, not as
+    /// the `(clear b)` it looks like. A carriage return is no separator either (a log shows
+    /// `(clear\rb)` as `(clearb)`), while a space, a tab or a newline is.
+    #[test]
+    fn a_predicate_and_its_arguments_are_separated_in_every_grammar() {
+        let env = TokenEnv::bytes();
+        let fused = [
+            ("(clear a)", "(cleara)"),
+            ("(clear a)", "(clear\ra)"),
+            ("(on a b)", "(ona b)"),
+            ("(on a b)", "(on ab)"),
+            ("(on a b)", "(on a\rb)"),
+            ("(clear b)", "(clearb)"),
+            ("(clear b)", "(clear\r\rb)"),
+        ];
+        let problem = "(define (problem q) (:domain bw) (:objects a b) (:init (on a b) (clear a)) (:goal (and (clear b))))";
+        let spaced = problem.replace("(on a b)", "(on\ta\n b)");
+        let objects = [("a".to_string(), "object".to_string()), ("b".to_string(), "object".to_string())];
+        for objs in [Objects::Unknown, Objects::Declared(&objects)] {
+            let g = problem_file(&bw(), &objs, &Limits::default());
+            refuses_each_edit(&env, &g, problem, &fused);
+            assert!(env.accepts(&g, &spaced).is_ok(), "tabs and newlines separate words");
+            let after_objects = problem.split_once("(:objects ").unwrap().1;
+            refuses_each_edit(&env, &problem_continuation(&bw(), &objs, &Limits::default()), after_objects, &fused);
+        }
+        let domain = "(define (domain bw) (:predicates (on ?x ?y) (clear ?x)) (:action stack :parameters (?x ?y) :precondition (clear ?y) :effect (on ?x ?y)))";
+        let domain_fused = [("(on ?x ?y)", "(on?x ?y)"), ("(clear ?y)", "(clear?y)"), ("(on ?x ?y)))", "(on ?x\r?y)))"), ("stack :parameters", "stack\r:parameters")];
+        refuses_each_edit(&env, &domain_file(), domain, &domain_fused);
+        let answer = format!("{}\n```\n\n```pddl\n{problem}", domain.strip_prefix("(define (domain ").unwrap());
+        let g = full_continuation(Some(&bw()), &Objects::Unknown, &Limits::default());
+        refuses_each_edit(&env, &g, &answer, &fused);
+        refuses_each_edit(&env, &g, &answer, &domain_fused);
+        // Before its domain is complete, a `full` answer's facts may name any predicate, so
+        // `(cleara)` is a fact of a predicate `cleara`, as it shows; a carriage return still
+        // separates nothing.
+        let generic = full_continuation(None, &Objects::Unknown, &Limits::default());
+        let unseen: Vec<(&str, &str)> = fused.iter().chain(&domain_fused).copied().filter(|(_, to)| to.contains('\r')).collect();
+        refuses_each_edit(&env, &generic, &answer, &unseen);
+        let step_fused = [("(stack a b)", "(stacka b)"), ("(stack a b)", "(stack ab)"), ("(stack a b)", "(stack\ra b)")];
+        refuses_each_edit(&env, &plan_answer(&bw(), &objects, &Limits::default()), "Stack a on b.\n```plan\n(stack a b)\n```", &step_fused);
+        let next_fused = [("stack a b)", "stacka b)"), ("stack a b)", "stack ab)"), ("stack a b)", "stack a\rb)")];
+        refuses_each_edit(&env, &next_action(&bw(), &objects), "stack a b)", &next_fused);
     }
 
     #[test]

@@ -9,10 +9,11 @@
 //! |---|---|
 //! | [`Vocabulary`], [`problem_file`], [`domain_file`], … | Lark grammars built from a domain's predicates, types, constants and actions |
 //! | [`TokenEnv`] | a model's vocabulary as llguidance sees it (token trie, parser factory), built once |
-//! | [`DomainSize`], [`DOMAIN_BOUNDS`] | what a domain may hold for a grammar to be built from it (issue 35) |
+//! | [`DomainSize`], [`DOMAIN_BOUNDS`] | what a domain may hold for a grammar to be built from it |
 //! | [`ConstraintSpec`] | what an answer must be, as data stored with each generation |
-//! | [`MutexGroup`] | a domain's "at most one of these atoms" group, which `:init` may not break (issue 34) |
+//! | [`MutexGroup`] | a domain's "at most one of these atoms" group, which `:init` may not break |
 //! | [`TokenConstraint`] | the live mask: [`TokenConstraint::allowed`], [`TokenConstraint::consume`], forced tokens |
+//! | [`GuardRule`], [`Relaxation`] | a rule on top of the grammar, and where it gave way rather than refuse every token |
 //!
 //! A problem is constrained in stages: while the objects are declared, facts may use any
 //! name; once `(:objects …)` closes, the grammar is rebuilt over the declared names (typed)
@@ -47,11 +48,13 @@ mod constraint;
 mod domain_guard;
 mod env;
 mod guard;
+mod guard_rule;
 mod lark;
 mod mutex;
 
 pub use bounds::{parser_limits, DomainBounds, DomainSize, DOMAIN_BOUNDS, MAX_GRAMMAR_BYTES};
-pub use constraint::{ConstraintSpec, ConstraintStats, TokenConstraint, TokenSet};
+pub use constraint::{ConstraintSpec, ConstraintStats, Relaxation, TokenConstraint, TokenSet};
+pub use guard_rule::GuardRule;
 pub use env::{ParserFigures, TokenEnv, Tokenize};
 pub use mutex::{MutexGroup, MutexPart};
 pub use lark::{

@@ -1,4 +1,4 @@
-//! The initial state may not break the domain's own mutex groups (issue 34): BlocksWorld's
+//! The initial state may not break the domain's own mutex groups: BlocksWorld's
 //! `(holding a)` beside `(handempty)`, or `(on a b)` beside `(on a c)`, is a state no plan of
 //! the domain starts from. The groups come with the [`crate::ConstraintSpec`] as plain data
 //! (the roles crate proves them from the action schemas, `onebrain_faithful::mutex_groups`);
