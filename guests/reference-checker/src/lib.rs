@@ -6,7 +6,8 @@
 //! Its work budget grows with the reference task's size and is counted in units that do not
 //! depend on the machine, so it runs out at the same step here and natively: an `undecided`
 //! report, the same in both places. The fuel and wall clock in `plugin.toml` are sized so that
-//! this budget, not the sandbox, ends a long check (issue 50).
+//! this budget, not the sandbox, ends a long check, with the `undecided` report the native
+//! checker gives.
 
 use onebrain_sdk::{FaithfulnessChecker, FaithfulnessReport, Result, Spec};
 

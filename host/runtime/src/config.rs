@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::adapters::{WasmChecker, WasmDiagnosticParser, WasmDomainAdapter, WasmReward};
 use crate::error::RegistryError;
 use crate::grants::Grants;
-use crate::host::{HostOptions, PluginHost};
+use crate::host::{HostOptions, PluginDigest, PluginHost};
 use crate::instance::InstancePolicy;
 use crate::limits::Limits;
 use crate::manifest::World;
@@ -107,6 +107,8 @@ pub struct Plugins {
     /// Plugin folders that were skipped while scanning the plugin
     /// directories, one line each (also printed on stderr by [`RuntimeConfig::load`]).
     pub warnings: Vec<String>,
+    /// Which component each loaded plugin runs, in load order.
+    pub digests: Vec<PluginDigest>,
 }
 
 impl RuntimeConfig {
@@ -153,9 +155,12 @@ impl RuntimeConfig {
             // warning nobody can read is no reason to stop.
             let _ = writeln!(std::io::stderr(), "onebrain: warning: {w}");
         }
-        let load = |r: &str, world| -> Result<_, RegistryError> {
+        let mut digests = Vec::new();
+        let mut load = |r: &str, world| -> Result<_, RegistryError> {
             let m = registry.resolve(r, world, base)?;
-            Ok(host.load(&m)?)
+            let plugin = host.load(&m)?;
+            digests.push(plugin.digest());
+            Ok(plugin)
         };
         let policy = self.instances;
         let mut out = Plugins::default();
@@ -185,6 +190,7 @@ impl RuntimeConfig {
             out.domains.push(Arc::new(d));
         }
         out.warnings = warnings;
+        out.digests = digests;
         Ok(out)
     }
 }

@@ -77,6 +77,19 @@ pub(crate) fn engine(memory_bytes: u64) -> Result<&'static EngineLinker, String>
     Ok(built)
 }
 
+/// Which component a loaded plugin runs: its name, version and the SHA-256 of the bytes it was
+/// compiled from. A run folder records its plugins' digests, so that a resumed run can tell a
+/// plugin whose file changed since the run began (`onebrain-eval`'s `check_plugins`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PluginDigest {
+    /// The plugin's name.
+    pub name: String,
+    /// Its version, as its manifest says.
+    pub version: String,
+    /// The SHA-256 of its component's bytes, in hex.
+    pub sha256: String,
+}
+
 /// Where the host finds things and how it limits plugins.
 #[derive(Clone, Debug, Default)]
 pub struct HostOptions {
@@ -120,6 +133,9 @@ pub struct LoadedPlugin {
     pub cache: CacheOutcome,
     /// How long loading took (read, version check, compile or deserialize, link).
     pub load_time: Duration,
+    /// The SHA-256 of the component's bytes as read: the version this plugin runs, whatever
+    /// happens to its file afterwards (it is read once, and compiled from memory).
+    pub sha256: String,
     pub(crate) shared: Arc<PluginShared>,
     pub(crate) pre: InstancePre<StoreState>,
 }
@@ -144,6 +160,15 @@ impl LoadedPlugin {
     /// The limits its calls run under.
     pub fn limits(&self) -> &Limits {
         &self.shared.limits
+    }
+
+    /// Which component it runs, for a run folder's record.
+    pub fn digest(&self) -> PluginDigest {
+        PluginDigest {
+            name: self.manifest.name.clone(),
+            version: self.manifest.version.clone(),
+            sha256: self.sha256.clone(),
+        }
     }
 
     /// The directories it can read (empty unless granted).
@@ -203,6 +228,10 @@ impl PluginHost {
             api_version,
             cache,
             load_time: started.elapsed(),
+            sha256: {
+                use sha2::Digest;
+                hex::encode(sha2::Sha256::digest(&bytes))
+            },
             shared: Arc::new(shared),
             pre,
         })

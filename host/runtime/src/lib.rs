@@ -72,7 +72,7 @@ pub use config::{Plugins, RuntimeConfig};
 pub use error::{FailureKind, PluginError, PluginErrorKind, PluginId, RegistryError};
 pub use files::{MAX_COMPONENT_BYTES, MAX_MANIFEST_BYTES};
 pub use grants::{CapabilityGranter, Grant, Grants, PermissionError, Preopen};
-pub use host::{HostOptions, LoadedPlugin, PluginHost};
+pub use host::{HostOptions, LoadedPlugin, PluginDigest, PluginHost};
 pub use instance::{CallCost, InstancePolicy};
 pub use limits::{memory_address_space, Limits};
 pub use manifest::{CallBudget, Permissions, PluginManifest, World};

@@ -27,7 +27,7 @@ const WASM32_MEMORY_BYTES: u64 = 4 << 30;
 /// wasmtime's default is 4 GiB + 2 × 32 MiB per memory whatever the cap, so
 /// that 32-bit loads need no bounds check: under `ulimit -v 8000000`, common on
 /// shared clusters, the second plugin could not load ("mmap failed to reserve
-/// 0x104000000 bytes", issue 35). The price is an explicit bounds check per
+/// 0x104000000 bytes"). The price is an explicit bounds check per
 /// load and store (not measured against the old setting; guest calls take
 /// microseconds beside the model's milliseconds).
 pub fn memory_address_space(memory_bytes: u64) -> u64 {

@@ -1,4 +1,4 @@
-//! Issue 35: the engine's address space follows the plugin memory limit, so plugins load and
+//! The engine's address space follows the plugin memory limit, so plugins load and
 //! run under `ulimit -v 8000000`, as shared clusters set it. wasmtime's default reserved
 //! 4 GiB + 64 MiB per linear memory whatever the limit ("mmap failed to reserve 0x104000000
 //! bytes"): two live plugins did not fit in 8 GB of address space. The sandbox's limits
@@ -91,7 +91,7 @@ fn under_the_limit() {
 }
 
 #[test]
-fn r35_2_plugins_load_and_run_under_ulimit_v_8000000() {
+fn plugins_load_and_run_under_ulimit_v_8000000() {
     if std::env::var_os("ONEBRAIN_UNDER_ULIMIT").is_some() {
         return under_the_limit();
     }
@@ -101,7 +101,7 @@ fn r35_2_plugins_load_and_run_under_ulimit_v_8000000() {
         .arg("-c")
         .arg("ulimit -v 8000000 && exec \"$0\" \"$@\"")
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "r35_2_plugins_load_and_run_under_ulimit_v_8000000", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "plugins_load_and_run_under_ulimit_v_8000000", "--nocapture", "--test-threads=1"])
         .env("ONEBRAIN_UNDER_ULIMIT", "1")
         // Built above; the child does not run cargo under the limit.
         .env("ONEBRAIN_PLUGINS_BUILT", "1")
@@ -115,7 +115,7 @@ fn r35_2_plugins_load_and_run_under_ulimit_v_8000000() {
 /// Each live instance adds about its memory limit plus the guard regions to the address
 /// space, not 4 GiB.
 #[test]
-fn r35_2_address_space_per_live_plugin_follows_the_memory_limit() {
+fn address_space_per_live_plugin_follows_the_memory_limit() {
     for memory_mb in [16, 64] {
         let limits = Limits { memory_mb, ..Limits::default() };
         let host = common::host(limits.clone());

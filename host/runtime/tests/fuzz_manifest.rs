@@ -1,4 +1,4 @@
-//! Fuzzing plugin manifests (issue 35), as campaigns with counts (`tests/fuzz/campaign.rs`;
+//! Fuzzing plugin manifests, as campaigns with counts (`tests/fuzz/campaign.rs`;
 //! `ONEBRAIN_FUZZ_CASES` for a long one).
 //!
 //! A `plugin.toml` is plugin-authored text. Mutated manifests (the bundled plugins' and the

@@ -53,7 +53,7 @@ fn a_0_1_0_reward_loads_beside_0_4_0_plugins_and_gives_what_it_gave_before() {
     }
 }
 
-/// Issue 50: 0.3.0 added `undecided` to the checker's report. A 0.2.0 checker still loads,
+/// 0.3.0 added `undecided` to the checker's report. A 0.2.0 checker still loads,
 /// through 0.2.0's bindings, and its reports read as they always did: it cannot say
 /// undecided apart from not faithful, so its undecided goal stays "not faithful".
 #[test]
@@ -77,7 +77,7 @@ fn a_0_2_0_checker_loads_beside_0_4_0_ones_and_reads_as_before() {
     assert!(e.to_string().contains("does not parse"), "{e}");
 }
 
-/// Issue 46: 0.4.0 gave the diagnostic-parser world `review`. A 0.3.0 parser still loads,
+/// 0.4.0 gave the diagnostic-parser world `review`. A 0.3.0 parser still loads,
 /// through 0.3.0's bindings, and parses as before; it has no `review`, so it answers none
 /// when asked and is refused, saying why, when a config lists it as a reviewer.
 #[test]

@@ -2,7 +2,9 @@
 //! guests/text-agreement, loaded from plugins/text-agreement like any bundled
 //! reward. It pays a faithful PlanBench spec in full and a gamed one nothing,
 //! where `paper-rewards` pays both; every PlanBench reference and every explicit
-//! Planetarium reference agrees with its own text.
+//! Planetarium reference agrees with its own text, and each one's twin with an initial
+//! fact the text rules out (a held block beside an empty hand, a package in a truck and at
+//! a place, a carried ball beside a free gripper) scores 0.
 //!
 //! With s_J = 0 the Actor's reward is Φ(y_0) = b · A, so these tests read A itself.
 
@@ -13,6 +15,7 @@ use std::io::BufRead;
 use onebrain_core::{FinishedEpisode, Outcome, Reward, Spec, Step, StepRole, Verdict};
 use onebrain_runtime::{InstancePolicy, Limits, WasmReward};
 use onebrain_sdk::gaming::{findings, GamingCheck};
+use onebrain_sdk::pddl;
 
 fn solved(plan: &[String]) -> Verdict {
     Verdict::new(Outcome::Solved, plan.to_vec(), vec![])
@@ -96,6 +99,33 @@ fn text_agreement_pays_a_faithful_episode_and_not_a_gamed_one() {
     assert!(ours.try_rewards(&nan).is_err());
 }
 
+/// `problem` with `fact` appended to its initial state.
+fn with_init(problem: &str, fact: &str) -> String {
+    problem.replacen("(:init", &format!("(:init {fact} "), 1)
+}
+
+/// An initial fact that `problem`'s own initial state rules out, under the domain's mutex
+/// groups: a held block beside the empty hand (BlocksWorld, Planetarium's `arm-empty`,
+/// Mystery's `harmony`/`pain`); a package in a truck beside its place (Logistics); a ball in
+/// a free gripper beside its room (Gripper). `None` when the state has no such pair.
+fn contradicting_fact(problem: &str) -> Option<String> {
+    let p = pddl::parse_problem(problem).unwrap();
+    let first = |pred: &str| p.init.iter().find(|a| a.predicate.eq_ignore_ascii_case(pred));
+    let arg = |pred: &str, i: usize| first(pred).map(|a| a.args[i].name.clone());
+    let block = p.objects.first()?.name.clone();
+    for (empty, holding) in [("handempty", "holding"), ("arm-empty", "holding"), ("harmony", "pain")] {
+        if first(empty).is_some() {
+            return Some(format!("({holding} {block})"));
+        }
+    }
+    if let (Some(truck), Some(_)) = (arg("truck", 0), first("obj")) {
+        let package = p.init.iter().find(|a| a.predicate == "at" && p.init.iter().any(|o| o.predicate.eq_ignore_ascii_case("obj") && o.args[0].name == a.args[0].name))?;
+        return Some(format!("(in {} {truck})", package.args[0].name));
+    }
+    let ball = p.init.iter().find(|a| a.predicate == "at")?;
+    Some(format!("(carry {} {})", ball.args[0].name, arg("free", 0)?))
+}
+
 #[test]
 fn every_planbench_reference_agrees_fully_and_its_gamed_twin_not_at_all() {
     let Some(data) = common::data_dir() else { return };
@@ -103,7 +133,7 @@ fn every_planbench_reference_agrees_fully_and_its_gamed_twin_not_at_all() {
     for folder in ["blocksworld", "mystery_blocksworld", "logistics"] {
         let rows = common::planbench_rows(&data, folder);
         assert!(rows.len() >= 285, "{folder}: {} rows", rows.len());
-        let mut shown = 0;
+        let (mut shown, mut contradicted) = (0, 0);
         for (text, spec, plan) in &rows {
             assert_eq!(agreement(&reward, text, spec, solved(plan)), 1.0, "{folder}\n{text}\n{}", spec.problem);
             // Every goal fact swapped for the first initial fact: true at the start.
@@ -117,7 +147,15 @@ fn every_planbench_reference_agrees_fully_and_its_gamed_twin_not_at_all() {
                 eprintln!("{folder}: faithful A = 1, goal {fact} (already true) A = {a}");
             }
             assert_eq!(a, 0.0, "{folder}: {}", gamed.problem);
+            // A fact the text rules out, appended to the faithful state: 0 as well.
+            if let Some(fact) = contradicting_fact(&spec.problem) {
+                let twin = Spec { problem: with_init(&spec.problem, &fact), ..spec.clone() };
+                assert_eq!(agreement(&reward, text, &twin, solved(plan)), 0.0, "{folder}: {fact}\n{text}\n{}", twin.problem);
+                contradicted += 1;
+            }
         }
+        eprintln!("{folder}: {} references at A = 1; {contradicted} twins with a contradicted fact at A = 0", rows.len());
+        assert!(contradicted * 2 > rows.len(), "{folder}: only {contradicted} twins");
     }
 }
 
@@ -129,6 +167,7 @@ fn explicit_planetarium_references_agree_with_their_text() {
         let pddl = std::fs::read_to_string(data.join(format!("planetarium/domains/{domain}.pddl"))).unwrap();
         let file = std::fs::File::open(data.join(format!("planetarium/{domain}-train.jsonl.gz"))).unwrap();
         let (mut explicit, mut rows, mut at_goal, mut sum, mut least) = (0, 0, 0, 0.0f32, 1.0f32);
+        let mut contradicted = 0;
         for line in std::io::BufReader::new(flate2::read::GzDecoder::new(file)).lines() {
             let row: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
             if row["init_is_abstract"] != 0 || row["goal_is_abstract"] != 0 {
@@ -153,8 +192,19 @@ fn explicit_planetarium_references_agree_with_their_text() {
             rows += 1;
             sum += a;
             least = least.min(a);
+            // A ball in a gripper the text calls free, a held block beside an empty arm: 0.
+            if let Some(fact) = contradicting_fact(&spec.problem) {
+                let twin = Spec { problem: with_init(&spec.problem, &fact), ..spec.clone() };
+                assert_eq!(agreement(&reward, text, &twin, verdict), 0.0, "{fact}\n{text}\n{}", twin.problem);
+                contradicted += 1;
+            }
         }
-        eprintln!("planetarium {domain}: {rows} explicit rows, mean A = {:.3}, least {least:.3}; {at_goal} start at their goal", sum / rows as f32);
+        eprintln!(
+            "planetarium {domain}: {rows} explicit rows, mean A = {:.3}, least {least:.3}; {at_goal} start at their goal; \
+             {contradicted} twins with a contradicted fact at A = 0",
+            sum / rows as f32
+        );
+        assert!(contradicted * 2 > rows, "{domain}: only {contradicted} twins");
         assert!(rows > 500, "{domain}: only {rows} rows");
         // Gripper's (at-robby ...) is never said in the text: at most one fact short.
         assert!(least >= 0.97, "{domain}: least A = {least}");

@@ -1,5 +1,5 @@
-//! Issue 13, the plugin trust boundary: what the host accepts from a
-//! plugin, its manifest and its name. One regression test per hole (`r13_N`),
+//! The plugin trust boundary: what the host accepts from a
+//! plugin, its manifest and its name. One regression test per hole (a section below),
 //! each driven by a hostile guest from `guests/testing/` or a hostile plugin
 //! folder made here.
 
@@ -75,7 +75,7 @@ fn no_controls(s: &str) -> bool {
 // 1. Poisoned values ---------------------------------------------------------
 
 #[test]
-fn r13_1_poisoned_rewards_are_refused_on_every_call() {
+fn poisoned_rewards_are_refused_on_every_call() {
     let r = reward(Limits::default());
     // Honest first, so the instance is warm: a plugin that passes one call is
     // still checked on the next.
@@ -107,7 +107,7 @@ fn r13_1_poisoned_rewards_are_refused_on_every_call() {
 }
 
 #[test]
-fn r13_1_a_nan_reward_fails_plugins_check() {
+fn a_nan_reward_fails_plugins_check() {
     let host = common::host(Limits::default());
     let m = PluginManifest::for_component(&common::test_guest("hostile-reward"), World::Reward);
     let report = check_manifest(&host, &m);
@@ -116,7 +116,7 @@ fn r13_1_a_nan_reward_fails_plugins_check() {
 }
 
 #[test]
-fn r13_1_self_contradictory_reports_are_refused() {
+fn self_contradictory_reports_are_refused() {
     let c = checker();
     let reference = candidate("ok");
     assert!(c.try_check(&reference, &candidate("ok"), None).unwrap().faithful);
@@ -145,7 +145,7 @@ fn r13_1_self_contradictory_reports_are_refused() {
 // 2. Error strings under the output cap ------------------------------------
 
 #[test]
-fn r13_2_a_huge_error_is_refused_before_it_is_copied() {
+fn a_huge_error_is_refused_before_it_is_copied() {
     // 48 MiB of error message (the guest's memory cap is 64 MiB by default).
     let r = reward(Limits::default());
     let t = Instant::now();
@@ -173,7 +173,7 @@ fn r13_2_a_huge_error_is_refused_before_it_is_copied() {
 // 3. The manifest's component path -------------------------------------------
 
 #[test]
-fn r13_3_component_paths_out_of_the_folder_are_refused() {
+fn component_paths_out_of_the_folder_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let plugins = tmp.path().join("plugins");
     std::fs::create_dir_all(&plugins).unwrap();
@@ -239,7 +239,7 @@ fn r13_3_component_paths_out_of_the_folder_are_refused() {
 // 4. Grants bind to the verified name ---------------------------------------
 
 #[test]
-fn r13_4_a_copied_name_does_not_copy_a_grant() {
+fn a_copied_name_does_not_copy_a_grant() {
     let tmp = tempfile::tempdir().unwrap();
     let plugins = tmp.path().join("plugins");
     let data = tmp.path().join("trusted/data");
@@ -288,7 +288,7 @@ fn r13_4_a_copied_name_does_not_copy_a_grant() {
 // 5. Domains by verified name -----------------------------------------------
 
 #[test]
-fn r13_5_a_plugin_cannot_answer_for_another_domain() {
+fn a_plugin_cannot_answer_for_another_domain() {
     common::build();
     let root = common::root();
     let host = common::host(Limits::default());
@@ -322,7 +322,7 @@ fn r13_5_a_plugin_cannot_answer_for_another_domain() {
 // 6. Control characters -------------------------------------------------------
 
 #[test]
-fn r13_6_plugin_text_is_escaped_before_it_can_reach_a_terminal() {
+fn plugin_text_is_escaped_before_it_can_reach_a_terminal() {
     let d = hostile_domain(Limits::default());
     let e = d.try_describe("ansi").unwrap_err().to_string();
     assert!(no_controls(&e), "{e:?}");
@@ -346,7 +346,7 @@ fn r13_6_plugin_text_is_escaped_before_it_can_reach_a_terminal() {
 // 8. One broken folder ---------------------------------------------------------
 
 #[test]
-fn r13_8_a_broken_plugin_folder_is_skipped_with_a_warning() {
+fn a_broken_plugin_folder_is_skipped_with_a_warning() {
     let tmp = tempfile::tempdir().unwrap();
     let plugins = tmp.path().join("plugins");
     install(&plugins, "flat", "flat-reward", "reward");
@@ -368,7 +368,7 @@ fn r13_8_a_broken_plugin_folder_is_skipped_with_a_warning() {
 // 9. Output caps before the copy ----------------------------------------------
 
 #[test]
-fn r13_9_a_list_of_one_string_many_times_is_stopped_while_copying() {
+fn a_list_of_one_string_many_times_is_stopped_while_copying() {
     // 100 entries pointing at one 1 MiB string: 100 MiB to lift, under
     // wasmtime's own 128 MiB default, so without the host's copy budget the
     // whole list would be copied and only then measured (`bytes: Some`).
@@ -386,12 +386,12 @@ fn r13_9_a_list_of_one_string_many_times_is_stopped_while_copying() {
     assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
 }
 
-// 10. A reviewer's answer (issue 46) -------------------------------------------
+// 10. A reviewer's answer ------------------------------------------------------
 
 /// `hostile-parser`'s `review` misbehaves as its task text says. Each failure is a typed
 /// error naming the plugin, and the next call is served by a fresh instance.
 #[test]
-fn r46_a_hostile_review_is_refused_with_its_kind_and_the_next_call_is_served() {
+fn a_hostile_review_is_refused_with_its_kind_and_the_next_call_is_served() {
     let host = common::host(Limits { timeout_ms: 300, ..Limits::default() });
     let plugin = common::guest(&host, "hostile-parser", World::DiagnosticParser);
     let p = WasmDiagnosticParser::reviewer(&plugin, InstancePolicy::Reuse).unwrap();

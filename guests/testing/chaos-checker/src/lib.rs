@@ -1,4 +1,4 @@
-//! A `faithfulness-checker` that fails at random, for the fault-injection soak (issue 35): it
+//! A `faithfulness-checker` that fails at random, for the fault-injection soak: it
 //! traps, answers a NaN Schema-F1 or loops until the host's limits stop it, each on 10 % of
 //! calls (`chaos::{TRAP,NAN,HANG}_PERCENT`), and otherwise answers what `reference-checker`
 //! answers (the very code of `onebrain-faithful`, with its default limits).

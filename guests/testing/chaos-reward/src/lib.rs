@@ -1,4 +1,4 @@
-//! A `reward` that fails at random, for the fault-injection soak (issue 35): it traps, answers
+//! A `reward` that fails at random, for the fault-injection soak: it traps, answers
 //! NaN or loops until the host's limits stop it, each on 10 % of episodes
 //! (`chaos::{TRAP,NAN,HANG}_PERCENT`), and otherwise pays what `paper-rewards` pays:
 //! R_A = b_0 + λ_J·s_J, R_E = b_T − β·T, the Judge's ±1/±0.5 table.

@@ -1,4 +1,4 @@
-//! Faults on a schedule, for the fault-injection soak (issue 35): what `chaos-reward` and
+//! Faults on a schedule, for the fault-injection soak: what `chaos-reward` and
 //! `chaos-checker` share.
 //!
 //! A plugin has no source of randomness (no clock, no entropy), so the "random" choice is a

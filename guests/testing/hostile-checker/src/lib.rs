@@ -1,4 +1,4 @@
-//! A hostile `faithfulness-checker` (issue 13): self-contradictory reports,
+//! A hostile `faithfulness-checker`: self-contradictory reports,
 //! an F1 that is not a number, and a list of explanations that all point at
 //! one large string, so the host would copy it once per entry. The attack is
 //! the candidate problem's text; an empty spec (the smoke call of `plugins

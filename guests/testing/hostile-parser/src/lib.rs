@@ -1,9 +1,9 @@
-//! A hostile `diagnostic-parser` (issue 13): messages that try to rewrite
+//! A hostile `diagnostic-parser`: messages that try to rewrite
 //! the terminal, and a list of diagnostics that all point at one large
 //! message. The attack is the planner's stdout; empty stdout (the smoke call
 //! of `plugins check`) gets nothing.
 //!
-//! Its `review` (issue 46) misbehaves as the task text says: `trap` panics,
+//! Its `review` misbehaves as the task text says: `trap` panics,
 //! `loop` never returns, `flood` answers more diagnostics than the host takes,
 //! `blank` one with an empty message, `ansi` one that tries to rewrite the
 //! terminal; an empty text (the smoke call) gets nothing.

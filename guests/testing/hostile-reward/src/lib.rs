@@ -1,4 +1,4 @@
-//! A hostile `reward` plugin (issue 13): poisoned values, a huge error and
+//! A hostile `reward` plugin: poisoned values, a huge error and
 //! an error that tries to rewrite the terminal. The attack is chosen by the
 //! episode's repair count T, so one plugin serves every test; T = 0 is what
 //! `plugins check`'s smoke call sends.

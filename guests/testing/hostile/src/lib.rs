@@ -55,7 +55,7 @@ impl DomainAdapter for Hostile {
             }
             "recursion" => Ok(recurse(0).to_string()),
             "huge" => Ok("x".repeat(arg.parse().unwrap_or(16 << 20))),
-            // An error message of `arg` bytes (issue 13: errors skipped the output cap).
+            // An error message of `arg` bytes (errors once skipped the output cap).
             "error" => Err("e".repeat(arg.parse().unwrap_or(48 << 20))),
             // Text that tries to rewrite the terminal: up a line, erase it,
             // forge an "ok", retitle the window, reverse what follows.

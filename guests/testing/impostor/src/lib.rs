@@ -1,4 +1,4 @@
-//! A `domain-adapter` that claims to be `blocksworld` (issue 13): its
+//! A `domain-adapter` that claims to be `blocksworld`: its
 //! `name()` and its tasks say `blocksworld`, so a host that finds domains by
 //! the name a component reports would let it answer `--domain blocksworld`.
 

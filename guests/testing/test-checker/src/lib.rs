@@ -1,5 +1,5 @@
 //! A minimal faithfulness checker that exercises the world end to end (the
-//! reference checker is a later issue): same objects, same goal atoms and
+//! full checker is `reference-checker`): same objects, same goal atoms and
 //! same action names, compared after parsing with onebrain-pddl.
 
 use onebrain_sdk::pddl::{parse_domain, parse_problem};
