@@ -118,6 +118,11 @@ impl SolveConfig {
                 "best-of-k picks by the reward plugin (select = \"reward\"), and [plugins] reward is not set: name one, or set select = \"judge\"".into(),
             ));
         }
+        if self.episode.strategy == Strategy::BestThenRepair && self.plugins.reward.is_none() {
+            return Err(RolesError::Config(
+                "best-then-repair picks by the reward plugin's Φ, and [plugins] reward is not set: name one (text-agreement)".into(),
+            ));
+        }
         self.solver.limits()?;
         self.model
             .validate()

@@ -86,7 +86,7 @@ impl Finalizer {
                 }
                 // An episode that stopped on its own error (a request the memory budget
                 // refused) has no answer to judge: the model did not write "no PDDL", it
-                // wrote nothing (issue 46). `error` holds only the episode's own so far.
+                // wrote nothing. `error` holds only the episode's own so far.
                 None if rec.error.is_some() => {}
                 None => {
                     rec.faithfulness = Some(FaithfulnessReport {
@@ -107,40 +107,70 @@ impl Finalizer {
     }
 }
 
-/// Best-of-k's pick by the reward plugin: each verified sample y scored alone, as a one-step
-/// episode with the Judge's weight λ_J set to 0, so Φ(y) is the plugin's Actor reward without
-/// its Judge term (`text-agreement`: b·A(y)). The highest Φ is returned, ties to the higher
-/// Judge score, then to the earlier sample; its rewards become the record's. A failed call
-/// (or a non-finite Φ) leaves the Judge's pick that the episode made, and is reported.
-fn select_by_reward(rec: &mut EpisodeRecord, cfg: &EpisodeConfig, reward: &dyn Reward) -> Result<(), onebrain_core::BoxError> {
+/// Φ(y) of each verified step of `rec` with its rewards: y scored alone, as a one-step
+/// episode written by the Actor with the Judge's weight λ_J set to 0, so Φ(y) is the plugin's
+/// Actor reward without its Judge term (`text-agreement`: b·A(y)). One entry per record
+/// step, `None` for a step without a verdict. A failed call, or a Φ that is not a number,
+/// is an error naming the step.
+fn phi_per_step(
+    rec: &EpisodeRecord,
+    cfg: &EpisodeConfig,
+    reward: &dyn Reward,
+) -> Result<Vec<Option<(f32, onebrain_core::Rewards)>>, onebrain_core::BoxError> {
     let whole = finished_episode(rec, cfg);
     let settings = RewardSettings { lambda_judge: 0.0, ..whole.settings };
-    let samples = rec.steps.iter().enumerate().filter(|(_, s)| s.verdict.is_some());
-    let mut best: Option<(usize, f32, f32, onebrain_core::Rewards)> = None;
-    for ((at, s), step) in samples.zip(whole.steps) {
-        let judge = s.judge_score.unwrap_or(0.5);
+    let mut out: Vec<Option<(f32, onebrain_core::Rewards)>> = vec![None; rec.steps.len()];
+    let verified = rec.steps.iter().enumerate().filter(|(_, s)| s.verdict.is_some());
+    for ((at, s), step) in verified.zip(whole.steps) {
         let one = FinishedEpisode {
             task_id: whole.task_id.clone(),
             domain: whole.domain.clone(),
             task_text: whole.task_text.clone(),
-            steps: vec![step],
-            judge_score: judge,
+            // Φ is about y alone, whoever wrote it: an Editor's repair is scored as an answer.
+            steps: vec![Step { role: StepRole::Actor, ..step }],
+            judge_score: s.judge_score.unwrap_or(0.5),
             settings,
         };
         let r = reward.rewards(&one)?;
         if !r.actor.is_finite() {
-            return Err(format!("Φ of sample {} is {}, not a number the selector can rank", s.index, r.actor).into());
+            return Err(format!("Φ of step {} is {}, not a number the selector can rank", s.index, r.actor).into());
         }
-        let better = best.as_ref().is_none_or(|&(_, phi, j, _)| r.actor > phi || (r.actor == phi && judge > j));
-        if better {
-            best = Some((at, r.actor, judge, r));
+        out[at] = Some((r.actor, r));
+    }
+    Ok(out)
+}
+
+/// Best-of-k's pick by the reward plugin: the highest Φ (see [`phi_per_step`]) is returned,
+/// ties to the higher Judge score, then to the earlier sample; its rewards become the
+/// record's. A failed call (or a non-finite Φ) leaves the Judge's pick that the episode
+/// made, and is reported.
+fn select_by_reward(rec: &mut EpisodeRecord, cfg: &EpisodeConfig, reward: &dyn Reward) -> Result<(), onebrain_core::BoxError> {
+    let phi = phi_per_step(rec, cfg, reward)?;
+    let mut best: Option<(usize, f32, f32)> = None;
+    for (at, s) in rec.steps.iter().enumerate() {
+        let Some((p, _)) = &phi[at] else { continue };
+        let judge = s.judge_score.unwrap_or(0.5);
+        if best.is_none_or(|(_, bp, bj)| *p > bp || (*p == bp && judge > bj)) {
+            best = Some((at, *p, judge));
         }
     }
-    if let Some((at, _, _, rewards)) = best {
+    if let Some((at, _, _)) = best {
         rec.return_step(at);
-        rec.rewards = Some(rewards);
+        rec.rewards = phi[at].as_ref().map(|(_, r)| r.clone());
     }
     Ok(())
+}
+
+/// The answer to [`Request::Rank`]: Φ per record step from the finalizer's reward plugin.
+/// A plugin failure ends the episode with what it has, the message naming the plugin.
+fn rank(finalizer: &Finalizer, rec: &EpisodeRecord, cfg: &EpisodeConfig) -> Response {
+    let Some(reward) = &finalizer.reward else {
+        return Response::Failed("best-then-repair ranks by the reward plugin, and none is configured".into());
+    };
+    match phi_per_step(rec, cfg, reward.as_ref()) {
+        Ok(phi) => Response::Ranked(phi.into_iter().map(|p| p.map(|(p, _)| p)).collect()),
+        Err(e) => Response::Failed(format!("{}{e}", FailedPlugin::Reward.error_prefix())),
+    }
 }
 
 /// A failed call of `plugin`, its kind read from the error's type: the core traits return a
@@ -226,6 +256,7 @@ pub fn run_episode<M: LanguageModel + ?Sized>(
         let response = match &request {
             Request::Done => break,
             Request::Verify { spec } => Response::Verified(verifier.verify_task(&episode.task().text, spec)),
+            Request::Rank => rank(finalizer, episode.record(), cfg),
             other => serve_model(model, other).expect("a model request"),
         };
         request = episode.resume(response);
@@ -323,6 +354,13 @@ where
                 let (i, verdict) = joined.expect("verification tasks do not panic");
                 answer(&mut slots[i], Response::Verified(verdict));
             }
+            // Rankings are plugin calls of a few milliseconds: answered here, in order.
+            for s in slots.iter_mut() {
+                if let Some(slot @ Slot { request: Request::Rank, .. }) = s {
+                    let response = tokio::task::block_in_place(|| rank(finalizer, slot.episode.record(), cfg));
+                    slot.request = slot.episode.resume(response);
+                }
+            }
             // 3. Close finished episodes (and go back to open new ones before waiting).
             let mut closed = false;
             for s in slots.iter_mut() {
@@ -342,7 +380,8 @@ where
                     // Plugins run outside the async context: a guest's write to stdout or
                     // stderr (a panic's message) makes wasmtime-wasi block on the ambient
                     // tokio runtime, which panics inside `block_on` and ended the whole run
-                    // (issue 35's soak). `block_in_place` leaves that context for the call.
+                    // (the fault-injection soak). `block_in_place` leaves that context for the
+                    // call.
                     tokio::task::block_in_place(|| finalizer.finalize(&mut rec, cfg, reference.as_ref()));
                     on_event(&Event::Finished(Box::new(rec.clone())));
                     on_record(rec)?;

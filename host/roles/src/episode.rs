@@ -58,6 +58,9 @@ pub enum Request {
         /// The spec.
         spec: Spec,
     },
+    /// Φ(y) of every verified step so far, from the reward plugin (`best-then-repair`'s pick):
+    /// answer with [`Response::Ranked`], one entry per record step ([`Episode::record`]).
+    Rank,
     /// The episode is over: call [`Episode::finish`].
     Done,
 }
@@ -76,6 +79,8 @@ pub enum Response {
     },
     /// The verifier's verdict.
     Verified(Verdict),
+    /// Φ(y) per record step (`None` for a step without a verdict), for [`Request::Rank`].
+    Ranked(Vec<Option<f32>>),
     /// The model (or the driver) failed; the episode ends with what it has.
     Failed(String),
 }
@@ -88,6 +93,8 @@ enum Phase {
     Verifying { step: usize },
     /// Waiting for the Judge's score of step `step`.
     Judging { step: usize },
+    /// Waiting for Φ of the verified steps.
+    Ranking,
     /// ToT: waiting for proposal `j` for frontier node `node`.
     Proposing { node: usize, j: usize },
     /// ToT: waiting for the value of candidate `c`.
@@ -124,6 +131,10 @@ pub struct Episode {
     pending: Option<(Role, String, SamplingConfig)>,
     /// Repeats of the current repair thrown away so far (`editor-repeats = "resample"`).
     resamples: u32,
+    /// `best-then-repair`: Φ per record step, as last ranked.
+    phi: Vec<Option<f32>>,
+    /// `best-then-repair`: the step the next repair starts from, and the answer so far.
+    repair_of: Option<usize>,
 }
 
 impl Episode {
@@ -179,6 +190,8 @@ impl Episode {
             search: Search::default(),
             pending: None,
             resamples: 0,
+            phi: Vec::new(),
+            repair_of: None,
         }
     }
 
@@ -234,6 +247,7 @@ impl Episode {
             (Phase::Valuing { c }, Response::Judged { score, secs }) => {
                 self.on_value(c, score, secs)
             }
+            (Phase::Ranking, Response::Ranked(phi)) => self.on_ranked(phi),
             (phase, r) => self.fail(format!("driver bug: {r:?} does not answer {phase:?}")),
         }
     }
@@ -302,6 +316,16 @@ impl Episode {
             ),
             // The Actor's own prompt each time: greedy first at evaluation, then samples.
             (Strategy::BestOfK, _) => (Role::Actor, self.ctx.actor(), self.cfg.max_tokens, true),
+            (Strategy::BestThenRepair, i) if i < self.cfg.samples => {
+                (Role::Actor, self.ctx.actor(), self.cfg.max_tokens, true)
+            }
+            (Strategy::BestThenRepair, _) => {
+                let at = self.repair_of.expect("a repair follows the pick");
+                let step = &self.record.steps[at];
+                let candidate = self.ctx.candidate_text(step.spec.as_ref(), &step.output);
+                let verdict = self.repair_verdict(at);
+                (Role::Editor, self.ctx.editor(&candidate, &verdict), self.cfg.max_tokens, false)
+            }
             (Strategy::Tot, _) => unreachable!("ToT proposes through `propose`"),
         };
         let mut sampling = self.cfg.sampling(index, max_tokens, resample);
@@ -362,7 +386,27 @@ impl Episode {
 
     /// True when generation `index` repairs an earlier candidate (an Editor or Self-Refine step).
     fn is_repair(&self, index: u32) -> bool {
-        index > 0 && matches!(self.cfg.strategy, Strategy::MultiRole | Strategy::SelfRefine)
+        match self.cfg.strategy {
+            Strategy::MultiRole | Strategy::SelfRefine => index > 0,
+            Strategy::BestThenRepair => index >= self.cfg.samples,
+            _ => false,
+        }
+    }
+
+    /// What the Editor is told about step `at`: its verdict, and when the planner solved it
+    /// but Φ found it worthless, why a solved spec still needs repair.
+    fn repair_verdict(&self, at: usize) -> Verdict {
+        let step = &self.record.steps[at];
+        let mut verdict = step.verdict.clone().expect("a verified step");
+        if verdict.solved {
+            let why = if verdict.plan.is_empty() {
+                "the planner's plan is empty: the goal already holds in the stated initial state, so the spec does not ask for what the task asks"
+            } else {
+                "the planner solved it, but the spec does not state the task's text: a fact or goal the text does not say, or one it contradicts"
+            };
+            verdict.diagnostics.insert(0, onebrain_core::Diagnostic::error(onebrain_core::Category::GoalConstraint, why));
+        }
+        verdict
     }
 
     /// The earlier candidates a repair may not repeat (`editor-repeats = "forbid"`).
@@ -418,6 +462,8 @@ impl Episode {
             (Strategy::MultiRole, _) => "editor",
             (Strategy::SelfRefine, _) => "self-refine",
             (Strategy::LlmPlusP, _) | (Strategy::BestOfK, _) => "sample",
+            (Strategy::BestThenRepair, i) if i < self.cfg.samples => "sample",
+            (Strategy::BestThenRepair, _) => "editor",
             (Strategy::Direct, _) => "plan",
             (Strategy::Tot, _) => "propose",
         }
@@ -578,6 +624,7 @@ impl Episode {
         let judged = match self.cfg.strategy {
             Strategy::MultiRole => attempt == 1,
             Strategy::BestOfK => true,
+            Strategy::BestThenRepair => index < self.cfg.samples,
             _ => false,
         };
         if self.cfg.judge && judged {
@@ -616,6 +663,9 @@ impl Episode {
         if solved && self.record.first_success.is_none() {
             self.record.first_success = Some(index);
         }
+        if self.cfg.strategy == Strategy::BestThenRepair {
+            return self.best_then_repair_next(index);
+        }
         // Best-of-k spends its whole budget: a later sample may be the better answer.
         if solved && self.cfg.strategy != Strategy::BestOfK {
             return self.done();
@@ -632,8 +682,46 @@ impl Episode {
                 self.generate(index + 1)
             }
             Strategy::LlmPlusP | Strategy::Direct | Strategy::BestOfK => self.generate(index + 1),
+            Strategy::BestThenRepair => unreachable!("handled above"),
             Strategy::Tot => self.tot_next(),
         }
+    }
+
+    // ----------------------------------------------------------------- best-then-repair
+
+    /// After step `index`'s verdict: draw the next sample, or rank what there is.
+    fn best_then_repair_next(&mut self, index: u32) -> Request {
+        let budget_left = self.record.solver_calls < self.cfg.budget;
+        if index + 1 < self.cfg.samples && budget_left {
+            return self.generate(index + 1);
+        }
+        self.phase = Phase::Ranking;
+        Request::Rank
+    }
+
+    /// The pick: the verified step of highest Φ (ties to the higher Judge score, then the
+    /// earlier step). A pick with Φ > 0 is the answer; otherwise the Editor repairs the pick,
+    /// then its own last repair, while the budget lasts.
+    fn on_ranked(&mut self, phi: Vec<Option<f32>>) -> Request {
+        if phi.len() != self.record.steps.len() || phi.iter().flatten().any(|p| !p.is_finite()) {
+            return self.fail(format!("driver bug: Φ for {} steps ({phi:?}), the record has {}", phi.len(), self.record.steps.len()));
+        }
+        self.phi = phi;
+        let Some(best) = pick_by_phi(&self.record.steps, &self.phi) else {
+            return self.done();
+        };
+        let last = self.record.steps.iter().rposition(|s| s.verdict.is_some()).expect("a verified step");
+        let repairs_done = self.record.steps[last].index.saturating_sub(self.cfg.samples - 1);
+        let repairs_left = self.record.solver_calls < self.cfg.budget && repairs_done < self.cfg.max_repairs;
+        if self.phi[best].is_some_and(|p| p > 0.0) || !repairs_left {
+            self.repair_of = Some(best);
+            return self.done();
+        }
+        // The first repair starts from the pick, each later one from the repair before it.
+        let from_pick = self.record.steps[last].index < self.cfg.samples;
+        self.repair_of = Some(if from_pick { best } else { last });
+        let next = self.record.steps[last].index + 1;
+        self.generate(next)
     }
 
     fn fail(&mut self, message: String) -> Request {
@@ -655,6 +743,9 @@ impl Episode {
             self.record.timings.wall_ms = start.elapsed().as_secs_f64() * 1e3;
             let chosen = if self.cfg.strategy == Strategy::BestOfK {
                 pick_by_judge(&self.record.steps)
+            } else if self.cfg.strategy == Strategy::BestThenRepair {
+                // Φ's pick; an episode that ended before its ranking falls back to the Judge's.
+                pick_by_phi(&self.record.steps, &self.phi).or_else(|| pick_by_judge(&self.record.steps))
             } else {
                 self.record
                     .steps
@@ -809,6 +900,20 @@ impl Episode {
 
 /// Best-of-k's answer by the Judge: the verified sample with the highest s_J, ties (and
 /// samples without a score) to the earlier one.
+/// The verified step of highest Φ (`phi`, per record step), ties to the higher Judge score,
+/// then the earlier step; `None` when no verified step has a Φ.
+fn pick_by_phi(steps: &[StepRecord], phi: &[Option<f32>]) -> Option<usize> {
+    let mut best: Option<(usize, f32, f32)> = None;
+    for (at, s) in steps.iter().enumerate().filter(|(_, s)| s.verdict.is_some()) {
+        let Some(p) = phi.get(at).copied().flatten() else { continue };
+        let judge = s.judge_score.unwrap_or(f32::NEG_INFINITY);
+        if best.is_none_or(|(_, bp, bj)| p > bp || (p == bp && judge > bj)) {
+            best = Some((at, p, judge));
+        }
+    }
+    best.map(|(at, _, _)| at)
+}
+
 fn pick_by_judge(steps: &[StepRecord]) -> Option<usize> {
     let mut best: Option<(usize, f32)> = None;
     for (at, s) in steps.iter().enumerate().filter(|(_, s)| s.verdict.is_some()) {

@@ -217,7 +217,7 @@ impl EpisodeRecord {
         self.solved = step.verdict.as_ref().is_some_and(|v| v.solved);
         self.final_spec = step.spec.clone();
         self.final_plan = step.verdict.as_ref().map(|v| v.plan.clone()).unwrap_or_default();
-        if self.strategy == Strategy::BestOfK {
+        if matches!(self.strategy, Strategy::BestOfK | Strategy::BestThenRepair) {
             self.selected = Some(step.index);
         }
     }

@@ -310,7 +310,7 @@ mod tests {
         assert!(line.starts_with("faithful: no: ") && !line.contains("drift: none"), "{line}");
     }
 
-    /// Regression (session 39's demo): an answer whose goal and objects are the task's but
+    /// Regression (found in a demo): an answer whose goal and objects are the task's but
     /// whose initial state no renaming matches was reported as "the goal is not the task's
     /// goal; its plan does not solve the task", verdicts the checker never reached.
     #[test]

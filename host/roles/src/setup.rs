@@ -46,6 +46,9 @@ pub struct Services {
     pub domains: Vec<Arc<dyn DomainAdapter>>,
     /// Reward and checker.
     pub finalizer: Finalizer,
+    /// Which component each loaded plugin runs (none for services built without plugins): a
+    /// run folder records them, and a resume refuses a plugin whose component changed.
+    pub plugins: Vec<onebrain_runtime::PluginDigest>,
 }
 
 impl std::fmt::Debug for Services {
@@ -90,6 +93,7 @@ impl Services {
                 reward: plugins.reward.clone().map(|r| r as Arc<dyn Reward>),
                 checker,
             },
+            plugins: plugins.digests.clone(),
         })
     }
 

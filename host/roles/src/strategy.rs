@@ -30,20 +30,32 @@ pub enum Strategy {
     #[serde(rename = "tot")]
     Tot,
     /// K Actor answers, each verified and scored by the Judge, none repaired; the one a
-    /// selector picks without a reference (`select`) is returned (issue 46's best-of-k).
+    /// selector picks without a reference (`select`) is returned.
     #[serde(rename = "best-of-k")]
     BestOfK,
+    /// Best-of-k, then the Editor: `samples` Actor answers, each verified and scored by the
+    /// Judge; the reward plugin's Φ(y) (the Actor reward without its Judge term; for
+    /// `text-agreement`, the planner's verdict times the answer's agreement with the text)
+    /// picks one. If the pick is worth nothing to Φ (unsolved, or solved by a spec that does
+    /// not state the task: a goal that already holds, a contradicted fact), the Editor
+    /// repairs it with the remaining budget, told what the verifier and the config's
+    /// diagnostic reviewers found, until a repair earns Φ > 0. The answer is the candidate
+    /// of highest Φ. No reference is read. Run it with the grammar's guards on and
+    /// `diagnostic-reviewers = ["text-diagnostics"]` for the combined method.
+    #[serde(rename = "best-then-repair")]
+    BestThenRepair,
 }
 
 impl Strategy {
     /// Every strategy, in the paper's table order, then ours.
-    pub const ALL: [Strategy; 6] = [
+    pub const ALL: [Strategy; 7] = [
         Strategy::Direct,
         Strategy::Tot,
         Strategy::LlmPlusP,
         Strategy::SelfRefine,
         Strategy::MultiRole,
         Strategy::BestOfK,
+        Strategy::BestThenRepair,
     ];
 
     /// The name used in configs, traces and reports.
@@ -55,6 +67,7 @@ impl Strategy {
             Strategy::Direct => "direct",
             Strategy::Tot => "tot",
             Strategy::BestOfK => "best-of-k",
+            Strategy::BestThenRepair => "best-then-repair",
         }
     }
 
@@ -77,7 +90,7 @@ impl std::str::FromStr for Strategy {
         Strategy::ALL
             .into_iter()
             .find(|x| x.as_str() == s)
-            .ok_or_else(|| RolesError::Config(format!("unknown strategy `{s}` (expected one of multi-role, self-refine, llm+p, direct, tot, best-of-k)")))
+            .ok_or_else(|| RolesError::Config(format!("unknown strategy `{s}` (expected one of multi-role, self-refine, llm+p, direct, tot, best-of-k, best-then-repair)")))
     }
 }
 
@@ -191,7 +204,7 @@ impl Default for TotConfig {
 /// (an update and a slot in training; a strategy and a task in an evaluation): a hash,
 /// shifted right so that the episode's per-step seeds (seed + 1000·step + resamples) stay
 /// apart from any other episode's. Episodes that all sampled with the base seed drew the same
-/// random numbers, so one evaluation's tasks rose and fell together: issue 46's pass@k draws
+/// random numbers, so one evaluation's tasks rose and fell together: the pass@k draws
 /// found 13 faithful answers of 64 with one base seed and 1 with the next.
 pub fn episode_seed(base: u64, parts: &[&[u8]]) -> u64 {
     let mut h = Sha256::new();
@@ -259,8 +272,21 @@ pub struct EpisodeConfig {
     /// sample). Left out of the serialised config at its default, so run digests stand.
     #[serde(skip_serializing_if = "Select::is_default")]
     pub select: Select,
+    /// `best-then-repair`: the Actor answers drawn before the pick (the rest of the budget
+    /// goes to repairs). Left out of the serialised config at its default, so run digests
+    /// stand.
+    #[serde(skip_serializing_if = "is_default_samples")]
+    pub samples: u32,
     /// Tree-of-Thought sizes.
     pub tot: TotConfig,
+}
+
+/// `best-then-repair`'s default draw: four answers, leaving two of the paper's six verifier
+/// calls for repairs.
+pub const DEFAULT_SAMPLES: u32 = 4;
+
+fn is_default_samples(n: &u32) -> bool {
+    *n == DEFAULT_SAMPLES
 }
 
 impl Default for EpisodeConfig {
@@ -287,6 +313,7 @@ impl Default for EpisodeConfig {
             forbid_goal_at_init: false,
             forbid_init_mutex: false,
             select: Select::Reward,
+            samples: DEFAULT_SAMPLES,
             tot: TotConfig::default(),
         }
     }
@@ -318,6 +345,9 @@ impl EpisodeConfig {
         }
         if self.strategy == Strategy::BestOfK && self.select == Select::Judge && !self.judge {
             return bad("best-of-k with select = \"judge\" needs judge = true".into());
+        }
+        if self.strategy == Strategy::BestThenRepair && !(1..=self.budget).contains(&self.samples) {
+            return bad(format!("best-then-repair draws 1 to budget (K = {}) samples, not {}", self.budget, self.samples));
         }
         if !(0.0..=1.0).contains(&self.judge_threshold) {
             return bad(format!(

@@ -1,5 +1,5 @@
-//! [`run_pipelined`] hands the model every waiting request of one kind in one call
-//! (issue 33): with a model double whose answers depend only on the request (never on the call
+//! [`run_pipelined`] hands the model every waiting request of one kind in one call:
+//! with a model double whose answers depend only on the request (never on the call
 //! order or on what else is in the call), many open episodes give the same records as one
 //! episode at a time, in fewer, larger calls, the oldest requests first.
 

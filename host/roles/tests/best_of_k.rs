@@ -1,4 +1,4 @@
-//! Issue 46's best-of-k with the real plugins: a BlocksWorld task from the domain plugin, two
+//! Best-of-k with the real plugins: a BlocksWorld task from the domain plugin, two
 //! answers the planner would both solve, and the `text-agreement` reward as the selector. The
 //! answer that states the task's own goal is picked over the one whose goal already holds,
 //! though the Judge scores the other higher.
@@ -15,7 +15,7 @@ use onebrain_runtime::{HostOptions, InstancePolicy, PluginHost, PluginRegistry, 
 
 mod common;
 // AlwaysSolved: both answers are b = 1, so only their agreement with the text differs.
-use common::{build, generation, root, AlwaysSolved};
+use common::{after_objects, build, generation, goal_at_init, root, squash, AlwaysSolved};
 
 /// Hands out prepared answers in order, and the Judge's prepared scores.
 struct Answers {
@@ -35,27 +35,6 @@ impl LanguageModel for Answers {
     fn name(&self) -> String {
         "answers".into()
     }
-}
-
-/// The body of a reference problem after the problem-mode primer's `(:objects `.
-fn after_objects(problem: &str) -> &str {
-    let at = problem.find("(:objects").expect("the reference declares objects") + "(:objects".len();
-    problem[at..].trim_start()
-}
-
-/// The same answer with its goal replaced by its first initial fact: solvable by the empty
-/// plan, and no longer the task.
-fn goal_at_init(answer: &str) -> String {
-    let init = answer.find("(:init").expect(":init") + "(:init".len();
-    let open = init + answer[init..].find('(').expect("an initial fact");
-    let fact = &answer[open..open + answer[open..].find(')').expect("a closed fact") + 1];
-    let goal = answer.find("(:goal").expect(":goal");
-    format!("{}(:goal {fact}))", &answer[..goal])
-}
-
-/// Whitespace-insensitive text, to find the reference's goal in a returned problem.
-fn squash(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[test]

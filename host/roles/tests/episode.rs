@@ -549,12 +549,12 @@ fn tot_searches_breadth_first_and_validates_completed_plans() {
         .all(|s| s.verdict.is_none()));
 }
 
-/// Regression (issue 18, found in the constrained baselines' trace): ToT's proposals were
+/// Regression (found in the constrained baselines' trace): ToT's proposals were
 /// sampled free, with no `constraint`, so the base model proposed `(put-down orange orange)`
 /// to a one-argument action. Under `constrain = "grammar"` every proposal is held to one step
 /// of the domain's actions over the task's objects.
 #[test]
-fn r18_tot_proposals_are_held_to_the_next_action_grammar() {
+fn tot_proposals_are_held_to_the_next_action_grammar() {
     let cfg = EpisodeConfig {
         tot: onebrain_roles::TotConfig { breadth: 1, proposals: 1, max_depth: 2, max_tokens: 8 },
         constrain: onebrain_roles::Constrain::Grammar,
@@ -596,11 +596,11 @@ fn a_model_error_ends_the_episode_with_a_note() {
     assert_eq!(rec.stop_error(), rec.error.as_deref(), "a model error stops the episode");
 }
 
-/// Issue 46: a first request the model refused (the memory budget's refusal) was checked as
+/// Regression: a first request the model refused (the memory budget's refusal) was checked as
 /// an answer, "the model wrote no PDDL". It is the episode's error, and there is nothing to
 /// check; an answer with no PDDL in it still is one.
 #[test]
-fn r46_a_refused_first_request_is_an_error_not_an_answer_without_pddl() {
+fn a_refused_first_request_is_an_error_not_an_answer_without_pddl() {
     let checker = Finalizer { checker: Some(Arc::new(onebrain_faithful::ReferenceChecker::default())), ..Default::default() };
     let cfg = problem_mode(Strategy::MultiRole);
     let (rec, _) = run(&cfg, &mut Scripted::new(&[]), &NativeVerifier::default(), &checker);
@@ -724,7 +724,7 @@ fn pipelined_runs_match_sequential_ones_and_overlap_verification() {
 
 /// A wave of verdicts that come back a few milliseconds apart shares the model's next call.
 /// The first verdict of a training update's wave used to take the model for a Judge call of
-/// one row, and the other fifteen waited for it (session 46's run: 16.5 s, then 116.8 s).
+/// one row, and the other fifteen waited for it (in a training run: 16.5 s, then 116.8 s).
 #[test]
 fn verdicts_close_behind_each_other_share_the_models_next_call() {
     let cfg = problem_mode(Strategy::MultiRole);
@@ -778,10 +778,10 @@ fn pipelined_episodes_never_wait_behind_newer_ones() {
     assert_eq!(model.0, [0, 0, 1, 1, 0, 0, 1, 1]);
 }
 
-/// Issue 18: a repair that repeats an earlier candidate is counted under the paper's plain
+/// A repair that repeats an earlier candidate is counted under the paper's plain
 /// greedy, and thrown away and sampled again (hotter, no budget spent) under `resample`.
 #[test]
-fn r18_repeated_repairs_are_counted_or_resampled() {
+fn repeated_repairs_are_counted_or_resampled() {
     let other = BROKEN_TAIL.replace("(clear a)", "(clear a) (holding a)");
     let keep = problem_mode(Strategy::MultiRole);
     let mut model = Scripted::new(&[BROKEN_TAIL, BROKEN_TAIL, &other, GOOD_TAIL]);
@@ -807,11 +807,11 @@ fn r18_repeated_repairs_are_counted_or_resampled() {
     assert_eq!((rec.discarded_repeats, rec.repeated_repairs, rec.solver_calls), (MAX_RESAMPLES, 1, 2));
 }
 
-/// Issue 18: under `forbid` (the default) each repair's grammar carries the earlier candidates
+/// Under `forbid` (the default) each repair's grammar carries the earlier candidates
 /// of its episode, so the guard refuses to close a repeat; the Actor's carries none. A repeat
 /// that still comes back (here: a scripted model that ignores the grammar) is resampled.
 #[test]
-fn r18_forbid_hands_each_repair_the_candidates_it_may_not_repeat() {
+fn forbid_hands_each_repair_the_candidates_it_may_not_repeat() {
     let other = BROKEN_TAIL.replace("(clear a)", "(clear a) (holding a)");
     let cfg = EpisodeConfig { editor_repeats: RepeatPolicy::default(), ..problem_mode(Strategy::MultiRole) };
     assert_eq!(cfg.editor_repeats, RepeatPolicy::Forbid);
@@ -830,7 +830,7 @@ fn r18_forbid_hands_each_repair_the_candidates_it_may_not_repeat() {
     assert_eq!((rec.discarded_repeats, rec.repeated_repairs), (1, 0));
 }
 
-/// Issue 46's best-of-k: K Actor samples, each verified and judged, none repaired, and a
+/// Best-of-k: K Actor samples, each verified and judged, none repaired, and a
 /// success does not stop it; without a reward plugin the Judge's pick is returned. The
 /// record's s_J stays y_0's (the Judge's AUC pairs it with b_0).
 #[test]
@@ -905,5 +905,5 @@ fn best_of_k_keeps_the_judges_pick_when_the_reward_is_not_a_number() {
     assert_eq!((rec.selected, rec.solved), (Some(0), true));
     assert!(rec.rewards.is_none());
     assert_eq!(rec.failures.len(), 1);
-    assert!(rec.error.as_deref().unwrap().starts_with("reward plugin: Φ of sample 0 is NaN"), "{:?}", rec.error);
+    assert!(rec.error.as_deref().unwrap().starts_with("reward plugin: Φ of step 0 is NaN"), "{:?}", rec.error);
 }

@@ -1,6 +1,6 @@
-//! Issue 13: an episode whose reward plugin answers a poisoned value (NaN)
+//! An episode whose reward plugin answers a poisoned value (NaN)
 //! is recorded with the plugin's error and without rewards, so the trainer,
-//! which skips episodes with an error, never sees the NaN. Issue 35: a reward
+//! which skips episodes with an error, never sees the NaN. A reward
 //! and a checker that trap, answer NaN or hang at random, run by the pipelined
 //! driver, leave every episode recorded.
 
@@ -30,7 +30,7 @@ fn fixed() -> FixedAnswer {
 }
 
 #[test]
-fn r13_a_poisoned_reward_is_recorded_as_the_episode_error() {
+fn a_poisoned_reward_is_recorded_as_the_episode_error() {
     build();
     let host = PluginHost::new(HostOptions::default()).unwrap();
     let registry = PluginRegistry::discover(&[root().join("plugins")]).unwrap();
@@ -90,14 +90,14 @@ fn r13_a_poisoned_reward_is_recorded_as_the_episode_error() {
     assert!(!v.to_string().contains("\"actor\":null"));
 }
 
-/// Issue 35: the soak's first run ended the process at its first trap. A panicking guest
+/// Regression: the soak's first run ended the process at its first trap. A panicking guest
 /// writes its message to stderr; inside `run_pipelined` (eval's and training's driver) that
 /// write made wasmtime-wasi block on the driver's own tokio runtime, which panics. Now the
 /// plugins run outside the async context: 40 episodes with `chaos-reward` and
 /// `chaos-checker` (each traps, answers NaN or hangs on 10 % of calls) are all recorded, each
 /// with rewards and a report or the plugin's error.
 #[test]
-fn r35_soak_plugins_that_trap_in_the_pipelined_driver_leave_every_episode_recorded() {
+fn soak_plugins_that_trap_in_the_pipelined_driver_leave_every_episode_recorded() {
     build();
     // Short limits: a hang costs at most 300 ms. The honest check needs far less fuel.
     let limits = Limits { timeout_ms: 300, fuel: 1_000_000_000, ..Limits::default() };

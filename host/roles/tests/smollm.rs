@@ -116,7 +116,7 @@ fn smollm_episodes_complete_record_every_step_and_respect_the_budget() {
     }
 }
 
-/// Issue 35: a model request past the memory budget ends the episode with a recorded error
+/// A model request past the memory budget ends the episode with a recorded error
 /// that names the budget, spends no verifier call, and the host goes on.
 #[test]
 fn an_episode_past_the_memory_budget_is_recorded_and_the_host_goes_on() {
@@ -135,7 +135,7 @@ fn an_episode_past_the_memory_budget_is_recorded_and_the_host_goes_on() {
         assert!(error.contains("past the memory budget of 64 MiB"), "{error}");
         assert_eq!(rec.solver_calls, 0);
         assert!(!rec.solved);
-        // An error, not an answer without PDDL (issue 46).
+        // An error, not an answer without PDDL.
         assert_eq!(rec.stop_error(), Some(error));
         assert!(rec.faithfulness.is_none(), "{:?}", rec.faithfulness);
     }

@@ -1,4 +1,4 @@
-//! Issue 46: the Editor told what disagrees with the text. With a diagnostic reviewer (the
+//! The Editor told what disagrees with the text. With a diagnostic reviewer (the
 //! `text-diagnostics` plugin, through the real plugin host), what it finds in an unsolved
 //! spec reaches the Editor's prompt beside the verifier's own diagnostics; without one, the
 //! prompt is what it was. A reviewer that traps, hangs or answers garbage leaves a warning
@@ -123,7 +123,7 @@ fn the_editor_reads_what_disagrees_with_a_real_blocksworld_text() {
     // The verdict is the planner's still.
     assert!(rec.steps.iter().filter_map(|s| s.verdict.as_ref()).all(|v| v.outcome == Outcome::Unsolvable));
 
-    // Without a reviewer (every config before issue 46): the planner's diagnostics alone.
+    // Without a reviewer (a config that lists none): the planner's diagnostics alone.
     let plain = run(&Unsolvable);
     let diags = &plain.steps[0].verdict.as_ref().unwrap().diagnostics;
     assert_eq!(diags.len(), 1);
@@ -180,7 +180,7 @@ fn a_reviewer_that_traps_hangs_or_answers_garbage_leaves_a_warning_and_the_episo
 
 /// The config switch: `diagnostic-reviewers = ["text-diagnostics"]` in `[plugins]` puts the
 /// review into the verifier `Services::load` builds, the one `solve`, `eval` and `train` use;
-/// without the line (every config before issue 46) the verdict is the verifier's alone. The
+/// without the line (as in most shipped configs) the verdict is the verifier's alone. The
 /// spec is one the native checks reject (an undeclared object), so Fast Downward is not run.
 #[test]
 fn one_config_line_turns_the_review_on() {

@@ -75,3 +75,24 @@ impl Verifier for AlwaysSolved {
         }
     }
 }
+
+/// The body of a reference problem after the problem-mode primer's `(:objects `.
+pub fn after_objects(problem: &str) -> &str {
+    let at = problem.find("(:objects").expect("the reference declares objects") + "(:objects".len();
+    problem[at..].trim_start()
+}
+
+/// The same answer with its goal replaced by its first initial fact: the planner solves it
+/// (the empty plan), and it no longer states the task.
+pub fn goal_at_init(answer: &str) -> String {
+    let init = answer.find("(:init").expect(":init") + "(:init".len();
+    let open = init + answer[init..].find('(').expect("an initial fact");
+    let fact = &answer[open..open + answer[open..].find(')').expect("a closed fact") + 1];
+    let goal = answer.find("(:goal").expect(":goal");
+    format!("{}(:goal {fact}))", &answer[..goal])
+}
+
+/// Whitespace-insensitive text, to find one problem's part in another.
+pub fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
