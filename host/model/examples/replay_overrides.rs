@@ -1,6 +1,7 @@
 //! Where did the guard give way? Replays trace steps' tokens through the constraint each was
 //! sampled under, and prints every position where the guard would have refused every token
-//! the grammar allowed (a guard override), with the text before it.
+//! the grammar allowed (a guard override) or one of its rules gave way, with the text before
+//! it.
 //!
 //! `cargo run --release -p onebrain-model --example replay_overrides -- TRACE TASK_ID [STEP…]`
 //! (all steps when none is named; `ONEBRAIN_MODEL` names another model file than the default,
@@ -46,7 +47,7 @@ fn main() -> anyhow::Result<()> {
             let mut text = String::new();
             let mut diverged = false;
             for (p, &t) in tokens.iter().enumerate() {
-                let before = c.stats().guard_overrides;
+                let before = (c.stats().guard_overrides, c.stats().relaxations.len());
                 if c.forced().is_empty() {
                     let mask = c.allowed()?;
                     if !mask.is_allowed(t) && !diverged {
@@ -54,14 +55,23 @@ fn main() -> anyhow::Result<()> {
                         println!("step {i} token {p}: the constraint now refuses {:?} after {:?}", String::from_utf8_lossy(env.token(t)), tail(&text, 100));
                     }
                 }
-                if c.stats().guard_overrides > before {
+                if c.stats().guard_overrides > before.0 {
                     println!("step {i} token {p}: override before {:?}, after {:?}", String::from_utf8_lossy(env.token(t)), tail(&text, 100));
+                }
+                for gave_way in &c.stats().relaxations[before.1..] {
+                    println!("step {i} token {p}: {:?} gave way before {:?}, after {:?}", gave_way.rule, String::from_utf8_lossy(env.token(t)), tail(&text, 100));
                 }
                 c.consume(t)?;
                 text.push_str(&String::from_utf8_lossy(env.token(t)));
             }
             let stats = c.stats();
-            println!("step {i}: {} tokens, {} overrides, {} guard refusals", tokens.len(), stats.guard_overrides, stats.guard_refusals);
+            println!(
+                "step {i}: {} tokens, {} overrides, {} rules given way, {} guard refusals",
+                tokens.len(),
+                stats.guard_overrides,
+                stats.relaxations.len(),
+                stats.guard_refusals
+            );
         }
     }
     anyhow::ensure!(found, "no episode {task} in {trace}");

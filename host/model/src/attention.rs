@@ -28,7 +28,7 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Te
 /// one after the other per block of keys, so that only the first fetches the block from
 /// memory and the others find it in the core's cache.
 ///
-/// A query's arithmetic is its own (issue 47: greedy answers moved with the batch they
+/// A query's arithmetic is its own (else greedy answers move with the batch they are
 /// decoded in): its scores, its blocks of [`POSITION_BLOCK`] keys counted over the keys it
 /// sees (hidden ones left out, not zeroed), their sums and their merge are the same bits
 /// whatever rows, padding, sharing or other queries share the call.
@@ -591,7 +591,7 @@ mod tests {
         t.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().map(|x| x.to_bits()).collect()
     }
 
-    /// Issue 47: a padded row gives the bits of the same row without its padding, whatever
+    /// A padded row gives the bits of the same row without its padding, whatever
     /// the padding's length, so that its blocks, sums and merge do not move with the batch.
     #[test]
     fn a_padded_row_gives_the_bits_of_its_unpadded_keys() {
@@ -613,7 +613,7 @@ mod tests {
         }
     }
 
-    /// Issue 47: several new positions in one call (a row's forced tokens fed in one pass)
+    /// Several new positions in one call (a row's forced tokens fed in one pass)
     /// give each the bits it gets as the one new position of a call of its own, a batch's
     /// padding included.
     #[test]

@@ -284,7 +284,7 @@ fn decode_batch(brain: &mut Brain, prompts: &[String], s: &SamplingConfig) -> Re
     })
 }
 
-/// The prompt lengths of issue 35's long-prompt figures.
+/// The prompt lengths of the long-prompt figures.
 pub const LONG_PREFILL_TOKENS: [usize; 2] = [4096, 16384];
 
 /// Cold prefill of one prompt of each length in `lengths` that fits `model`'s context

@@ -7,6 +7,7 @@
 //! budget is refused with [`Error::OverBudget`] before its prefill starts.
 
 use crate::error::{Error, Result};
+pub use crate::memory_estimate::MemoryEstimate;
 use crate::paths::ModelSource;
 use crate::transformer::ArchConfig;
 
@@ -22,7 +23,7 @@ pub(crate) const PREFILL_SCORES: usize = 32 << 20;
 /// The budget when the config names none: 8 GiB. The 1.5B default model fits at its whole
 /// 32k context (one row, estimated 7,967 MiB), and so do 16 rows of up to 2,128 positions
 /// each: a 16-episode training step's rollouts and the update-0 evaluation at `in-flight = 16`
-/// (16 rows of 1,757 positions, estimated 7,216 MiB, measured 6,203 MiB; issue 46). An
+/// (16 rows of 1,757 positions, estimated 7,216 MiB, measured 6,203 MiB). An
 /// evaluation held to it leaves room beside a training run (6–9 GB) on a 24 GB machine.
 /// The 0.5B's 4,096 MiB refused 16 rows of the 1.5B past 568 positions each: every batch
 /// of a 16-episode training step or an `in-flight = 16` evaluation.
@@ -33,7 +34,7 @@ pub const DEFAULT_MEMORY_BUDGET_MIB: usize = 8192;
 /// its grown copy is made. (Until a row that finished left the cache's row map instead, the
 /// remaining rows of every layer were also copied at each such row, `KvCache::select_rows`:
 /// on the 1.5B, 16 rows of 1,167 positions, resident memory rose by 644 MiB as the first
-/// rows finished; issue 46.)
+/// rows finished.)
 const KV_GROWTH: f64 = 2.0;
 
 /// The allocator's slack over what the request's tensors need: 1,048 MiB resident growth
@@ -41,21 +42,6 @@ const KV_GROWTH: f64 = 2.0;
 const HEAP_SLACK: f64 = 1.5;
 
 const MIB: f64 = (1 << 20) as f64;
-
-/// What a request of `rows` rows of `positions` positions each is estimated to hold, MiB.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MemoryEstimate {
-    /// The weights as loaded.
-    pub model_mib: f64,
-    /// Keys and values of every row's positions, with room to grow and the batch's copy:
-    /// rows × positions × layers × 2 (K and V) × KV heads (not query heads) × head dim ×
-    /// 4 bytes (f32, the cache's dtype on the CPU; a CUDA cache in bf16 holds half), × 2
-    /// (`KV_GROWTH`) × 1.5 (the heap's slack). For the 1.5B, 16 rows of 1,167 positions
-    /// hold 1,021 MiB of live keys and values and are estimated at 3,063 MiB.
-    pub kv_mib: f64,
-    /// One prefill forward's attention scores, their softmax and its activations.
-    pub work_mib: f64,
-}
 
 impl MemoryEstimate {
     /// For `rows` rows of up to `positions` positions (prompt, role tokens and the tokens
@@ -76,16 +62,6 @@ impl MemoryEstimate {
             kv_mib: kv * HEAP_SLACK / MIB,
             work_mib: (scores + activations + logits) * HEAP_SLACK / MIB,
         }
-    }
-
-    /// What the request adds to the weights, MiB.
-    pub fn request_mib(&self) -> f64 {
-        self.kv_mib + self.work_mib
-    }
-
-    /// Weights and request, MiB.
-    pub fn total_mib(&self) -> f64 {
-        self.model_mib + self.request_mib()
     }
 
     /// `Ok` when the estimate fits `budget_mib`, else the error that names the request,
@@ -136,7 +112,7 @@ mod tests {
         }
     }
 
-    /// Qwen2.5-Coder-1.5B's shape, as its GGUF states it: the default model since issue 46.
+    /// Qwen2.5-Coder-1.5B's shape, as its GGUF states it: the default model.
     fn qwen_1_5b() -> ArchConfig {
         ArchConfig {
             hidden_size: 1536,
@@ -179,13 +155,13 @@ mod tests {
         assert!(widest(&qwen_half_b(), 494_032_768 * 34 / 32, 16) > 5_000);
     }
 
-    /// Issue 46: the refusal of 16 rows of 1,167 positions on the 1.5B said "keys and values
+    /// The refusal of 16 rows of 1,167 positions on the 1.5B said "keys and values
     /// 3,063 MiB", about three times the 1.0 GiB those positions hold. That is the term's
     /// design, not a miscount: per position K and V of the 2 KV heads (not the 12 query
     /// heads) × 128 × 28 layers in f32 (the cache's dtype), counted twice (room to grow, the
     /// batch's copy) with the heap's slack.
     #[test]
-    fn r46_the_kv_term_is_the_caches_arithmetic_for_the_1_5b() {
+    fn the_kv_term_is_the_caches_arithmetic_for_the_1_5b() {
         let per_position = 28 * 2 * 2 * 128 * 4;
         assert_eq!(per_position, 57_344);
         let live = (16 * 1_167 * per_position) as f64 / MIB;
@@ -197,14 +173,14 @@ mod tests {
         assert_eq!(rounded, [1_801.0, 3_063.0, 5_667.0], "{est:?}");
     }
 
-    /// Issue 46, measured: `onebrain eval` on the update-0 set with the 1.5B at `in-flight =
+    /// Measured: `onebrain eval` on the update-0 set with the 1.5B at `in-flight =
     /// 16` (2026-11-27, the 2-core AMD EPYC with AVX-512 VNNI, two compilers of other work
     /// running beside it; `/usr/bin/time -v`) peaked at 4,488 MiB resident for 16 rows of
     /// 1,167 positions (16 BlocksWorld tasks) and 6,203 MiB for 16 rows of 1,757 (four tasks
     /// of each domain). The estimates, 5,667 and 7,216 MiB, are above both and within 30 %
     /// of them, and the default budget admits both.
     #[test]
-    fn r46_the_estimate_bounds_the_1_5bs_measured_peaks_closely() {
+    fn the_estimate_bounds_the_1_5bs_measured_peaks_closely() {
         for (positions, peak_mib) in [(1_167, 4_488.0), (1_757, 6_203.0)] {
             let est = MemoryEstimate::of(&qwen_1_5b(), QWEN_1_5B_WEIGHTS, 16, positions).total_mib();
             assert!(est >= peak_mib && est <= 1.3 * peak_mib, "{positions}: {est:.0} MiB against {peak_mib} measured");

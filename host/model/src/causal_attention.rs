@@ -4,7 +4,7 @@
 //! Through candle's ops the graph kept two `rows × keys` matrices per layer for the backward,
 //! the scores and the probabilities. For one Judge example of the 0.5B model (a 384-token tail
 //! against a 1,400-token prompt, 14 query heads, 24 layers) that is 1.4 GB, most of an update's
-//! peak (issue 33). Here the backward recomputes each block's scores from q and K, as
+//! peak. Here the backward recomputes each block's scores from q and K, as
 //! FlashAttention does: one product more, and memory that grows with the rows, not rows × keys.
 //!
 //! The products run on the `gemm` crate (candle's own matmul kernels), one block of rows at a
@@ -256,7 +256,7 @@ impl CustomOp3 for CausalAttention {
         // A row's output must not depend on which block holds it, nor on the padding its
         // batch hides: a prompt prefilled after a cached head, or in a batch, must give the
         // bits of the same prompt prefilled alone at once (prefix reuse and batching may not
-        // change what greedy decoding writes; issue 47). gemm's kernels differ with the row
+        // change what greedy decoding writes). gemm's kernels differ with the row
         // count, so every block is padded to ROWS rows, and p·V runs in steps of KEYS of the
         // keys a row sees (the hidden ones left out), so that each row's sum splits the same
         // way.

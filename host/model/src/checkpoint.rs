@@ -13,7 +13,7 @@ use crate::{
     config::ModelConfig,
     paths::resolve_model,
     transformer::{ArchConfig, LORA_TARGETS},
-    weights::{model_arch, validate_arch},
+    weights::model_arch,
     Brain, Error, Result, Role,
 };
 
@@ -39,9 +39,11 @@ struct Meta {
     lora_targets: Option<Vec<String>>,
 }
 
+/// Replaced whole ([`onebrain_durable::write_atomic`]): a kill or a full disk leaves the old
+/// file, never a part of the new one.
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(|e| Error::Json { path: path.into(), error: e })?;
-    std::fs::write(path, text).map_err(|e| Error::io(path, e))
+    Ok(onebrain_durable::write_atomic(path, text)?)
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
@@ -169,7 +171,7 @@ fn read_meta(dir: &Path) -> Result<Meta> {
             return bad(format!("unknown LoRA target `{t}` (expected some of {})", LORA_TARGETS.join(", ")));
         }
     }
-    validate_arch(&meta.arch).map_err(|e| mismatch(&path, format!("its architecture: {e}")))?;
+    meta.arch.validate().map_err(|e| mismatch(&path, format!("its architecture: {e}")))?;
     Ok(meta)
 }
 
@@ -322,9 +324,11 @@ impl Brain {
         }
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let file = dir.join(TRAINABLE_FILE);
-        self.trainable()
-            .save(&file)
-            .map_err(|e| Error::Safetensors { path: file.clone(), reason: e.to_string() })?;
+        onebrain_durable::replace_with(&file, |tmp| {
+            self.trainable()
+                .save(tmp)
+                .map_err(|e| Error::Safetensors { path: file.clone(), reason: e.to_string() })
+        })?;
         write_json(&dir.join(META_FILE), &self.meta())
     }
 
@@ -370,7 +374,7 @@ impl Brain {
             if !matches!(t.dtype(), DType::F32 | DType::F16 | DType::BF16 | DType::F64) {
                 return Err(mismatch(&file, format!("`{name}` holds {:?}, not floating-point numbers", t.dtype())));
             }
-            // A NaN role parameter loaded silently, and every episode then ran on it (issue 51).
+            // A NaN role parameter once loaded silently, and every episode then ran on it.
             if non_finite(t)? > 0 {
                 not_finite.push(name.clone());
             }

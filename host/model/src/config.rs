@@ -9,7 +9,7 @@ use crate::{transformer::LORA_TARGETS, DeviceChoice, Error, Result, WeightDtype}
 
 /// File name of the default backbone (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M), fetched by
 /// `scripts/setup.sh --models default` (and `all`). The 0.5B samples a faithful answer about
-/// once in 64 tasks, the 1.5B ten times (issue 46), so RL has something to reinforce.
+/// once in 64 tasks, the 1.5B ten times, so RL has something to reinforce.
 pub const DEFAULT_MODEL_FILE: &str = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf";
 /// File name of the small backbone for quick runs (Qwen2.5-Coder-0.5B-Instruct, Q4_K_M),
 /// fetched by `scripts/setup.sh --models all`; the backbone of the 0.5B learning arms.
@@ -142,7 +142,8 @@ pub struct ModelConfig {
     /// Which weights the learner's forward and backward run on: `sampler` (the default)
     /// uses the generation path's own quantized weights, so there is no f32 copy and frozen
     /// matrices cost no gradient; `dense`
-    /// builds a dequantized f32 copy (the path before issue 33, kept for comparison).
+    /// builds a dequantized f32 copy (the old training path's learner, kept for comparison:
+    /// `configs/train-old-path.toml`).
     /// `sampler` needs the backbone frozen and quantized on the CPU (our tiles where the CPU
     /// has AVX-512 VNNI, candle's quantized blocks elsewhere); a dense checkpoint or a GPU
     /// uses the dense weights.
@@ -152,7 +153,7 @@ pub struct ModelConfig {
     /// With `learner_weights = "sampler"` on our tiles: compute each answer position's logits
     /// only for the tokens its grammar mask allows (exact for the constrained policy), instead
     /// of all of the vocabulary: 38 % less peak memory in the 0.5B model's update, 2 % faster
-    /// (README, issue 33). Off by default so that a run's recorded config, which leaves it out
+    /// (`docs/training.md`). Off by default so that a run's recorded config, which leaves it out
     /// when off, resumes with the numerics it started with.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[serde(alias = "allowed_logits")]
@@ -387,7 +388,7 @@ mod tests {
         assert!(ModelConfig::default().validate().is_ok());
     }
 
-    /// Issue 48: `[model]` takes kebab-case like every other section and still reads the
+    /// `[model]` takes kebab-case like every other section and still reads the
     /// underscore spelling; what it writes (run digests, `brain.json`) is unchanged.
     #[test]
     fn model_keys_are_kebab_case_with_the_old_spelling_as_an_alias() {

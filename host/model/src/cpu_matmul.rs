@@ -377,7 +377,7 @@ impl TiledMatrix {
         }
         let raw = q.data()?;
         // Checked: a shape from a hostile file (2⁶⁰ rows) made the product wrap to the empty
-        // buffer's 0 bytes, and the builders below then indexed past it (issue 51).
+        // buffer's 0 bytes, and the builders below then indexed past it.
         let need = rows.checked_mul(cols).and_then(|n| (n / block_cols).checked_mul(block_bytes));
         if need != Some(raw.len()) {
             return Err(Error::meta("quantized matrix", format!("{} bytes for {rows} × {cols}", raw.len())));
@@ -1172,7 +1172,7 @@ mod tests {
     }
 
     #[test]
-    fn r51_a_buffer_shorter_than_its_shape_is_refused() {
+    fn a_buffer_shorter_than_its_shape_is_refused() {
         // 2⁶⁰ × 576 wraps to 0 in a usize product: the empty buffer looked the right size.
         // An empty buffer at an aligned address (candle asserts the blocks' alignment, and
         // `&[]` points at 1).

@@ -29,6 +29,10 @@ pub enum Error {
         /// The `--models` argument of the setup script that repairs it.
         setup: &'static str,
     },
+    /// A file could not be written whole (a full disk among the causes): the message names
+    /// it, and the file keeps what it held before.
+    #[error(transparent)]
+    Write(#[from] onebrain_durable::Error),
     /// Reading or writing a file failed.
     #[error("I/O error on {path}: {error}")]
     Io {
@@ -39,7 +43,7 @@ pub enum Error {
         error: std::io::Error,
     },
     /// A GGUF file breaks its own format, or its tensors do not have the shapes its metadata
-    /// declares: refused before any tensor is used (issue 51).
+    /// declares: refused before any tensor is used.
     #[error("GGUF file {path} is unusable: {what}: {reason}")]
     MalformedGguf {
         /// The file.
@@ -91,10 +95,8 @@ pub enum Error {
         rows: usize,
         /// Positions per row: role tokens, the longest prompt and the tokens to generate.
         positions: usize,
-        /// What the request was estimated to hold. (The one import of `budget` here, and
-        /// `budget` returns this error: a refusal carries the estimate it refused, so the two
-        /// modules name each other, as a parser and its error type do.)
-        estimate: crate::budget::MemoryEstimate,
+        /// What the request was estimated to hold.
+        estimate: crate::memory_estimate::MemoryEstimate,
         /// The budget, MiB.
         budget_mib: usize,
     },
@@ -121,7 +123,7 @@ pub enum Error {
         reason: String,
     },
     /// Parameters hold NaN or infinite values: a checkpoint with them is refused at load,
-    /// and none is written with them (issue 51).
+    /// and none is written with them.
     #[error("{path}: {} parameter(s) not finite (NaN or infinite): {}", .names.len(), name_list(.names))]
     NonFinite {
         /// The checkpoint file or folder.
@@ -151,8 +153,8 @@ pub enum Error {
 }
 
 // The causes of `Constraint` and `Candle` are in their messages; `#[from]` would also make
-// them `source()`, and a chain printer (anyhow's `{:#}`) then said each twice (issue 51:
-// "tensor needs 30081024 bytes …: tensor needs 30081024 bytes …").
+// them `source()`, and a chain printer (anyhow's `{:#}`) then says each twice ("tensor
+// needs 30081024 bytes …: tensor needs 30081024 bytes …").
 impl From<onebrain_grammar::GrammarError> for Error {
     fn from(e: onebrain_grammar::GrammarError) -> Self {
         Error::Constraint(e)

@@ -141,9 +141,11 @@ fn mismatch(path: &Path, reason: impl Into<String>) -> Error {
     Error::CheckpointMismatch { path: path.to_path_buf(), reason: reason.into() }
 }
 
+/// Every file of an export is replaced whole ([`onebrain_durable`]): a full disk or a kill
+/// leaves the previous export's file, never a part of the new one.
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(|e| Error::Json { path: path.into(), error: e })?;
-    std::fs::write(path, text + "\n").map_err(|e| Error::io(path, e))
+    Ok(onebrain_durable::write_atomic(path, text + "\n")?)
 }
 
 fn read_json(path: &Path) -> Result<Value> {
@@ -152,8 +154,10 @@ fn read_json(path: &Path) -> Result<Value> {
 }
 
 fn save_tensors(path: &Path, tensors: &HashMap<String, Tensor>) -> Result<()> {
-    candle_core::safetensors::save(tensors, path)
-        .map_err(|e| Error::Safetensors { path: path.into(), reason: e.to_string() })
+    onebrain_durable::replace_with(path, |tmp| {
+        candle_core::safetensors::save(tensors, tmp)
+            .map_err(|e| Error::Safetensors { path: path.into(), reason: e.to_string() })
+    })
 }
 
 // ------------------------------------------------------------------ safetensors checks
@@ -483,7 +487,7 @@ impl Brain {
         write_json(&path, &origin)?;
         files.push(path);
         let path = dir.join("README.md");
-        std::fs::write(&path, usage(&origin, self.arch().hidden_size)).map_err(|e| Error::io(&path, e))?;
+        onebrain_durable::write_atomic(&path, usage(&origin, self.arch().hidden_size))?;
         files.push(path);
         Ok(files)
     }
@@ -566,10 +570,13 @@ impl Brain {
             ("adapter.lora.alpha", gguf_file::Value::F32(self.config().lora_alpha)),
         ];
         let path = dir.join(GGUF_ADAPTER_FILE);
-        let mut file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
         let meta: Vec<(&str, &gguf_file::Value)> = metadata.iter().map(|(k, v)| (*k, v)).collect();
         let refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        gguf_file::write(&mut file, &meta, &refs)?;
+        onebrain_durable::replace_with(&path, |tmp| -> Result<()> {
+            let mut file = std::fs::File::create(tmp).map_err(|e| Error::io(&path, e))?;
+            gguf_file::write(&mut file, &meta, &refs)?;
+            Ok(())
+        })?;
         let mut files = vec![path];
         if let Some(soft) = &self.roles_params()[role.index()].soft {
             let path = dir.join(ROLE_TOKENS_FILE);
@@ -854,6 +861,32 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("onebrain-export-{what}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir
+    }
+
+    /// A disk that fills up while an export is written: the error names the file, and the
+    /// previous export's file is whole (before, it was cut to what fit). Every file of an export
+    /// goes through these two writers (and the GGUF adapter through the same replacement).
+    #[test]
+    fn a_full_disk_during_an_export_keeps_the_previous_files_and_names_the_new_one() {
+        let disk = match onebrain_durable::SmallDisk::mount(1 << 20) {
+            Ok(d) => d,
+            Err(why) => return eprintln!("skipping: {why}"),
+        };
+        let config = disk.path().join(PEFT_CONFIG_FILE);
+        let weights = disk.path().join(PEFT_WEIGHTS_FILE);
+        let t = |n: usize| Tensor::ones((n, 64), candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
+        write_json(&config, &serde_json::json!({"r": 8})).unwrap();
+        save_tensors(&weights, &HashMap::from([("x".to_string(), t(4))])).unwrap();
+        let (old_config, old_weights) = (std::fs::read(&config).unwrap(), std::fs::read(&weights).unwrap());
+        disk.fill_to(4096).unwrap();
+        let err = write_json(&config, &serde_json::json!({"r": 8, "pad": "p".repeat(64 << 10)})).unwrap_err().to_string();
+        assert!(err.contains("adapter_config.json: the disk is full"), "{err}");
+        let err = save_tensors(&weights, &HashMap::from([("x".to_string(), t(1024))])).unwrap_err().to_string();
+        assert!(err.contains("adapter_model.safetensors"), "{err}");
+        assert_eq!(std::fs::read(&config).unwrap(), old_config);
+        assert_eq!(std::fs::read(&weights).unwrap(), old_weights);
+        disk.unfill();
+        save_tensors(&weights, &HashMap::from([("x".to_string(), t(1024))])).unwrap();
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Reading a GGUF file's header (metadata and tensor table), checked before any tensor is
-//! used (issue 51).
+//! used.
 //!
 //! A model file is input like any other, and candle's reader takes parts of it on trust: a
 //! `general.alignment` of 0 divides by zero, a tensor's element count is a product that wraps
@@ -452,7 +452,7 @@ pub(crate) fn architecture(content: &Content, path: &Path) -> Result<ArchConfig>
         // convert_hf_to_gguf.py permutes Llama q/k rows for ggml's interleaved RoPE.
         rope_interleaved: arch == Arch::Llama,
     };
-    crate::weights::validate_arch(&cfg)?;
+    cfg.validate()?;
     check_shapes(content, &cfg, path)?;
     Ok(cfg)
 }

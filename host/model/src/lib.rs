@@ -44,6 +44,7 @@ mod frozen;
 mod gguf;
 mod heap;
 mod kv_cache;
+mod memory_estimate;
 mod logprob;
 mod paths;
 mod recompute;

@@ -2,7 +2,7 @@
 //!
 //! With a plain graph, every block's activations live until the backward ends: on the 1.5B
 //! model a 320-token answer kept about 2.4 GB of them over the 28 blocks, the largest part of
-//! the update's peak (issue 46; the update probe's `PROBE_EVENTS` found 27 tensors of the
+//! the update's peak (the update probe's `PROBE_EVENTS` found 27 tensors of the
 //! hidden width and 3 of the MLP's a block and token). [`RecomputedBlock`] makes one block a
 //! single graph op over its input and its adapters: the forward keeps only the block's input,
 //! and the backward runs the block again with a graph of its own, takes that graph's

@@ -21,7 +21,7 @@ use crate::{
     cpu_matmul::{FrozenProduct, TiledMatrix},
     frozen::FrozenQuant,
     swiglu::SwiGlu,
-    Result,
+    Error, Result,
 };
 
 /// Which family a checkpoint belongs to.
@@ -62,6 +62,39 @@ pub struct ArchConfig {
     /// Whether q/k rows are stored for interleaved (GPT-J style) RoPE, as in GGUF Llama
     /// files; Hugging Face checkpoints and Qwen2 use the rotate-half layout.
     pub rope_interleaved: bool,
+}
+
+impl ArchConfig {
+    /// `Ok` for a shape a forward can run: heads that divide, a head width RoPE can rotate,
+    /// no empty dimension, finite positive numerics. Both loaders (GGUF metadata, a Hugging
+    /// Face `config.json`) check what they read with it.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let cfg = self;
+        let bad = |what: &str| Err(Error::meta("architecture", what.to_string()));
+        if cfg.num_attention_heads == 0 || cfg.num_key_value_heads == 0 || cfg.head_dim == 0 {
+            return bad("zero heads or head width");
+        }
+        if cfg.num_attention_heads % cfg.num_key_value_heads != 0 {
+            return bad("query heads are not a multiple of key/value heads");
+        }
+        if cfg.head_dim % 2 != 0 {
+            return bad("odd head width cannot be rotated");
+        }
+        if cfg.num_hidden_layers == 0 || cfg.hidden_size == 0 || cfg.vocab_size == 0 || cfg.intermediate_size == 0 {
+            return bad("empty model");
+        }
+        if cfg.max_position_embeddings == 0 {
+            return bad("a context of no positions");
+        }
+        // Rotary tables and every RMSNorm divide by these: a NaN here is a NaN in every output.
+        if !(cfg.rope_theta.is_finite() && cfg.rope_theta > 0.0) {
+            return bad("RoPE base frequency not a positive number");
+        }
+        if !(cfg.rms_norm_eps.is_finite() && cfg.rms_norm_eps >= 0.0) {
+            return bad("RMSNorm epsilon not a finite number of at least 0");
+        }
+        Ok(())
+    }
 }
 
 /// Which kernels a forward may use.
@@ -107,7 +140,7 @@ impl Weight {
         }
     }
 
-    /// [`Weight::matmul`] where each row's bits do not depend on the rows beside it (issue 47).
+    /// [`Weight::matmul`] where each row's bits do not depend on the rows beside it.
     /// Our tiles quantize and sum each row on its own already. gemm (dense weights) sums a
     /// row's products in one order for every shape but a few, one row (a matrix-vector
     /// kernel) and at most 16 × 16 outputs (dot-product kernels): such a product gets zero
@@ -181,8 +214,7 @@ pub(crate) struct Linear {
 
 impl Linear {
     /// `x · Wᵀ (+ b) (+ LoRA)`. In generation ([`Mode::Fast`]) every product gives each row
-    /// the bits it gets alone, so that a row decodes the same whatever batch it is in
-    /// (issue 47).
+    /// the bits it gets alone, so that a row decodes the same whatever batch it is in.
     fn forward(&self, x: &Tensor, lora: Option<(&LoraPair, f64)>, mode: Mode) -> Result<Tensor> {
         let mut y = match mode {
             Mode::Fast => self.w.matmul_rows(x)?,
@@ -258,7 +290,7 @@ impl LoraPair {
 /// A LoRA pair's `s · (x · Aᵀ) · Bᵀ` on the CPU, row by row in one fixed order. Through
 /// candle's matmul a row's sums ran in an order that depends on the row count (gemm picks
 /// dot-product kernels for small products, blocked ones for large), so a row's bits moved
-/// with the batch it decoded in (issue 47).
+/// with the batch it decoded in.
 struct LoraRows {
     /// `A (rank, in)`, row-major.
     a: Vec<f32>,
@@ -398,7 +430,7 @@ pub(crate) struct Step {
     /// row's forced tokens go in one pass alone, one per step in a batch), and a prompt's
     /// through the fused [`CausalAttention`] however few a chunk holds (one, for the last
     /// token of a prompt alone): each position then gets the same bits whichever pass and
-    /// batch compute it (issue 47).
+    /// batch compute it.
     pub(crate) decode: bool,
     /// Decoded positions only: per row, `(source row, keys)` where the row's first `keys`
     /// cached keys and values hold the same bits as the source row's (see

@@ -168,33 +168,6 @@ pub(crate) fn model_arch(source: &ModelSource) -> Result<ArchConfig> {
     }
 }
 
-pub(crate) fn validate_arch(cfg: &ArchConfig) -> Result<()> {
-    let bad = |what: &str| Err(Error::meta("architecture", what.to_string()));
-    if cfg.num_attention_heads == 0 || cfg.num_key_value_heads == 0 || cfg.head_dim == 0 {
-        return bad("zero heads or head width");
-    }
-    if cfg.num_attention_heads % cfg.num_key_value_heads != 0 {
-        return bad("query heads are not a multiple of key/value heads");
-    }
-    if cfg.head_dim % 2 != 0 {
-        return bad("odd head width cannot be rotated");
-    }
-    if cfg.num_hidden_layers == 0 || cfg.hidden_size == 0 || cfg.vocab_size == 0 || cfg.intermediate_size == 0 {
-        return bad("empty model");
-    }
-    if cfg.max_position_embeddings == 0 {
-        return bad("a context of no positions");
-    }
-    // Rotary tables and every RMSNorm divide by these: a NaN here is a NaN in every output.
-    if !(cfg.rope_theta.is_finite() && cfg.rope_theta > 0.0) {
-        return bad("RoPE base frequency not a positive number");
-    }
-    if !(cfg.rms_norm_eps.is_finite() && cfg.rms_norm_eps >= 0.0) {
-        return bad("RMSNorm epsilon not a finite number of at least 0");
-    }
-    Ok(())
-}
-
 /// The fields of a Hugging Face `config.json` this crate reads.
 #[derive(Debug, Deserialize)]
 struct HfConfig {
@@ -273,7 +246,7 @@ fn hf_config(dir: &Path) -> Result<(HfConfig, ArchConfig)> {
         max_position_embeddings: hf.max_position_embeddings,
         rope_interleaved: false,
     };
-    validate_arch(&cfg)?;
+    cfg.validate()?;
     Ok((hf, cfg))
 }
 

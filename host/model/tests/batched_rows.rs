@@ -1,4 +1,4 @@
-//! Batched rows on SmolLM2-135M (issue 33): a row decoded inside a batch gives what it gives
+//! Batched rows on SmolLM2-135M: a row decoded inside a batch gives what it gives
 //! alone (its own seed, sampling config and constraint; forced tokens fed one per step at
 //! batch > 1), the recorded log-probabilities are those of the distribution sampled from,
 //! and the batched Judge scores as the single one does. Skips when the test model is absent.
@@ -376,7 +376,7 @@ fn time_16_constrained_rows_batched_and_one_at_a_time() {
     );
 }
 
-/// Issue 47, greedy means reproducible: a row's arithmetic may not depend on the rows beside
+/// Greedy means reproducible: a row's arithmetic may not depend on the rows beside
 /// it. Six prompts of two domains and several lengths (sharing the chat template, a domain or
 /// a task text with each other, and one sharing nothing but the template), each decoded
 /// greedily alone, beside 2, 7 and 15 other rows (other padding, other prefix groups, other
@@ -451,13 +451,13 @@ fn assert_greedy_rows_are_batch_invariant(mut brain: Brain) {
 }
 
 #[test]
-fn issue_47_greedy_rows_are_batch_invariant_on_the_samplers_weights() {
+fn greedy_rows_are_batch_invariant_on_the_samplers_weights() {
     let Some(brain) = smol(ModelConfig::test_model()) else { return };
     assert_greedy_rows_are_batch_invariant(brain);
 }
 
 #[test]
-fn issue_47_greedy_rows_are_batch_invariant_on_dense_weights() {
+fn greedy_rows_are_batch_invariant_on_dense_weights() {
     let Some(brain) = smol(ModelConfig { train_backbone: true, ..ModelConfig::test_model() }) else { return };
     assert_greedy_rows_are_batch_invariant(brain);
 }

@@ -255,7 +255,7 @@ fn stop_strings_and_max_tokens_end_generation() {
     assert!(matches!(brain.generate(Role::Actor, &huge, &SamplingConfig::greedy(3)), Err(Error::ContextOverflow { .. })));
 }
 
-/// Issue 35: a request whose estimated memory passes the config's budget is refused with
+/// A request whose estimated memory passes the config's budget is refused with
 /// the figures, before prefill, and the model goes on serving requests that fit.
 #[test]
 fn a_request_past_the_memory_budget_is_refused_with_its_figures() {
@@ -283,7 +283,7 @@ fn a_request_past_the_memory_budget_is_refused_with_its_figures() {
     assert!(ModelConfig { memory_budget_mb: Some(0), ..Default::default() }.validate().is_err());
 }
 
-/// Issue 35: the prefix cache's KV buffers count against the budget. A long prompt that
+/// The prefix cache's KV buffers count against the budget. A long prompt that
 /// fits alone, but not beside another long prompt's cached KV, evicts that entry instead
 /// of being refused; within the budget the cache keeps serving.
 #[test]
@@ -665,7 +665,7 @@ fn kept_prompt_heads_on_the_samplers_weights_give_the_computed_heads_distributio
     });
 }
 
-/// Issue 46: recomputing each block in the backward (`recompute-blocks`) gives the same
+/// Recomputing each block in the backward (`recompute-blocks`) gives the same
 /// log-probabilities bit for bit as the plain graph, and the same gradient in every adapter and
 /// in the role tokens (whose keys and values enter each block from the front of the cache), up
 /// to the order its sums are added.
@@ -714,7 +714,7 @@ fn recomputed_blocks_give_the_plain_graphs_logprobs_and_gradients() {
     }
 }
 
-/// Issue 46: the learner's Wᵀ copies can be freed between updates (`free-transposed`): the
+/// The learner's Wᵀ copies can be freed between updates (`free-transposed`): the
 /// bytes come back, and the next backward builds them again to the same gradient, bit for bit.
 #[test]
 fn freed_transposes_are_rebuilt_to_the_same_gradient() {

@@ -130,7 +130,7 @@ fn a_full_answer_is_a_domain_then_a_problem_over_its_predicates() {
     let g = brain.generate(Role::Actor, &p, &s).unwrap();
     let text = format!("(define (domain {}", g.text);
     // The domain is the first balanced form; the grammar allows any case and spacing, so a
-    // search for `(define` would miss `(\n\ndefiNe` (CI, session 10).
+    // search for `(define` would miss `(\n\ndefiNe` (found in CI).
     let split = first_form_end(&text).unwrap_or_else(|| panic!("the domain never closes:\n{text}"));
     let domain_text = &text[..split];
     let problem_at = split + text[split..].find('(').unwrap_or_else(|| panic!("no problem after the domain:\n{text}"));

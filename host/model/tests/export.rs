@@ -1,4 +1,4 @@
-//! Issue 49: a role exported for transformers + PEFT and for llama.cpp, and PEFT adapters
+//! A role exported for transformers + PEFT and for llama.cpp, and PEFT adapters
 //! loaded back. Round trips on SmolLM2-135M with onebrain's own code (the real consumers are
 //! checked by `scripts/verify-export.sh`, results in `results/export/`); every bad input is
 //! an error that names the file and what is wrong. Skips with a message when
@@ -64,7 +64,7 @@ fn logits(brain: &mut Brain, role: Role) -> Vec<f32> {
 }
 
 #[test]
-fn issue_49_export_then_import_reproduces_the_logits() {
+fn export_then_import_reproduces_the_logits() {
     let Some(mut brain) = trained() else { return };
     let dir = tempfile::tempdir().unwrap();
     let actor = dir.path().join("actor");
@@ -110,7 +110,7 @@ fn issue_49_export_then_import_reproduces_the_logits() {
 /// An adapter trained elsewhere (TRL) has no role tokens and no onebrain.json: it loads as
 /// the Actor, with no role tokens, and any `--role` can be asked for.
 #[test]
-fn issue_49_a_peft_adapter_from_elsewhere_loads_as_the_actor() {
+fn a_peft_adapter_from_elsewhere_loads_as_the_actor() {
     let Some(brain) = trained() else { return };
     let dir = tempfile::tempdir().unwrap();
     let trl = dir.path().join("trl");
@@ -125,7 +125,7 @@ fn issue_49_a_peft_adapter_from_elsewhere_loads_as_the_actor() {
 }
 
 #[test]
-fn issue_49_gguf_export_is_a_llama_cpp_lora_adapter() {
+fn gguf_export_is_a_llama_cpp_lora_adapter() {
     let Some(brain) = trained() else { return };
     let dir = tempfile::tempdir().unwrap();
     let (gguf, peft) = (dir.path().join("gguf"), dir.path().join("peft"));
@@ -190,7 +190,7 @@ fn load_error(peft: &Path) -> String {
 }
 
 #[test]
-fn issue_49_an_adapter_for_another_hidden_size_is_refused() {
+fn an_adapter_for_another_hidden_size_is_refused() {
     let Some((_dir, peft)) = good_export() else { return };
     // Qwen2.5-0.5B's width: 896 inputs where SmolLM2 has 576.
     rewrite_weights(&peft, |w| {
@@ -202,7 +202,7 @@ fn issue_49_an_adapter_for_another_hidden_size_is_refused() {
 }
 
 #[test]
-fn issue_49_an_adapter_for_another_layer_count_is_refused() {
+fn an_adapter_for_another_layer_count_is_refused() {
     let Some((_dir, peft)) = good_export() else { return };
     // Qwen2.5-0.5B has 24 layers; SmolLM2 has 30.
     rewrite_weights(&peft, |w| w.retain(|k, _| !(24..30).any(|i| k.contains(&format!(".layers.{i}.")))));
@@ -211,7 +211,7 @@ fn issue_49_an_adapter_for_another_layer_count_is_refused() {
 }
 
 #[test]
-fn issue_49_unknown_target_modules_are_refused() {
+fn unknown_target_modules_are_refused() {
     let Some((_dir, peft)) = good_export() else { return };
     rewrite_config(&peft, |v| v["target_modules"] = serde_json::json!(["q_proj", "c_attn"]));
     let e = load_error(&peft);
@@ -227,7 +227,7 @@ fn issue_49_unknown_target_modules_are_refused() {
 }
 
 #[test]
-fn issue_49_a_rank_mismatch_is_refused() {
+fn a_rank_mismatch_is_refused() {
     let Some((_dir, peft)) = good_export() else { return };
     // The file's rank (4) against the config's r.
     rewrite_config(&peft, |v| v["r"] = serde_json::json!(8));
@@ -242,7 +242,7 @@ fn issue_49_a_rank_mismatch_is_refused() {
 }
 
 #[test]
-fn issue_49_a_truncated_safetensors_file_is_refused() {
+fn a_truncated_safetensors_file_is_refused() {
     let Some((_dir, peft)) = good_export() else { return };
     let file = peft.join("adapter_model.safetensors");
     let bytes = std::fs::read(&file).unwrap();

@@ -1,4 +1,4 @@
-//! Fuzzing the GGUF reader (issue 51), as campaigns with counts (`tests/fuzz/campaign.rs`;
+//! Fuzzing the GGUF reader, as campaigns with counts (`tests/fuzz/campaign.rs`;
 //! `ONEBRAIN_FUZZ_CASES` for a long one).
 //!
 //! A model file is input like any other. Mutations are structure-aware: a field of the header

@@ -1,5 +1,5 @@
-//! Hostile model files and checkpoints are refused with a clear error, never a crash
-//! (issue 51). Each GGUF case is crafted from the real SmolLM2 file in a temporary folder
+//! Hostile model files and checkpoints are refused with a clear error, never a crash.
+//! Each GGUF case is crafted from the real SmolLM2 file in a temporary folder
 //! (its header changed, the rest of the file left sparse), each checkpoint case from one
 //! saved by the same model. The tests skip with a message when the model is absent.
 
@@ -179,7 +179,7 @@ fn norm_offset(header: &[u8], t: &gguf_layout::TensorAt) -> u64 {
 /// Every crafted GGUF is refused by the header check and by `Brain::load` alike, naming the
 /// tensor or the metadata at fault (the first one panicked the host in the tile builders).
 #[test]
-fn r51_crafted_gguf_files_are_refused_naming_what_is_wrong() {
+fn crafted_gguf_files_are_refused_naming_what_is_wrong() {
     let Some((header, len, src)) = smollm_header() else { return };
     let good = check_gguf(header.as_slice(), len, &src).expect("the real file passes");
     assert_eq!((good.arch.hidden_size, good.arch.num_hidden_layers, good.tensors), (576, 30, 272));
@@ -203,7 +203,7 @@ fn r51_crafted_gguf_files_are_refused_naming_what_is_wrong() {
 /// The crafted header with the real tensor data behind it still loads and generates: the
 /// checks refuse nothing the real file has.
 #[test]
-fn r51_the_real_header_rewritten_loads_and_generates() {
+fn the_real_header_rewritten_loads_and_generates() {
     let Some((header, len, src)) = smollm_header() else { return };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("copy.gguf");
@@ -274,11 +274,11 @@ fn base() -> ModelConfig {
     ModelConfig { path: TEST_MODEL_FILE.into(), ..Default::default() }
 }
 
-/// A checkpoint whose role parameters hold a NaN loaded without a word (issue 51); now it is
+/// A checkpoint whose role parameters hold a NaN once loaded without a word; now it is
 /// refused naming the tensor, and so are the other crafted checkpoints, each before anything
 /// runs. A model refuses to save parameters it would refuse to load.
 #[test]
-fn r51_crafted_checkpoints_are_refused_naming_what_is_wrong() {
+fn crafted_checkpoints_are_refused_naming_what_is_wrong() {
     let tmp = tempfile::tempdir().unwrap();
     let good = tmp.path().join("good");
     let Some(brain) = small_checkpoint(&good) else { return };
@@ -374,7 +374,7 @@ fn r51_crafted_checkpoints_are_refused_naming_what_is_wrong() {
 /// q/v-only model loads under a config that names neither, and generates what the saved
 /// model generates (`tests/cli/hostile.rs` runs it through `generate`, `solve` and `eval`).
 #[test]
-fn r51_a_checkpoint_loads_in_its_own_shape() {
+fn a_checkpoint_loads_in_its_own_shape() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ckpt");
     let Some(mut saved) = small_checkpoint(&dir) else { return };
@@ -392,7 +392,7 @@ fn r51_a_checkpoint_loads_in_its_own_shape() {
 /// config, which names another rank ("LoRA rank 8 vs 19" before). Skips without
 /// the 0.5B model, which CI does not fetch.
 #[test]
-fn r51_the_committed_checkpoints_load_under_the_default_config() {
+fn the_committed_checkpoints_load_under_the_default_config() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let model = root.join(".cache/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
     if !model.is_file() {
@@ -412,10 +412,10 @@ fn chain(e: Error) -> String {
     format!("{:#}", anyhow::Error::from(e))
 }
 
-/// A load error says each cause once (issue 51: "tensor needs … remaining in file: tensor
+/// A load error says each cause once (not "tensor needs … remaining in file: tensor
 /// needs …"): a wrapped candle, I/O or JSON error is in the message and not also the source.
 #[test]
-fn r51_a_load_error_says_its_cause_once() {
+fn a_load_error_says_its_cause_once() {
     let candle = Error::from(candle_core::Error::Msg("tensor needs 30081024 bytes".into()));
     assert_eq!(chain(candle), "tensor error: tensor needs 30081024 bytes");
     let tmp = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
-//! A long prompt's prefill memory grows with its length, not its square (issue 35: an
-//! 82 KB task text took the host past 24 GB). Alone in its binary, so that the peak resident
+//! A long prompt's prefill memory grows with its length, not its square (an 82 KB task
+//! text once took the host past 24 GB). Alone in its binary, so that the peak resident
 //! memory it reads is its own.
 
 use std::path::Path;

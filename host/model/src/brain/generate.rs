@@ -356,12 +356,12 @@ impl Brain {
     /// Generates one continuation per prompt, row `i` sampled as `samplings[i]` says (its
     /// seed, temperature, top-p, token cap, stop strings and constraint, built for it alone),
     /// decoding the rows together: identical prompts are prefilled once, and a prefix common
-    /// to all prompts once. On the CPU a row's arithmetic is its own (issue 47): every
+    /// to all prompts once. On the CPU a row's arithmetic is its own: every
     /// product works row by row, attention counts its blocks over the keys a row sees (its
     /// padding left out), a prompt's positions attend through one kernel however the prefill
     /// is cut into heads, tails and chunks, and decoded ones through another however many a
     /// pass feeds. So a row gives its batch-1 output bit for bit whatever rows, padding and
-    /// prefix cache share its call (`host/model/tests/batched_rows.rs`, issue 47); elsewhere
+    /// prefix cache share its call (`host/model/tests/batched_rows.rs`); elsewhere
     /// (CUDA, bf16 activations) only up to rounding. Any row's error fails the call; see
     /// [`Brain::generate_rows_each`].
     pub fn generate_rows(

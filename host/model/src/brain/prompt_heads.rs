@@ -4,7 +4,7 @@
 //! With `detach-prompt` the learner needs, for every sampled prompt, its keys and values up to
 //! the last token, with no graph: exactly what the sampler's prefill computed moments before,
 //! on the same tiles and role parameters. Recomputing them was over a third of an update of
-//! the 0.5B model on 2 cores (about 62 of 168 s, issue 33). Keeping them costs their memory:
+//! the 0.5B model on 2 cores (about 62 of 168 s). Keeping them costs their memory:
 //! they are kept in f16, as llama.cpp's KV cache holds them, about 12 KB a position on the
 //! 0.5B model, so a step's prompts hold some 0.3 GB (0.6 GB in f32 took the update's peak
 //! past 4 GB); past [`CAPACITY_BYTES`] a prompt is not kept and the learner computes its head

@@ -9,7 +9,7 @@ use rand::{rngs::StdRng, Rng, SeedableRng};
 
 /// Normal samples from a seeded generator. candle's CPU `randn` cannot be seeded, and
 /// with unseeded weights one run in a hundred or so put the end-of-turn token first, so
-/// the greedy generation came back empty (CI, session 12); brain.rs's
+/// the greedy generation came back empty (found in CI); brain.rs's
 /// argmax comparisons near a tie had the same exposure.
 pub fn seeded_normal(rng: &mut StdRng, std: f32, shape: &[usize]) -> Tensor {
     let n: usize = shape.iter().product();
