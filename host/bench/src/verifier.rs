@@ -1,4 +1,4 @@
-//! The verifier's figures (issue 2): native rejection against one planner
+//! The verifier's figures: native rejection against one planner
 //! call, plan validation, verifier overhead against the bare driver, and
 //! throughput with 1 and 2 workers.
 

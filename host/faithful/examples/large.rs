@@ -1,4 +1,4 @@
-//! The checker on large tasks (issue 50): every pair of the corpus (`tests/corpus/mod.rs`:
+//! The checker on large tasks: every pair of the corpus (`tests/corpus/mod.rs`:
 //! BlocksWorld of 10, 15 and 20 blocks, Logistics of 6 to 10 packages, Gripper of 20 balls,
 //! each reference renamed both ways and mutated six ways), checked natively and through the
 //! `reference-checker` plugin under its manifest's budget. Prints whether the two agree on

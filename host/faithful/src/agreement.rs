@@ -290,7 +290,7 @@ mod tests {
         assert!(a.goal_holds_initially, "(on red blue) holds and (holding pink) does not");
     }
 
-    /// Regression (session 39's demo, PlanBench `logistics/2`): nine untyped objects on each
+    /// Regression (found in a demo on PlanBench `logistics/2`): nine untyped objects on each
     /// side, and half the reference's facts are type facts (`(AIRPLANE a0)`) that the answer
     /// does not state. The search tried candidates in declaration order, spent its node budget
     /// under the first reference object's first (wrong) candidate and reported 0 of 18 facts

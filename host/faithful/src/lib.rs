@@ -36,7 +36,7 @@
 //!
 //! [`mutex_groups`] gives a domain's own invariants, lifted ("each block is on the table, held
 //! or on one block"), proved from its action schemas with no annotation: what a decoder may
-//! hold an answer's initial state to (issue 34).
+//! hold an answer's initial state to.
 //!
 //! ```
 //! use onebrain_core::{Drift, Spec};

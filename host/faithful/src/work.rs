@@ -4,7 +4,7 @@
 //! A unit is one ground action scanned, one atom reset or one pool state looked at: the inner
 //! steps of the state-space stages, each a handful of instructions. Counting them instead of
 //! seconds or fuel makes the budget's end fall at the same step natively and under
-//! WebAssembly, so the two give the same verdict (issue 50), and it makes the fuel a check can
+//! WebAssembly, so the two give the same verdict, and it makes the fuel a check can
 //! take proportional to its count (`results/checker-large/`), so the plugin's fuel can be sized
 //! to let the meter, not the sandbox, stop the check. A stage that finds the meter spent stops
 //! as if its own bound were hit: a search reports its limit, a proof is not made, a mapping

@@ -1,4 +1,4 @@
-//! Issue 50: the checker on large tasks gives one verdict natively and in the sandbox, and a
+//! The checker on large tasks gives one verdict natively and in the sandbox, and a
 //! budget that runs out is an explicit `undecided` with what was established. A few pairs of
 //! the corpus (`tests/corpus/mod.rs`); `examples/large.rs` runs all of them.
 
@@ -37,12 +37,12 @@ fn both(wasm: &WasmChecker, reference: &onebrain_core::Spec, candidate: &onebrai
     native
 }
 
-/// Issue 50's own case: ten blocks on the table, a tower as the goal, and an answer that
-/// states the initial state exactly and asks for every block to be held at once. Natively it
-/// is not faithful, by closure; the plugin ran out of its fixed fuel on it and now must say the
-/// same, within the fuel its manifest gives a task of this size.
+/// The case where the two disagreed: ten blocks on the table, a tower as the goal, and an
+/// answer that states the initial state exactly and asks for every block to be held at once.
+/// Natively it is not faithful, by closure; the plugin ran out of its fixed fuel on it and
+/// now must say the same, within the fuel its manifest gives a task of this size.
 #[test]
-fn issue_50_every_block_held_gets_the_native_verdict_in_the_sandbox() {
+fn every_block_held_gets_the_native_verdict_in_the_sandbox() {
     let wasm = plugin();
     let (reference, candidate) = corpus::every_block_held(10);
     // Unsolvable: no plan, so not solved.
@@ -54,9 +54,9 @@ fn issue_50_every_block_held_gets_the_native_verdict_in_the_sandbox() {
 }
 
 /// A solvable goal-weakening answer on the largest BlocksWorld and a large Logistics task,
-/// the issue's 12 of 12 that the plugin lost to fuel: goal weakening on both paths.
+/// the 12 of 12 that the plugin once lost to fuel: goal weakening on both paths.
 #[test]
-fn issue_50_a_dropped_goal_fact_on_a_large_task_is_goal_weakening_on_both_paths() {
+fn a_dropped_goal_fact_on_a_large_task_is_goal_weakening_on_both_paths() {
     let wasm = plugin();
     let pairs = corpus::pairs(&root(), |d, size, seed| seed == 1 && ((d == "blocksworld" && size == 20) || (d == "logistics" && size == 10)));
     let dropped: Vec<_> = pairs.iter().filter(|p| p.kind == corpus::Kind::DroppedGoalFact).collect();

@@ -78,7 +78,7 @@ fn planetarium_reference_initial_states_break_no_group() {
     }
 }
 
-/// Issue 47: by update 40 the `text-agreement` arm's Gripper answers appended `carry` facts to
+/// By update 40 the `text-agreement` arm's Gripper answers appended `carry` facts to
 /// a correct initial state (`results/train-1.5b-text-agreement`, "What Gripper learned").
 /// The domain's own groups rule each one out twice: a gripper is free or carries, a ball is
 /// in a room or carried. So the init-mutex guard would refuse the answer the reward underpaid.

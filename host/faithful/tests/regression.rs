@@ -1,7 +1,5 @@
-//! Regression tests, named after the issue they fix.
-//!
-//! Issue 16: goal closure added facts the candidate's goal does not imply, and in problem
-//! mode a permutation of the domain's predicates passed for a renaming.
+//! Regression tests for the checker: goal closure added facts the candidate's goal does not
+//! imply, and in problem mode a permutation of the domain's predicates passed for a renaming.
 
 mod common;
 
@@ -269,7 +267,7 @@ fn run(d: &Dropped, limits: &Limits) -> FaithfulnessReport {
 }
 
 #[test]
-fn r16_oracle_sees_the_issues_counterexample() {
+fn oracle_sees_the_two_towers_counterexample() {
     // Two towers a-b and c-d (bottom first): without (on-table a) and (clear d), a may sit on d.
     let blocks: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
     let goal = goal_of(&vec![vec!["a".into(), "b".into()], vec!["c".into(), "d".into()]]);
@@ -283,7 +281,7 @@ fn r16_oracle_sees_the_issues_counterexample() {
 }
 
 #[test]
-fn r16_dropping_one_towers_bottom_and_the_others_top_is_not_faithful() {
+fn dropping_one_towers_bottom_and_the_others_top_is_not_faithful() {
     let Some(data) = common::data_dir() else { return };
     for size in [11, 12] {
         let (d, p) = two_tower_rows(&data, size, 1).into_iter().next().expect("a two-tower row");
@@ -313,7 +311,7 @@ fn r16_dropping_one_towers_bottom_and_the_others_top_is_not_faithful() {
 }
 
 #[test]
-fn r16_closure_verdicts_agree_with_an_oracle_on_10_to_12_blocks() {
+fn closure_verdicts_agree_with_an_oracle_on_10_to_12_blocks() {
     let Some(data) = common::data_dir() else { return };
     let limits = closure_limits();
     let (mut n, mut undecided, mut closure_faithful, mut wrong) = (0, 0, 0, Vec::new());
@@ -341,7 +339,7 @@ fn r16_closure_verdicts_agree_with_an_oracle_on_10_to_12_blocks() {
 }
 
 #[test]
-fn r16_closure_verdicts_agree_with_the_exact_search_where_it_finishes() {
+fn closure_verdicts_agree_with_the_exact_search_where_it_finishes() {
     let Some(data) = common::data_dir() else { return };
     let forced = Limits { max_states: 1, ..Limits::default() };
     let (mut n, mut undecided, mut wrong) = (0, 0, Vec::new());
@@ -378,7 +376,7 @@ fn gripper_one_room(data: &std::path::PathBuf) -> (String, String) {
 }
 
 #[test]
-fn r16_static_facts_added_to_a_gripper_goal_stay_faithful() {
+fn static_facts_added_to_a_gripper_goal_stay_faithful() {
     let Some(data) = common::data_dir() else { return };
     let rows = common::planetarium(&data, "gripper", 1, |v| {
         v["init"] == "n_room_distributed" && v["goal"] == "n_room_distributed" && v["num_objects"] == 9 && v["goal_is_abstract"] == 0
@@ -398,7 +396,7 @@ fn r16_static_facts_added_to_a_gripper_goal_stay_faithful() {
 }
 
 #[test]
-fn r16_a_balls_room_implied_by_busy_grippers_stays_faithful() {
+fn a_balls_room_implied_by_busy_grippers_stays_faithful() {
     let Some(data) = common::data_dir() else { return };
     let (d, p) = gripper_one_room(&data);
     // Both grippers busy with two balls: the third can only be in the one room.
@@ -483,10 +481,10 @@ fn tile_case(domain: &str, reference: &str, candidate: &str) -> (Spec, Spec, Vec
 }
 
 #[test]
-fn r16_a_column_rewritten_as_a_row_is_not_faithful_in_problem_mode() {
+fn a_column_rewritten_as_a_row_is_not_faithful_in_problem_mode() {
     let Some(data) = common::data_dir() else { return };
     let d = floor_tile(&data);
-    // The issue's case: (up tile1 tile2) … (up tile5 tile6) as (right tile2 tile1) … .
+    // The failing case: (up tile1 tile2) … (up tile5 tile6) as (right tile2 tile1) … .
     let column: Vec<String> = (1..6).map(|i| format!("(up tile{i} tile{})", i + 1)).collect();
     let row = up_right_swapped(&column);
     assert_eq!(row[0], "(right tile2 tile1)");
@@ -523,7 +521,7 @@ fn r16_a_column_rewritten_as_a_row_is_not_faithful_in_problem_mode() {
 }
 
 #[test]
-fn r16_a_robot_moved_on_a_symmetric_grid_is_not_faithful_in_problem_mode() {
+fn a_robot_moved_on_a_symmetric_grid_is_not_faithful_in_problem_mode() {
     let Some(data) = common::data_dir() else { return };
     let d = floor_tile(&data);
     // 3 × 3, centre to be painted: turning the grid half round maps tile1 onto tile9.
@@ -540,7 +538,7 @@ fn r16_a_robot_moved_on_a_symmetric_grid_is_not_faithful_in_problem_mode() {
 }
 
 #[test]
-fn r16_a_generated_domain_keeps_the_name_free_mapping_and_reports_the_symmetry() {
+fn a_generated_domain_keeps_the_name_free_mapping_and_reports_the_symmetry() {
     let Some(data) = common::data_dir() else { return };
     let d = floor_tile(&data);
     // The same predicates and actions, written in another order: not the reference's text.

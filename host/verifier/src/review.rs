@@ -9,9 +9,10 @@ use std::time::Instant;
 
 use onebrain_core::{Category, Diagnostic, DiagnosticParser, Severity, Spec, Verdict, Verifier};
 
-/// A verifier whose verdicts on unsolved specs also carry what its reviewers find. Solved
-/// verdicts are left alone (the Editor never repairs them), and no verdict's b, outcome or
-/// plan changes: a review only adds diagnostics. A reviewer that fails (traps, times out,
+/// A verifier whose verdicts also carry what its reviewers find. No verdict's b, outcome or
+/// plan changes: a review only adds diagnostics. On a solved spec the findings are warnings:
+/// the multi-role Editor never sees them, while `best-then-repair`'s Editor, which repairs a
+/// solved spec that does not state the task, does. A reviewer that fails (traps, times out,
 /// answers what the host refuses) leaves a `solver-error` warning naming it, and the
 /// episode goes on.
 pub struct ReviewedVerifier {
@@ -40,13 +41,18 @@ impl Verifier for ReviewedVerifier {
 
     fn verify_task(&self, task_text: &str, spec: &Spec) -> Verdict {
         let mut verdict = self.inner.verify_task(task_text, spec);
-        if verdict.solved || self.reviewers.is_empty() {
+        if self.reviewers.is_empty() {
             return verdict;
         }
         let started = Instant::now();
         for reviewer in &self.reviewers {
             match reviewer.review(task_text, spec, &verdict.diagnostics) {
-                Ok(found) => verdict.diagnostics.extend(found),
+                Ok(mut found) => {
+                    if verdict.solved {
+                        found.iter_mut().for_each(|d| d.severity = Severity::Warning);
+                    }
+                    verdict.diagnostics.extend(found)
+                }
                 Err(e) => verdict.diagnostics.push(Diagnostic::warning(
                     Category::SolverError,
                     format!("diagnostic reviewer plugin failed, its review skipped: {e}"),
@@ -116,9 +122,13 @@ mod tests {
             messages,
             ["the goal is unreachable", "an action never applies", "the text / p / 2 found", "the text / p / 3 found"]
         );
-        // No text (`onebrain check`), or a solved spec: nothing is reviewed.
+        // No text (`onebrain check`): nothing is reviewed.
         assert_eq!(v.verify(&spec("p")).diagnostics.len(), 2);
-        assert!(v.verify_task("the text", &spec("solved")).diagnostics.is_empty());
+        // A solved spec is reviewed, its findings warnings, its verdict unchanged.
+        let solved = v.verify_task("the text", &spec("solved"));
+        assert!(solved.solved);
+        assert_eq!(solved.diagnostics.len(), 2);
+        assert!(solved.diagnostics.iter().all(|d| d.severity == Severity::Warning));
     }
 
     #[test]
