@@ -116,7 +116,7 @@ fn default_strategies() -> Vec<Strategy> {
 /// 8 rows of the 1.5B default model fit the default memory budget up to 4,263 positions
 /// each, room for repairs' prompts, which carry the last answer and its diagnostics (16 rows
 /// fit up to 2,128: the update-0 set's 1,757, not much more). At the update-0 set's lengths
-/// 8 rows are estimated at 4.8 GiB and measured at 4.7 GB (issue 46), beside a training
+/// 8 rows are estimated at 4.8 GiB and measured at 4.7 GB, beside a training
 /// run's 6–9 GB on a 24 GB machine; 2, the default before, left the batched decode idle.
 fn default_in_flight() -> usize {
     8

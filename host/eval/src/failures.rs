@@ -1,4 +1,4 @@
-//! Which steps of an episode failed, and why (issue 35's fault-injection soak), read back from
+//! Which steps of an episode failed, and why (the fault-injection soak), read back from
 //! what the episode recorded.
 //!
 //! A plugin's failure is read from the record's structured field, [`EpisodeRecord::failures`]:

@@ -3,8 +3,9 @@
 //! [`run_eval`] is `onebrain eval --config configs/eval-*.toml` ([`EvalConfig`]): it loads the
 //! [`Benchmark`] tasks (PlanBench sets, Planetarium rows, plugin-generated tasks), runs every
 //! configured strategy on each through `onebrain-roles`, appends each episode to a JSONL trace
-//! ([`TraceWriter`]; a rerun resumes from it), and writes the [`Report`] (Markdown, JSON and
-//! SVG plots) next to the trace. [`write_report`] recomputes the report from a trace alone.
+//! ([`TraceWriter`], one [`TraceRow`] a line: the episode and its task's size; a rerun
+//! resumes from it), and writes the [`Report`] (Markdown, JSON and SVG plots, results per
+//! [`SizeBucket`] among them) next to the trace. [`write_report`] recomputes the report from a trace alone.
 //! Episodes whose model or plugins failed are recorded like the others; [`failures`] reads
 //! back which step failed and why (trap, NaN, timeout, fuel, …), and the report counts them.
 //! An episode that stopped on an error of its own (a model error, such as a request the
@@ -12,7 +13,13 @@
 //! denominator, and a run whose every episode stopped so is [`EvalError::NoAnswers`] to
 //! `onebrain eval`.
 //!
-//! The metrics are the numbers the evaluation and training issues report, computed from the
+//! A run holds its folder's lock ([`onebrain_durable::FolderLock`]: a second process is
+//! refused), records its plugins' digests in `plugins.json` and refuses to resume with a
+//! plugin whose component changed ([`check_plugins`]), stops between two episodes when SIGINT
+//! or SIGTERM asks ([`EvalError::Stopped`]), and writes every file whole: a full disk is an
+//! error naming the file, and the trace keeps every record it had.
+//!
+//! The metrics are the numbers evaluations and training runs report, computed from the
 //! faithfulness checker's [`FaithfulnessReport`]s (one per task):
 //!
 //! - [`FaithfulnessMetrics::from_reports`]: Solvability = mean S_i, FaithfulSuccess = mean C_i,
@@ -46,6 +53,7 @@ mod config;
 mod failures;
 mod metrics;
 mod planbench;
+mod plugins;
 mod report;
 mod runner;
 mod shard;
@@ -57,8 +65,9 @@ mod transfer;
 pub use config::{ConfigError, EvalConfig, ReportConfig};
 pub use failures::{count_failures, failures, FailedStep, Failure, FailureCause, FailureCount};
 pub use report::{
-    JudgeReport, Rate, Report, ReportPaths, StrategyReport, Summary, TimingReport, MAX_H,
+    JudgeReport, Rate, Report, ReportPaths, SizeRate, StrategyReport, Summary, TimingReport, MAX_H,
 };
+pub use plugins::{check_plugins, PluginRecordError, PLUGINS_FILE};
 pub use svg::line_chart;
 pub use runner::{
     merge_eval, progress_line, run_eval, run_eval_with, trace_path, write_report, EvalError, EvalOutcome,
@@ -66,7 +75,10 @@ pub use runner::{
 };
 pub use shard::{config_digest, merge_shards, Merged, PlannedEpisode, Shard, ShardError, ShardManifest};
 pub use tasks::{planbench_task, plugin_for_set, Benchmark, SourceKind, TaskError};
-pub use trace::{parse_jsonl, read_jsonl, read_trace, TraceContents, TraceError, TraceWriter};
+pub use trace::{
+    parse_jsonl, read_jsonl, read_trace, read_trace_rows, retain_jsonl, Retained, TraceContents, TraceError, TraceRow,
+    TraceWriter,
+};
 pub use transfer::{
     run_transfer, run_transfer_eval, transfer_items, transfer_table, TransferBenchmark, TransferItem, TransferKind,
     TransferLoadError, TransferRecord, TransferRunError,
@@ -74,6 +86,6 @@ pub use transfer::{
 
 pub use metrics::{
     disagreement_bound, AgreementTotals, hoeffding_bound, is_undecided, roc_auc, DecisionCounts, DisagreementBound,
-    DriftCounts, FaithfulnessMetrics, MetricsError, wilson_interval,
+    DriftCounts, FaithfulnessMetrics, MetricsError, SizeBucket, wilson_interval,
 };
 pub use planbench::{load_planbench, LoadError, PlanBenchSet, PlanBenchTask};

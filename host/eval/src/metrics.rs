@@ -264,6 +264,53 @@ pub fn wilson_interval(k: usize, n: usize) -> Option<(f64, f64)> {
     Some(((centre - half).max(0.0), (centre + half).min(1.0)))
 }
 
+/// A task's size bucket: the objects its reference problem declares. The edges put
+/// PlanBench BlocksWorld and Mystery BlocksWorld (3–5 blocks) in the first bucket, the
+/// smaller generated and Planetarium tasks in the second, and PlanBench Logistics (8–24
+/// objects, nearly all 10 or more) in the last, so each of the large evaluation's domains
+/// spans at least two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum SizeBucket {
+    /// Up to 5 objects (fewer than 3 count here too).
+    #[serde(rename = "3-5")]
+    Small,
+    /// 6 to 9 objects.
+    #[serde(rename = "6-9")]
+    Medium,
+    /// 10 objects or more.
+    #[serde(rename = "10+")]
+    Large,
+    /// The trace does not say: written before the count was recorded, or a task without a
+    /// reference problem.
+    #[serde(rename = "unknown")]
+    Unknown,
+}
+
+impl SizeBucket {
+    /// Every bucket, smallest first.
+    pub const ALL: [SizeBucket; 4] = [SizeBucket::Small, SizeBucket::Medium, SizeBucket::Large, SizeBucket::Unknown];
+
+    /// The bucket of a task whose reference problem declares `objects` objects.
+    pub fn of(objects: Option<u32>) -> SizeBucket {
+        match objects {
+            None => SizeBucket::Unknown,
+            Some(0..=5) => SizeBucket::Small,
+            Some(6..=9) => SizeBucket::Medium,
+            Some(_) => SizeBucket::Large,
+        }
+    }
+
+    /// The bucket as the reports print it: `3–5`, `6–9`, `10+`, `unknown`.
+    pub fn label(self) -> &'static str {
+        match self {
+            SizeBucket::Small => "3–5",
+            SizeBucket::Medium => "6–9",
+            SizeBucket::Large => "10+",
+            SizeBucket::Unknown => "unknown",
+        }
+    }
+}
+
 /// ε̂ and its high-probability upper bound on the true disagreement rate ε.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DisagreementBound {
@@ -388,6 +435,18 @@ mod tests {
         assert_eq!(wilson_interval(0, 0), None);
     }
 
+    #[test]
+    fn size_buckets_have_their_edges_where_the_reports_say() {
+        let b = |n| SizeBucket::of(Some(n));
+        assert_eq!([b(0), b(2), b(3), b(5)], [SizeBucket::Small; 4], "fewer than 3 go to the first bucket");
+        assert_eq!([b(6), b(9)], [SizeBucket::Medium; 2]);
+        assert_eq!([b(10), b(24), b(u32::MAX)], [SizeBucket::Large; 3]);
+        assert_eq!(SizeBucket::of(None), SizeBucket::Unknown);
+        let labels: Vec<&str> = SizeBucket::ALL.iter().map(|b| b.label()).collect();
+        assert_eq!(labels, ["3–5", "6–9", "10+", "unknown"]);
+        assert_eq!(serde_json::to_string(&SizeBucket::Large).unwrap(), "\"10+\"");
+    }
+
     fn rep(
         solvable: bool,
         faithful: bool,
@@ -475,7 +534,7 @@ mod tests {
         assert_eq!(m.faithful_decisions.total(), 4);
     }
 
-    /// Issue 50: a result whose budget ran out is neither faithful nor unfaithful. Ten
+    /// A result whose budget ran out is neither faithful nor unfaithful. Ten
     /// results plus two undecided ones give the ten's rates, and the two on their own.
     #[test]
     fn undecided_results_are_in_no_rate() {

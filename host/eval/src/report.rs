@@ -1,7 +1,9 @@
 //! The evaluation report, computed from trace records: the paper's Table 1 (success per
 //! domain and their average), the faithfulness metrics, CSR(h) and Δ(h), the dominant
 //! diagnostic per repair step, average solver calls, the Judge's scores by outcome with AUC,
-//! ε̂ with its Hoeffding bound, and where the time went. Written as JSON, Markdown and SVG.
+//! ε̂ with its Hoeffding bound, where the time went, and solved and Faithful per domain and
+//! size bucket (with Wilson intervals) where the trace gives the tasks' sizes. Written as
+//! JSON, Markdown and SVG.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,8 +14,12 @@ use onebrain_roles::{EpisodeRecord, Strategy};
 use serde::{Deserialize, Serialize};
 
 use crate::failures::{count_failures, FailedStep, FailureCause, FailureCount};
-use crate::metrics::{disagreement_bound, is_undecided, roc_auc, AgreementTotals, DisagreementBound, FaithfulnessMetrics};
+use crate::metrics::{
+    disagreement_bound, is_undecided, roc_auc, wilson_interval, AgreementTotals, DisagreementBound, FaithfulnessMetrics,
+    SizeBucket,
+};
 use crate::svg;
+use crate::trace::TraceRow;
 
 /// Steps shown in CSR(h) and the heatmap: h = 0..=H_max.
 pub const MAX_H: usize = 5;
@@ -106,6 +112,70 @@ pub struct TimingReport {
     pub prefix_cache_share: f64,
 }
 
+/// One domain's answered episodes in one size bucket: solved, and Faithful, of the same
+/// episodes, each with its 95 % Wilson interval.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SizeRate {
+    /// The domain, or `all` for every domain of the strategy together.
+    pub domain: String,
+    /// The bucket of the objects the tasks' reference problems declare.
+    pub bucket: SizeBucket,
+    /// Solved (b_T), of the answered episodes.
+    pub solved: Rate,
+    /// Its interval, as (low, high) shares.
+    pub solved_interval: (f64, f64),
+    /// Solved and faithful to the reference (C_i), of the same episodes: one the checker did
+    /// not check or did not decide is not faithful, as in the held-out rows.
+    pub faithful: Rate,
+    /// Its interval.
+    pub faithful_interval: (f64, f64),
+    /// Episodes the checker reported on; with none, Faithful is no figure.
+    pub checked: usize,
+}
+
+impl SizeRate {
+    fn of(domain: &str, bucket: SizeBucket, records: &[&EpisodeRecord]) -> SizeRate {
+        let n = records.len();
+        let solved = records.iter().filter(|r| r.solved).count();
+        let faithful = records
+            .iter()
+            .filter(|r| r.faithfulness.as_ref().is_some_and(|f| f.solvable && f.faithful))
+            .count();
+        let interval = |k| wilson_interval(k, n).unwrap_or((0.0, 0.0));
+        SizeRate {
+            domain: domain.to_string(),
+            bucket,
+            solved: Rate::new(solved, n),
+            solved_interval: interval(solved),
+            faithful: Rate::new(faithful, n),
+            faithful_interval: interval(faithful),
+            checked: records.iter().filter(|r| r.faithfulness.is_some()).count(),
+        }
+    }
+}
+
+/// The rows of the "By size" table for one strategy's answered `episodes` (each with its
+/// task's object count): per domain in `domains`' order, its buckets smallest first, then,
+/// with more than one domain, every domain together per bucket.
+fn size_rates(domains: &[String], episodes: &[(&EpisodeRecord, Option<u32>)]) -> Vec<SizeRate> {
+    let mut cells: BTreeMap<(usize, SizeBucket), Vec<&EpisodeRecord>> = BTreeMap::new();
+    let mut all: BTreeMap<SizeBucket, Vec<&EpisodeRecord>> = BTreeMap::new();
+    for &(r, objects) in episodes {
+        let d = domains.iter().position(|d| *d == r.domain).unwrap_or(domains.len());
+        let bucket = SizeBucket::of(objects);
+        cells.entry((d, bucket)).or_default().push(r);
+        all.entry(bucket).or_default().push(r);
+    }
+    let mut rows: Vec<SizeRate> = cells
+        .iter()
+        .map(|(&(_, bucket), rs)| SizeRate::of(&rs[0].domain, bucket, rs))
+        .collect();
+    if cells.keys().map(|k| k.0).collect::<std::collections::BTreeSet<_>>().len() > 1 {
+        rows.extend(all.iter().map(|(&bucket, rs)| SizeRate::of("all", bucket, rs)));
+    }
+    rows
+}
+
 /// One strategy's results.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StrategyReport {
@@ -162,6 +232,10 @@ pub struct StrategyReport {
     /// The failed steps of those episodes, by step and cause ([`count_failures`](crate::count_failures)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<FailureCount>,
+    /// Solved and Faithful per domain and size bucket, over the answered episodes; empty
+    /// where the trace gives no task's size ([`Report::from_rows`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_size: Vec<SizeRate>,
 }
 
 /// The whole report.
@@ -215,7 +289,7 @@ impl StrategyReport {
         checkpoints: usize,
     ) -> StrategyReport {
         // A refused request is not an answer: counted as unsolved, a run whose every request
-        // was refused reported 0 % solved (issue 46).
+        // was refused would report 0 % solved.
         let (stopped, records): (Vec<&EpisodeRecord>, Vec<&EpisodeRecord>) =
             all.iter().copied().partition(|r| r.stop_error().is_some());
         let records = records.as_slice();
@@ -388,6 +462,7 @@ impl StrategyReport {
             failures: count_failures(all.iter().copied()),
             unanswered: stopped.len(),
             unanswered_error: stopped.first().and_then(|r| r.stop_error()).map(str::to_string),
+            by_size: Vec::new(),
         }
     }
 }
@@ -400,6 +475,31 @@ impl Report {
         delta: f64,
         checkpoints: usize,
     ) -> Report {
+        let records: Vec<&EpisodeRecord> = records.iter().collect();
+        Report::from_refs(name, &records, delta, checkpoints)
+    }
+
+    /// [`Report::from_records`] over an evaluation trace's rows, with solved and Faithful per
+    /// domain and size bucket ([`StrategyReport::by_size`]) where any row gives its task's
+    /// size; rows that do not go to the `unknown` bucket.
+    pub fn from_rows(name: &str, rows: &[TraceRow], delta: f64, checkpoints: usize) -> Report {
+        let records: Vec<&EpisodeRecord> = rows.iter().map(|r| &r.record).collect();
+        let mut report = Report::from_refs(name, &records, delta, checkpoints);
+        // A trace written before the sizes were recorded keeps the report it had.
+        if rows.iter().any(|r| r.reference_objects.is_some()) {
+            for x in &mut report.strategies {
+                let answered: Vec<(&EpisodeRecord, Option<u32>)> = rows
+                    .iter()
+                    .filter(|r| r.record.strategy == x.strategy && r.record.stop_error().is_none())
+                    .map(|r| (&r.record, r.reference_objects))
+                    .collect();
+                x.by_size = size_rates(&report.domains, &answered);
+            }
+        }
+        report
+    }
+
+    fn from_refs(name: &str, records: &[&EpisodeRecord], delta: f64, checkpoints: usize) -> Report {
         let mut domains: Vec<String> = Vec::new();
         let mut modes: Vec<String> = Vec::new();
         for r in records {
@@ -413,7 +513,7 @@ impl Report {
         let strategies = Strategy::ALL
             .into_iter()
             .filter_map(|s| {
-                let rs: Vec<&EpisodeRecord> = records.iter().filter(|r| r.strategy == s).collect();
+                let rs: Vec<&EpisodeRecord> = records.iter().copied().filter(|r| r.strategy == s).collect();
                 (!rs.is_empty()).then(|| StrategyReport::from_records(s, &rs, delta, checkpoints))
             })
             .collect();
@@ -581,6 +681,10 @@ impl Report {
                     .collect();
                 let _ = writeln!(s, "| {} | {} |", x.strategy, cells.join(" | "));
             }
+        }
+
+        if self.strategies.iter().any(|x| !x.by_size.is_empty()) {
+            size_table(&mut s, &self.strategies);
         }
 
         let _ = writeln!(
@@ -780,9 +884,10 @@ impl Report {
         out
     }
 
-    /// Writes `report.json`, `report.md` and the SVG plots into `dir`.
-    pub fn write(&self, dir: &Path) -> std::io::Result<ReportPaths> {
-        std::fs::create_dir_all(dir)?;
+    /// Writes `report.json`, `report.md` and the SVG plots into `dir`, each replaced whole
+    /// ([`onebrain_durable::write_atomic`]): a full disk or a kill leaves the previous file.
+    pub fn write(&self, dir: &Path) -> Result<ReportPaths, onebrain_durable::Error> {
+        std::fs::create_dir_all(dir).map_err(|e| onebrain_durable::Error::write(dir, e))?;
         let mut paths = ReportPaths {
             json: dir.join("report.json"),
             markdown: dir.join("report.md"),
@@ -790,14 +895,42 @@ impl Report {
         };
         for (name, content) in self.plots() {
             let p = dir.join(name);
-            std::fs::write(&p, content)?;
+            onebrain_durable::write_atomic(&p, content)?;
             paths.plots.push(p);
         }
-        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&paths.json, json)?;
-        std::fs::write(&paths.markdown, self.markdown(&paths.plots))?;
+        let json = serde_json::to_string_pretty(self).expect("a report serialises");
+        onebrain_durable::write_atomic(&paths.json, json)?;
+        onebrain_durable::write_atomic(&paths.markdown, self.markdown(&paths.plots))?;
         Ok(paths)
     }
+}
+
+/// Solved and Faithful per strategy, domain and size bucket, with 95 % Wilson intervals.
+fn size_table(s: &mut String, strategies: &[StrategyReport]) {
+    let cell = |r: &Rate, (lo, hi): (f64, f64)| {
+        format!("{:.1} ({}/{}) [{:.1}, {:.1}]", 100.0 * r.rate, r.k, r.n, 100.0 * lo, 100.0 * hi)
+    };
+    let _ = writeln!(s, "\n## By size (objects in the reference problem)\n");
+    let _ = writeln!(s, "| strategy | domain | objects | n | solved % | Faithful % |");
+    let _ = writeln!(s, "|---|---|---|---:|---:|---:|");
+    for x in strategies {
+        for r in &x.by_size {
+            let faithful = match r.checked {
+                0 => "–".to_string(),
+                _ => cell(&r.faithful, r.faithful_interval),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {faithful} |",
+                x.strategy,
+                r.domain,
+                r.bucket.label(),
+                r.solved.n,
+                cell(&r.solved, r.solved_interval)
+            );
+        }
+    }
+    let _ = writeln!(s, "\nn = answered episodes; [low, high] = 95 % Wilson interval. The bucket counts the objects the task's reference problem declares (fewer than 3 count as 3–5; unknown: the trace does not say). Faithful = solved and faithful to the reference, of the same n: an episode the checker did not check or did not decide is not faithful.");
 }
 
 /// The failed steps by step and cause, one row per strategy and step that failed.
@@ -883,6 +1016,47 @@ mod tests {
             md.contains("| multi-role | 3 | 2 | 1 | 3 (75.0 %) | 1 (25.0 %) |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn the_size_table_has_a_row_per_domain_and_bucket_with_intervals() {
+        let row = |domain: &str, bucket, solved, faithful, n, checked| SizeRate {
+            domain: domain.into(),
+            bucket,
+            solved: Rate::new(solved, n),
+            solved_interval: wilson_interval(solved, n).unwrap(),
+            faithful: Rate::new(faithful, n),
+            faithful_interval: wilson_interval(faithful, n).unwrap(),
+            checked,
+        };
+        let report = Report {
+            domains: vec!["logistics".into()],
+            strategies: vec![StrategyReport {
+                strategy: Strategy::MultiRole,
+                by_size: vec![
+                    row("logistics", SizeBucket::Large, 5, 0, 10, 10),
+                    row("gripper", SizeBucket::Medium, 10, 10, 10, 0),
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let md = report.markdown(&[]);
+        assert!(md.contains("## By size (objects in the reference problem)"), "{md}");
+        assert!(md.contains("| strategy | domain | objects | n | solved % | Faithful % |"), "{md}");
+        // 5/10 → [23.7, 76.3], 0/10 → [0, 27.8] (the published Wilson values).
+        assert!(md.contains("| multi-role | logistics | 10+ | 10 | 50.0 (5/10) [23.7, 76.3] | 0.0 (0/10) [0.0, 27.8] |"), "{md}");
+        // No check: Faithful is no figure.
+        assert!(md.contains("| multi-role | gripper | 6–9 | 10 | 100.0 (10/10) [72.2, 100.0] | – |"), "{md}");
+        // The table sits before the CSR section; a report without sizes has none.
+        assert!(md.find("## By size").unwrap() < md.find("## Cumulative success").unwrap());
+        assert!(!Report::default().markdown(&[]).contains("By size"));
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["strategies"][0]["by_size"][0]["bucket"], "10+");
+        assert!(serde_json::to_value(Report { strategies: vec![StrategyReport::default()], ..Default::default() }).unwrap()
+            ["strategies"][0]
+            .get("by_size")
+            .is_none());
     }
 
     #[test]

@@ -12,11 +12,14 @@ use onebrain_roles::{
 };
 use onebrain_verifier::VerifierPool;
 
+use onebrain_durable::{stop_requested, FolderLock, StopSignal, Stopped};
+
 use crate::config::{ConfigError, EvalConfig};
+use crate::plugins::{check_plugins, PluginRecordError};
 use crate::report::{Report, ReportPaths};
-use crate::tasks::{SourceKind, TaskError};
+use crate::tasks::{problem_objects, SourceKind, TaskError};
 use crate::shard::{claim, config_digest, merge_shards, Merged, PlannedEpisode, Shard, ShardError, ShardManifest};
-use crate::trace::{read_trace, TraceError, TraceWriter};
+use crate::trace::{read_trace, read_trace_rows, TraceError, TraceRow, TraceWriter};
 
 /// Why an evaluation stopped.
 #[derive(Debug, thiserror::Error)]
@@ -55,8 +58,19 @@ pub enum EvalError {
         /// The trace.
         trace: PathBuf,
     },
-    /// The report could not be written.
-    #[error("cannot write the report into {dir}: {source}")]
+    /// A file of the output folder could not be written whole (a full disk among the
+    /// causes: the message names the file), or another process writes the folder.
+    #[error(transparent)]
+    Folder(#[from] onebrain_durable::Error),
+    /// A plugin's component changed since the run in this folder began.
+    #[error(transparent)]
+    Plugins(#[from] PluginRecordError),
+    /// SIGINT or SIGTERM stopped the run between two episodes: every finished episode is in
+    /// the trace, and rerunning the command resumes.
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
+    /// The report just written could not be read back.
+    #[error("cannot read the report back from {dir}: {source}")]
     Report {
         /// The output folder.
         dir: PathBuf,
@@ -226,6 +240,19 @@ pub fn run_eval_with<'m>(
         .enumerate()
         .map(|(i, (s, t))| (i, s, t))
         .collect();
+    // Each task's size, from its reference problem, for the trace rows: the record itself
+    // does not carry the reference.
+    let sizes: std::collections::HashMap<&str, u32> = tasks
+        .iter()
+        .filter_map(|t| {
+            let t = t.task();
+            Some((t.id.as_str(), problem_objects(&t.reference.as_ref()?.problem)?))
+        })
+        .collect();
+    // One process writes a run's folder (a shard's, for a shard) at a time.
+    let out_dir = base.join(&cfg.out_dir);
+    let folder = shard.map_or_else(|| out_dir.clone(), |s| s.dir(&out_dir));
+    let _lock = FolderLock::acquire(&folder)?;
     let run_trace = trace_path(cfg, base);
     let existing = read_trace(&run_trace)?;
     let mut done_pairs = existing.done();
@@ -267,6 +294,12 @@ pub fn run_eval_with<'m>(
 
     let mut ran = 0;
     if !todo.is_empty() {
+        // Before any result is written: a plugin whose component changed since the folder's
+        // first run would make this trace mix two versions.
+        check_plugins(&folder, &services.plugins)?;
+        if let Some(signal) = stop_requested() {
+            return Err(stopped(signal, skipped, total, &trace).into());
+        }
         let mut writer = TraceWriter::open(&trace)?;
         if model.is_none() {
             *model = Some(load()?);
@@ -298,15 +331,24 @@ pub fn run_eval_with<'m>(
                 cfg.in_flight,
                 &mut |e| (*cell.borrow_mut())(&Progress::Event(e)),
                 &mut |rec| {
-                    writer.append(&rec)?;
+                    // An episode that ends after a stop was asked for is not written: the
+                    // signal may have reached its planner too (a terminal's Ctrl-C goes to
+                    // the whole process group), so its verdict may be the signal's. The
+                    // resumed run runs it again, with the same seed.
+                    if let Some(signal) = stop_requested() {
+                        return Err(EvalError::Stopped(stopped(signal, done, total, writer.path())));
+                    }
+                    let reference_objects = sizes.get(rec.task_id.as_str()).copied();
+                    let row = TraceRow { record: rec, reference_objects };
+                    writer.append(&row)?;
                     done += 1;
                     ran += 1;
                     (*cell.borrow_mut())(&Progress::Finished {
                         done,
                         total,
-                        record: &rec,
+                        record: &row.record,
                     });
-                    Ok::<(), TraceError>(())
+                    Ok::<(), EvalError>(())
                 },
             )?;
         }
@@ -314,6 +356,15 @@ pub fn run_eval_with<'m>(
     let (report, report_paths) = report_of(&cfg.name, &trace, cfg.report.delta, cfg.report.checkpoints)?;
     let summary = summary_table(&report_paths)?;
     Ok(outcome(trace, report_paths, summary, &report, ran, skipped))
+}
+
+/// Where a stop left an evaluation: `done` of its `total` episodes in `trace`.
+fn stopped(signal: StopSignal, done: usize, total: usize, trace: &Path) -> Stopped {
+    Stopped {
+        signal,
+        at: format!("after {done} of {total} episodes, each in {}", trace.display()),
+        resume: "run the same command again to resume".into(),
+    }
 }
 
 /// What the run produced, its counts read from its `report`.
@@ -340,6 +391,7 @@ fn outcome(
 /// `onebrain eval --merge`: joins the shards of the run `cfg` into its trace
 /// ([`merge_shards`]) and writes the run's report.
 pub fn merge_eval(cfg: &EvalConfig, base: &Path) -> Result<(Merged, EvalOutcome), EvalError> {
+    let _lock = FolderLock::acquire(&base.join(&cfg.out_dir))?;
     let trace = trace_path(cfg, base);
     let merged = merge_shards(&base.join(&cfg.out_dir), &trace, &config_digest(cfg))?;
     let (report, report_paths) = report_of(&cfg.name, &trace, cfg.report.delta, cfg.report.checkpoints)?;
@@ -355,20 +407,19 @@ pub fn write_report(
     delta: f64,
     checkpoints: usize,
 ) -> Result<ReportPaths, EvalError> {
+    let _lock = FolderLock::acquire(trace.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))?;
     report_of(name, trace, delta, checkpoints).map(|(_, paths)| paths)
 }
 
 /// [`write_report`], and the report it wrote.
 fn report_of(name: &str, trace: &Path, delta: f64, checkpoints: usize) -> Result<(Report, ReportPaths), EvalError> {
-    let contents = read_trace(trace)?;
-    let report = Report::from_records(name, &contents.records, delta, checkpoints);
+    let contents = read_trace_rows(trace)?;
+    let report = Report::from_rows(name, &contents.records, delta, checkpoints);
     let dir = trace
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    let paths = report
-        .write(&dir)
-        .map_err(|source| EvalError::Report { dir, source })?;
+    let paths = report.write(&dir)?;
     Ok((report, paths))
 }
 

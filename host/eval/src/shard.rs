@@ -16,12 +16,12 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use onebrain_roles::{EpisodeRecord, Strategy};
+use onebrain_roles::Strategy;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::EvalConfig;
-use crate::trace::{read_trace, TraceWriter};
+use crate::trace::{read_trace, read_trace_rows, TraceRow, TraceWriter};
 
 /// One slice of a run: the `index`-th of `count` (`0 ≤ index < count`), as `K/N` on the
 /// command line, where a job array's task id is `K`.
@@ -140,6 +140,9 @@ pub enum ShardError {
     /// A trace could not be read or written.
     #[error(transparent)]
     Trace(#[from] crate::trace::TraceError),
+    /// A manifest could not be written whole (a full disk among the causes).
+    #[error(transparent)]
+    Write(#[from] onebrain_durable::Error),
     /// `--shard` on a config with transfer benchmarks, which are not sharded.
     #[error("--shard splits the [[benchmarks]]; this config also has [[transfer]] benchmarks, which run unsharded: give them a config of their own")]
     Transfer,
@@ -172,12 +175,9 @@ pub(crate) fn claim(dir: &Path, manifest: &ShardManifest) -> Result<(), ShardErr
         }
         return Ok(());
     }
-    let io = |source| ShardError::Io { path: path.clone(), source };
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let tmp = dir.join("shard.json.tmp");
+    std::fs::create_dir_all(dir).map_err(|source| ShardError::Io { path: path.clone(), source })?;
     let text = serde_json::to_string_pretty(manifest).expect("a manifest serialises");
-    std::fs::write(&tmp, text).map_err(io)?;
-    std::fs::rename(&tmp, &path).map_err(io)
+    Ok(onebrain_durable::write_atomic(&path, text)?)
 }
 
 fn difference(found: &ShardManifest, want: &ShardManifest) -> Option<String> {
@@ -259,14 +259,15 @@ pub fn merge_shards(out_dir: &Path, trace: &Path, digest: &str) -> Result<Merged
     }
     let run = read_trace(trace)?;
     let in_run: std::collections::HashSet<(String, Strategy)> = run.done();
-    let mut found: HashMap<(String, Strategy), EpisodeRecord> = HashMap::new();
+    // Whole rows, so the merged trace keeps what the shards recorded beside each episode.
+    let mut found: HashMap<(String, Strategy), TraceRow> = HashMap::new();
     let mut lacking: Vec<String> = Vec::new();
     let mut missing = 0;
     for (path, m) in &manifests {
-        let records = read_trace(&path.with_file_name("trace.jsonl"))?.records;
+        let rows = read_trace_rows(&path.with_file_name("trace.jsonl"))?.records;
         let mut have = 0;
-        for r in records {
-            found.entry((r.task_id.clone(), r.strategy)).or_insert(r);
+        for r in rows {
+            found.entry((r.record.task_id.clone(), r.record.strategy)).or_insert(r);
         }
         for e in &m.episodes {
             let key = (e.task.clone(), e.strategy);

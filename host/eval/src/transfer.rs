@@ -350,7 +350,6 @@ pub fn run_transfer_eval(
     let records = run_transfer(&cfg.transfer, base, &trace, &mut model, on_record)?;
     let table = transfer_table(&records);
     let md = out_dir.join("transfer.md");
-    std::fs::write(&md, format!("# {}: transfer\n\n{table}", cfg.name))
-        .map_err(|source| crate::EvalError::Report { dir: out_dir.clone(), source })?;
+    onebrain_durable::write_atomic(&md, format!("# {}: transfer\n\n{table}", cfg.name))?;
     Ok((trace, table))
 }

@@ -8,7 +8,10 @@ use onebrain_core::{
     BoxError, Category, Diagnostic, DomainAdapter, Drift, FaithfulnessReport, Outcome, Spec, Task,
     Verdict, Verifier,
 };
-use onebrain_eval::{merge_eval, read_trace, run_eval_with, EvalConfig, EvalError, Progress, Report, Shard, ShardError, TraceWriter};
+use onebrain_eval::{
+    merge_eval, read_trace, read_trace_rows, run_eval_with, EvalConfig, EvalError, Progress, Report, Shard, ShardError,
+    SizeBucket, TraceRow, TraceWriter,
+};
 use onebrain_roles::{
     EpisodeRecord, EpisodeTimings, Finalizer, Generation, LanguageModel, Mode, Role,
     SamplingConfig, Services, StepRecord, StepTimings, StopReason, Strategy,
@@ -432,6 +435,7 @@ fn try_run(
             reward: None,
             checker: Some(Arc::new(onebrain_faithful::ReferenceChecker::default())),
         },
+        plugins: Vec::new(),
     };
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let c2 = calls.clone();
@@ -480,6 +484,12 @@ fn a_killed_run_resumes_from_its_trace() {
         out.summary
     );
     assert!(out.report_paths.markdown.is_file() && out.report_paths.plots.len() >= 3);
+    // Each row carries its task's size, from the reference problem (`a b`: 2 objects), and
+    // the report has them by size.
+    let rows = read_trace_rows(&out.trace_path).unwrap().records;
+    assert!(rows.iter().all(|r| r.reference_objects == Some(2)), "{:?}", rows.iter().map(|r| r.reference_objects).collect::<Vec<_>>());
+    let md = std::fs::read_to_string(&out.report_paths.markdown).unwrap();
+    assert!(md.contains("| multi-role | toy | 3–5 | 3 | 100.0 (3/3) [43.8, 100.0] | 100.0 (3/3) [43.8, 100.0] |"), "{md}");
 
     // Kill it in the middle of the fourth line: three records and a torn tail remain.
     let lines: Vec<&str> = full.lines().collect();
@@ -538,7 +548,7 @@ fn outcomes(trace: &Path) -> Vec<(String, Strategy, bool, bool, u32, Option<Spec
 }
 
 #[test]
-fn r20_two_shards_merge_to_the_report_of_one_unsharded_run() {
+fn two_shards_merge_to_the_report_of_one_unsharded_run() {
     let cfg = EvalConfig::from_toml(SHARD_CONFIG).unwrap();
     let whole = tempfile::tempdir().unwrap();
     let (_, _, one) = run(&cfg, whole.path());
@@ -567,6 +577,9 @@ fn r20_two_shards_merge_to_the_report_of_one_unsharded_run() {
     assert_eq!(out.trace_path, split.path().join("out/trace.jsonl"));
     assert_eq!(untimed(&out.report_paths.json), untimed(&one.report_paths.json));
     assert_eq!(outcomes(&out.trace_path), outcomes(&one.trace_path));
+    // The merge keeps each row's size, so the merged report has its table by size too.
+    assert!(read_trace_rows(&out.trace_path).unwrap().records.iter().all(|r| r.reference_objects == Some(2)));
+    assert!(untimed(&out.report_paths.json)["strategies"][0]["by_size"].is_array());
 
     // Merging again adds nothing; a shard run again finds its work done, in the run's trace.
     assert_eq!(merge_eval(&cfg, split.path()).unwrap().0.appended, 0);
@@ -625,7 +638,7 @@ fn text_folder(dir: &Path) {
 const TEXT_FOLDER_CONFIG: &str = "name = \"prose\"\nout-dir = \"out\"\ndata = \".\"\nstrategies = [\"multi-role\", \"self-refine\"]\n[[benchmarks]]\ndomain = \"prose\"\nsource = \"text-folder\"\nfolder = \"tasks\"\nreference-folder = \"refs\"\nsample = 5\n[episode]\nmode = \"full\"";
 
 #[test]
-fn r15_a_text_folder_benchmark_runs_in_full_mode_without_a_plugin() {
+fn a_text_folder_benchmark_runs_in_full_mode_without_a_plugin() {
     let dir = tempfile::tempdir().unwrap();
     text_folder(dir.path());
     let cfg = EvalConfig::from_toml(TEXT_FOLDER_CONFIG).unwrap();
@@ -634,6 +647,7 @@ fn r15_a_text_folder_benchmark_runs_in_full_mode_without_a_plugin() {
         verifier: Arc::new(Native),
         domains: vec![Arc::new(Toy) as Arc<dyn DomainAdapter>],
         finalizer: Finalizer { reward: None, checker: Some(Arc::new(onebrain_faithful::ReferenceChecker::default())) },
+        plugins: Vec::new(),
     };
     let mut model = None;
     let out = run_eval_with(
@@ -663,7 +677,7 @@ fn r15_a_text_folder_benchmark_runs_in_full_mode_without_a_plugin() {
 }
 
 #[test]
-fn r15_text_folder_mistakes_are_clear_errors_naming_the_file() {
+fn text_folder_mistakes_are_clear_errors_naming_the_file() {
     let cfg = |extra: &str| EvalConfig::from_toml(&TEXT_FOLDER_CONFIG.replace("mode = \"full\"", extra));
     let err = cfg("mode = \"problem\"").unwrap_err().to_string();
     assert!(err.contains("text-folder") && err.contains("full"), "{err}");
@@ -730,18 +744,19 @@ fn run_refusing(dir: &Path, refused: Vec<&'static str>) -> onebrain_eval::EvalOu
         verifier: Arc::new(Native),
         domains: vec![Arc::new(Toy) as Arc<dyn DomainAdapter>],
         finalizer: Finalizer { reward: None, checker: Some(Arc::new(onebrain_faithful::ReferenceChecker::default())) },
+        plugins: Vec::new(),
     };
     let mut model = None;
     let mut load = || Ok(Box::new(Refuses(refused.clone())) as Box<dyn LanguageModel>);
     run_eval_with(&cfg, dir, &services, &mut load, &mut model, None, &mut |_| {}).unwrap()
 }
 
-/// Issue 46: a request the memory budget refused was counted as an unsolved answer and
+/// Regression: a request the memory budget refused was counted as an unsolved answer and
 /// checked as "the model wrote no PDDL", so a run whose every request was refused reported
 /// 0 % solved. Such an episode is an error: in the trace with no faithfulness report, and in
 /// the report apart from the answers, in no rate's denominator.
 #[test]
-fn r46_a_refused_request_is_an_error_apart_from_the_answers() {
+fn a_refused_request_is_an_error_apart_from_the_answers() {
     let dir = tempfile::tempdir().unwrap();
     let out = run_refusing(dir.path(), vec!["Task 2:"]);
     assert_eq!((out.ran, out.episodes, out.unanswered), (3, 3, 1));
@@ -774,10 +789,10 @@ fn r46_a_refused_request_is_an_error_apart_from_the_answers() {
     assert!(md.contains("| multi-role | model | 0 | 0 | 0 | 0 | 0 | 0 | 1 | 1 |"), "the failure table: {md}");
 }
 
-/// Issue 46: a run whose every request was refused has no answer; `no_answers` gives the
+/// A run whose every request was refused has no answer; `no_answers` gives the
 /// error `onebrain eval` exits with, naming the refusal. The report shows no 0 %.
 #[test]
-fn r46_a_run_with_every_request_refused_is_an_error() {
+fn a_run_with_every_request_refused_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let out = run_refusing(dir.path(), vec!["Task"]);
     assert_eq!((out.episodes, out.unanswered), (3, 3));
@@ -792,11 +807,11 @@ fn r46_a_run_with_every_request_refused_is_an_error() {
     }
 }
 
-/// Issue 46: a trace written before, whose refused episodes carry the checker's "the model
+/// A trace from an older build, whose refused episodes carry the checker's "the model
 /// wrote no PDDL", reports them apart as well; a record without an error reads and writes
 /// back byte for byte, as a resumed run compares it.
 #[test]
-fn r46_an_old_trace_with_refused_episodes_reports_them_apart() {
+fn an_old_trace_with_refused_episodes_reports_them_apart() {
     let mut old = record("a/1", "A", Strategy::MultiRole, &[Some(Category::Syntax)], None, Some(FaithfulnessReport {
         explanation: vec!["the model wrote no PDDL".into()],
         ..Default::default()
@@ -821,7 +836,7 @@ fn r46_an_old_trace_with_refused_episodes_reports_them_apart() {
 /// A plugin's failure on an answer leaves the answer counted: only the episode's own error
 /// stops it, and a plugin's message cannot pass for one.
 #[test]
-fn r46_a_plugin_failure_on_an_answer_is_no_stop_error() {
+fn a_plugin_failure_on_an_answer_is_no_stop_error() {
     use onebrain_roles::{FailedPlugin, PluginFailure};
     let mut r = record("a/1", "A", Strategy::MultiRole, &[None], None, None);
     let f = PluginFailure { plugin: FailedPlugin::Checker, kind: None, message: "model error (actor): imitated".into() };
@@ -832,4 +847,91 @@ fn r46_a_plugin_failure_on_an_answer_is_no_stop_error() {
     assert_eq!(r.stop_error(), Some(format!("model error (judge): {REFUSAL}").as_str()));
     let x = &Report::from_records("p", &[r], 0.05, 1).strategies[0];
     assert_eq!((x.unanswered, x.errors, x.success.len()), (1, 1, 0));
+}
+
+// ------------------------------------------------------------------------------- by size
+
+/// A trace row of `record` with its task's size.
+fn row(record: EpisodeRecord, objects: Option<u32>) -> TraceRow {
+    TraceRow { record, reference_objects: objects }
+}
+
+#[test]
+fn the_report_counts_solved_and_faithful_per_domain_and_size_bucket() {
+    let solved = |task: &str, domain: &str| record(task, domain, Strategy::MultiRole, &[None], None, faithful());
+    let unfaithful = |task: &str, domain: &str| {
+        record(task, domain, Strategy::MultiRole, &[None], None, Some(FaithfulnessReport { solvable: true, ..Default::default() }))
+    };
+    let failed = |task: &str, domain: &str| record(task, domain, Strategy::MultiRole, &[Some(Category::Syntax)], None, None);
+    let mut refused = failed("a/9", "A");
+    refused.error = Some(format!("model error (actor): {REFUSAL}"));
+    let rows = vec![
+        row(solved("a/1", "A"), Some(2)),     // fewer than 3: the first bucket
+        row(unfaithful("a/2", "A"), Some(5)), // solved, not faithful
+        row(failed("a/3", "A"), Some(6)),
+        row(solved("a/4", "A"), Some(9)),
+        row(solved("b/1", "B"), Some(10)),
+        row(failed("b/2", "B"), Some(24)),
+        row(solved("b/3", "B"), None),        // the trace does not say
+        row(refused, Some(4)),                // no answer: in no row
+    ];
+    let report = Report::from_rows("sizes", &rows, 0.05, 1);
+    let cells: Vec<(String, SizeBucket, usize, usize, usize)> = report.strategies[0]
+        .by_size
+        .iter()
+        .map(|r| (r.domain.clone(), r.bucket, r.solved.n, r.solved.k, r.faithful.k))
+        .collect();
+    let c = |d: &str, b, n, k, f| (d.to_string(), b, n, k, f);
+    assert_eq!(
+        cells,
+        [
+            c("A", SizeBucket::Small, 2, 2, 1),
+            c("A", SizeBucket::Medium, 2, 1, 1),
+            c("B", SizeBucket::Large, 2, 1, 1),
+            c("B", SizeBucket::Unknown, 1, 1, 1),
+            c("all", SizeBucket::Small, 2, 2, 1),
+            c("all", SizeBucket::Medium, 2, 1, 1),
+            c("all", SizeBucket::Large, 2, 1, 1),
+            c("all", SizeBucket::Unknown, 1, 1, 1),
+        ]
+    );
+    let small = &report.strategies[0].by_size[0];
+    // 1 of 2: Wilson [9.5 %, 90.5 %].
+    assert_eq!(
+        ((small.faithful_interval.0 * 1000.0).round(), (small.faithful_interval.1 * 1000.0).round()),
+        (95.0, 905.0)
+    );
+    let md = report.markdown(&[]);
+    assert!(md.contains("| multi-role | A | 3–5 | 2 | 100.0 (2/2) [34.2, 100.0] | 50.0 (1/2) [9.5, 90.5] |"), "{md}");
+    assert!(md.contains("| multi-role | all | 10+ | 2 | 50.0 (1/2) [9.5, 90.5] | 50.0 (1/2) [9.5, 90.5] |"), "{md}");
+    // Every other section is the report of the bare records.
+    let records: Vec<EpisodeRecord> = rows.iter().map(|r| r.record.clone()).collect();
+    let mut plain = Report::from_records("sizes", &records, 0.05, 1);
+    assert!(plain.strategies[0].by_size.is_empty());
+    plain.strategies[0].by_size = report.strategies[0].by_size.clone();
+    assert_eq!(plain, report);
+    // Rows of a trace written before the sizes: no table.
+    let old: Vec<TraceRow> = records.into_iter().map(|r| row(r, None)).collect();
+    assert!(Report::from_rows("old", &old, 0.05, 1).strategies[0].by_size.is_empty());
+}
+
+#[test]
+fn a_trace_row_is_the_record_with_its_size_beside_it_and_old_traces_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let old = record("a/1", "A", Strategy::MultiRole, &[None], Some(0.5), faithful());
+    let new = row(record("a/2", "A", Strategy::MultiRole, &[None], None, None), Some(7));
+    let mut w = TraceWriter::open(&trace).unwrap();
+    w.append(&old).unwrap();
+    w.append(&new).unwrap();
+    drop(w);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // The size is one more top-level field of the line; a row without one is the bare record.
+    assert!(lines[1].ends_with(",\"reference_objects\":7}"), "{}", lines[1]);
+    assert_eq!(serde_json::to_string(&row(old.clone(), None)).unwrap(), lines[0]);
+    let rows = read_trace_rows(&trace).unwrap().records;
+    assert_eq!(rows, [row(old.clone(), None), new.clone()]);
+    // Readers of the bare record (training, `onebrain plugins`) read both lines.
+    assert_eq!(read_trace(&trace).unwrap().records, [old, new.record]);
 }
