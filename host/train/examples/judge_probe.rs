@@ -1,6 +1,6 @@
 //! Would a Judge head on hidden states saved at sampling time rank as well as the trained
-//! Judge? Issue 33 leaves the Judge's design (a short tail through the graph, or a head on
-//! saved states) to measured AUC and calibration on held-out candidates; this probe measures
+//! Judge? The Judge's design (a short tail through the graph, or a head on saved states) is
+//! left to measured AUC and calibration on held-out candidates; this probe measures
 //! the second against a finished arm.
 //!
 //! A head-only Judge never changes the Judge's role parameters, so the hidden state h of a

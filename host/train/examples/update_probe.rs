@@ -1,7 +1,7 @@
 //! Times one learner update of the default model on recorded multi-role episodes, without the
-//! rollouts: a probe used while developing issue 33 (`onebrain bench training` is the
-//! benchmark), with `configs/train-cpu-full.toml`'s PPO settings. Rewards are overwritten so
-//! no sample is inert.
+//! rollouts: a probe used while building the learner on the sampler's weights (the benchmark
+//! is `onebrain bench training`), with `configs/train-cpu-full.toml`'s PPO settings. Rewards
+//! are overwritten so no sample is inert.
 //!
 //! ```sh
 //! cargo run --release -p onebrain-train --example update_probe -- TRACE.jsonl [new|dense] [JUDGE_TAIL]

@@ -6,11 +6,11 @@
 //! (`state.json`). It is written under a `.partial` name, synced, then renamed into place;
 //! `checkpoints/LATEST` names the newest complete one and is itself replaced by a rename. A
 //! kill during a write leaves a `.partial` folder, which the next start removes, and the
-//! previous checkpoint still named by `LATEST`.
+//! previous checkpoint still named by `LATEST`. A write that fails (a full disk) removes its
+//! `.partial` folder, giving its space back, and names the file it could not write.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Tensor};
@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
 use crate::learner::Learner;
+use crate::stream::StreamCursor;
 
 const LATEST: &str = onebrain_model::LATEST_FILE;
 const TRAINER_FILE: &str = "trainer.safetensors";
@@ -36,6 +37,14 @@ pub struct TrainState {
     pub optimizer_steps: u64,
     /// Tasks of the stream consumed (the next task's position).
     pub tasks_consumed: u64,
+    /// Candidates of the stream looked at, admitted or skipped as held-out twins (the next
+    /// candidate's number). Absent from checkpoints written before the stream skipped
+    /// anything, where it equals `tasks_consumed` ([`latest`] fills it in).
+    #[serde(default)]
+    pub candidates_consumed: u64,
+    /// Candidates skipped because they equal a held-out task up to renaming.
+    #[serde(default)]
+    pub twins_skipped: u64,
     /// Episodes recorded up to the end of `updates`.
     pub episodes: u64,
     /// sha256 of the run's config (every key but `updates` and `out-dir`): a resumed run
@@ -46,14 +55,6 @@ pub struct TrainState {
 /// The folder of checkpoint `updates` inside `checkpoints`.
 pub fn checkpoint_dir(checkpoints: &Path, updates: u64) -> PathBuf {
     checkpoints.join(format!("update-{updates:06}"))
-}
-
-fn sync_dir(dir: &Path) {
-    // Directory fsync makes the rename durable; not every filesystem allows it, and the
-    // rename's atomicity does not depend on it.
-    if let Ok(f) = File::open(dir) {
-        let _ = f.sync_all();
-    }
 }
 
 fn sync_file(path: &Path) -> Result<(), TrainError> {
@@ -138,9 +139,29 @@ pub(crate) fn save_with(
     if tmp.exists() {
         fs::remove_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
     }
-    fs::create_dir_all(&tmp).map_err(|e| TrainError::io(&tmp, e))?;
+    let written = write_partial(&tmp, learner, state, after_file);
+    if written.is_err() {
+        // A full disk, most likely: the partial folder would only hold the space the next
+        // write needs. The previous checkpoint stays the newest.
+        let _ = fs::remove_dir_all(&tmp);
+    }
+    written?;
+    publish(checkpoints, &tmp, &dir)?;
+    let name = dir.file_name().expect("named").to_string_lossy().into_owned();
+    prune(checkpoints, keep, &name)?;
+    Ok(dir)
+}
 
-    learner.brain_ref().save(&tmp)?;
+/// Writes the checkpoint's files into the folder `tmp`, each synced, calling `after_file`
+/// after each.
+fn write_partial(
+    tmp: &Path,
+    learner: &Learner,
+    state: &TrainState,
+    after_file: &mut dyn FnMut(&str) -> Result<(), TrainError>,
+) -> Result<(), TrainError> {
+    fs::create_dir_all(tmp).map_err(|e| TrainError::io(tmp, e))?;
+    learner.brain_ref().save(tmp)?;
     for f in ["trainable.safetensors", "brain.json"] {
         sync_file(&tmp.join(f))?;
     }
@@ -153,34 +174,23 @@ pub(crate) fn save_with(
     })?;
     sync_file(&trainer)?;
     after_file("trainer")?;
-    let state_path = tmp.join(STATE_FILE);
     let json = serde_json::to_string_pretty(state).expect("state serialises");
-    fs::write(&state_path, json).map_err(|e| TrainError::io(&state_path, e))?;
-    sync_file(&state_path)?;
+    onebrain_durable::write_atomic(&tmp.join(STATE_FILE), json)?;
     after_file("state")?;
+    Ok(())
+}
 
+/// Renames the complete folder `tmp` to `dir` and points `LATEST` at it (`LATEST` replaced
+/// whole, through `LATEST.partial`).
+fn publish(checkpoints: &Path, tmp: &Path, dir: &Path) -> Result<(), TrainError> {
     if dir.exists() {
-        fs::remove_dir_all(&dir).map_err(|e| TrainError::io(&dir, e))?;
+        fs::remove_dir_all(dir).map_err(|e| TrainError::io(dir, e))?;
     }
-    fs::rename(&tmp, &dir).map_err(|e| TrainError::io(&dir, e))?;
-    sync_dir(checkpoints);
-    let latest_tmp = checkpoints.join(format!("{LATEST}{PARTIAL}"));
-    let name = dir
-        .file_name()
-        .expect("named")
-        .to_string_lossy()
-        .into_owned();
-    {
-        let mut f = File::create(&latest_tmp).map_err(|e| TrainError::io(&latest_tmp, e))?;
-        writeln!(f, "{name}")
-            .and_then(|_| f.sync_all())
-            .map_err(|e| TrainError::io(&latest_tmp, e))?;
-    }
-    fs::rename(&latest_tmp, checkpoints.join(LATEST))
-        .map_err(|e| TrainError::io(checkpoints.join(LATEST), e))?;
-    sync_dir(checkpoints);
-    prune(checkpoints, keep, &name)?;
-    Ok(dir)
+    fs::rename(tmp, dir).map_err(|e| TrainError::io(dir, e))?;
+    onebrain_durable::sync_dir(checkpoints);
+    let name = dir.file_name().expect("named").to_string_lossy().into_owned();
+    onebrain_durable::write_atomic(&checkpoints.join(LATEST), format!("{name}\n"))?;
+    Ok(())
 }
 
 /// Removes all but the complete checkpoints `keep` names (never `current`).
@@ -229,10 +239,11 @@ pub fn latest(checkpoints: &Path) -> Result<Option<(PathBuf, TrainState)>, Train
     let dir = checkpoints.join(&name);
     let state_path = dir.join(STATE_FILE);
     let text = fs::read_to_string(&state_path).map_err(|e| TrainError::io(&state_path, e))?;
-    let state: TrainState = serde_json::from_str(&text).map_err(|e| TrainError::Checkpoint {
+    let mut state: TrainState = serde_json::from_str(&text).map_err(|e| TrainError::Checkpoint {
         path: dir.clone(),
         reason: format!("state.json: {e}"),
     })?;
+    state.fill_in_candidates();
     state.check().map_err(|reason| TrainError::Checkpoint {
         path: dir.clone(),
         reason: format!("state.json: {reason}"),
@@ -241,10 +252,42 @@ pub fn latest(checkpoints: &Path) -> Result<Option<(PathBuf, TrainState)>, Train
 }
 
 impl TrainState {
+    /// The stream's counters.
+    pub fn cursor(&self) -> StreamCursor {
+        StreamCursor {
+            tasks: self.tasks_consumed,
+            candidates: self.candidates_consumed,
+            twins_skipped: self.twins_skipped,
+        }
+    }
+
+    /// Takes the stream's counters from `cursor`.
+    pub fn set_cursor(&mut self, cursor: StreamCursor) {
+        self.tasks_consumed = cursor.tasks;
+        self.candidates_consumed = cursor.candidates;
+        self.twins_skipped = cursor.twins_skipped;
+    }
+
+    /// A `state.json` from before the stream skipped twins has neither candidate counter:
+    /// its stream admitted every candidate, so it looked at exactly the tasks it consumed.
+    /// (A newer one that has consumed tasks never says 0 candidates, so nothing else reads
+    /// as old.)
+    fn fill_in_candidates(&mut self) {
+        if self.candidates_consumed == 0 && self.twins_skipped == 0 {
+            self.candidates_consumed = self.tasks_consumed;
+        }
+    }
+
     /// What a `state.json` must say to be resumed from, on its own.
     fn check(&self) -> Result<(), String> {
         if self.format != 1 {
             return Err(format!("format {} (this build reads format 1)", self.format));
+        }
+        if self.tasks_consumed.checked_add(self.twins_skipped) != Some(self.candidates_consumed) {
+            return Err(format!(
+                "{} candidates looked at, but {} tasks consumed and {} twins skipped",
+                self.candidates_consumed, self.tasks_consumed, self.twins_skipped
+            ));
         }
         // AdamW's bias correction raises β to the step count as an i32: past it, the count
         // wraps and a step count of 0 divides by 1 − β⁰ = 0.
@@ -318,9 +361,51 @@ mod tests {
             updates,
             optimizer_steps: updates,
             tasks_consumed: 8 * updates,
+            candidates_consumed: 8 * updates,
+            twins_skipped: 0,
             episodes: 32 * updates,
             config_sha256: "c".into(),
         }
+    }
+
+    /// Writes `state_json` as the newest checkpoint's `state.json` and reads it back.
+    fn read_back(ckpts: &Path, state_json: &str) -> Result<TrainState, TrainError> {
+        let dir = checkpoint_dir(ckpts, 2);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(STATE_FILE), state_json).unwrap();
+        std::fs::write(ckpts.join(LATEST), "update-000002\n").unwrap();
+        Ok(latest(ckpts)?.expect("a checkpoint").1)
+    }
+
+    #[test]
+    fn the_stream_counters_round_trip_and_old_states_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpts = dir.path().join("checkpoints");
+        let mut st = state(2);
+        st.set_cursor(StreamCursor { tasks: 16, candidates: 17, twins_skipped: 1 });
+        let back = read_back(&ckpts, &serde_json::to_string_pretty(&st).unwrap()).unwrap();
+        assert_eq!(back, st);
+        assert_eq!(back.cursor(), StreamCursor { tasks: 16, candidates: 17, twins_skipped: 1 });
+
+        // Written before the stream skipped anything: every task consumed was a candidate.
+        let old = r#"{"format": 1, "updates": 2, "optimizer_steps": 2, "tasks_consumed": 16, "episodes": 64, "config_sha256": "c"}"#;
+        let back = read_back(&ckpts, old).unwrap();
+        assert_eq!(back.cursor(), StreamCursor { tasks: 16, candidates: 16, twins_skipped: 0 });
+
+        // Counters that do not add up are refused.
+        let torn = old.replace("\"episodes\"", "\"candidates_consumed\": 15, \"twins_skipped\": 1, \"episodes\"");
+        let err = read_back(&ckpts, &torn).unwrap_err().to_string();
+        assert!(err.contains("15 candidates looked at, but 16 tasks consumed and 1 twins skipped"), "{err}");
+    }
+
+    /// A copy of `dir` beside it (`NAME.copy`), as a kill would have left it.
+    fn copy_folder(dir: &Path) -> PathBuf {
+        let copy = dir.with_extension("copy");
+        std::fs::create_dir_all(&copy).unwrap();
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+        }
+        copy
     }
 
     #[test]
@@ -331,17 +416,23 @@ mod tests {
             .expect("SmolLM2 test model (run scripts/setup.sh)");
         let mut learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
         save(&ckpts, &learner, &state(1), 2, 0).unwrap();
-        // The next write dies after each of its files in turn, as a kill would.
+        // The next write fails after each of its files in turn (a full disk): its partial
+        // folder is removed, giving the space back, and the previous checkpoint is the newest.
+        // A kill at the same point leaves the partial folder, which the next start removes.
         for stage in ["model", "trainer", "state"] {
+            let mut left: Option<PathBuf> = None;
             let err = save_with(&ckpts, &learner, &state(2), Keep { newest: 2, every: 0 }, &mut |s| {
                 if s == stage {
-                    Err(TrainError::Config(format!("killed after {s}")))
+                    left = Some(copy_folder(&checkpoint_dir(&ckpts, 2).with_extension("partial")));
+                    Err(TrainError::Config(format!("failed after {s}")))
                 } else {
                     Ok(())
                 }
             });
             assert!(err.is_err());
-            assert!(checkpoint_dir(&ckpts, 2).with_extension("partial").exists());
+            assert!(!checkpoint_dir(&ckpts, 2).with_extension("partial").exists(), "failed after {stage}");
+            // What a kill at that point would have left behind.
+            std::fs::rename(left.unwrap(), checkpoint_dir(&ckpts, 2).with_extension("partial")).unwrap();
             let (found, st) = latest(&ckpts).unwrap().expect("the previous checkpoint");
             assert_eq!(
                 (found.clone(), st.updates),
@@ -374,7 +465,7 @@ mod tests {
     /// the previous checkpoint stays the newest. A spoiled optimizer moment or `state.json`
     /// is refused on resuming (issue 51).
     #[test]
-    fn r51_non_finite_state_is_never_saved_and_never_resumed() {
+    fn non_finite_state_is_never_saved_and_never_resumed() {
         let dir = tempfile::tempdir().unwrap();
         let ckpts = dir.path().join("checkpoints");
         let brain = Brain::load(&ModelConfig::test_model())
@@ -417,6 +508,37 @@ mod tests {
         assert!(std::error::Error::source(&io).is_none() && io.to_string().ends_with("disk full"));
         let model = TrainError::from(onebrain_model::Error::InvalidConfig("x".into()));
         assert!(std::error::Error::source(&model).is_none());
+    }
+
+    /// A disk that fills up during a checkpoint write: the error names the file, the partial
+    /// folder is removed (giving its space back: before, it stayed and held the space), the
+    /// previous checkpoint is the newest and loads, and once there is space the next write
+    /// succeeds.
+    #[test]
+    fn a_full_disk_during_a_checkpoint_write_keeps_the_previous_one_and_names_the_file() {
+        let disk = match onebrain_durable::SmallDisk::mount(192 << 20) {
+            Ok(d) => d,
+            Err(why) => return eprintln!("skipping: {why}"),
+        };
+        let ckpts = disk.path().join("run/checkpoints");
+        let brain = Brain::load(&ModelConfig::test_model()).expect("SmolLM2 test model (run scripts/setup.sh)");
+        let mut learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
+        let free = disk.available();
+        save(&ckpts, &learner, &state(1), 2, 0).unwrap();
+        let size = free - disk.available();
+        // Room for half a checkpoint, then for a third of one: the disk fills in different files.
+        for leave in [size / 2, size / 3, 4096] {
+            disk.fill_to(leave).unwrap();
+            let err = save(&ckpts, &learner, &state(2), 2, 0).unwrap_err().to_string();
+            assert!(err.contains("update-000002") && (err.contains("disk is full") || err.contains("No space left")), "{err}");
+            assert!(!checkpoint_dir(&ckpts, 2).with_extension("partial").exists(), "{err}");
+            let (found, st) = latest(&ckpts).unwrap().expect("the previous checkpoint");
+            assert_eq!(st.updates, 1);
+            restore(&found, &st, &mut learner).unwrap();
+            disk.unfill();
+        }
+        save(&ckpts, &learner, &state(2), 2, 0).unwrap();
+        assert_eq!(latest(&ckpts).unwrap().unwrap().1.updates, 2);
     }
 
     #[test]

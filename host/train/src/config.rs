@@ -78,13 +78,47 @@ impl Ablation {
 pub struct TaskStream {
     /// Domain plugins that generate tasks, in turn.
     pub domains: Vec<String>,
-    /// Objects per generated task, cycled.
+    /// Objects per generated task, cycled: candidate i has `sizes[(i / domains) mod len]`.
     pub sizes: Vec<u32>,
-    /// The seed of the first generated task; task i uses `first-seed + i`. Keep held-out
-    /// evaluation seeds outside [first-seed, first-seed + tasks used).
+    /// The seed of the first generated candidate; candidate i uses `first-seed + i` (task i
+    /// too, while no candidate was skipped as a held-out twin). Keep held-out evaluation
+    /// seeds outside [first-seed, first-seed + candidates used).
     pub first_seed: u64,
     /// Benchmark rows instead of generated tasks (e.g. Planetarium train rows), cycled.
     pub benchmarks: Vec<Benchmark>,
+    /// Eval configs (`configs/eval-*.toml`, relative to this file) whose tasks the stream never
+    /// yields, besides `eval-config`'s: a candidate equal to one of them up to a renaming of
+    /// objects is skipped for the next (`skipped-twins.jsonl` in the run folder).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_out: Vec<PathBuf>,
+    /// Sizes by update, replacing `sizes` when given: each stage's sizes are cycled as
+    /// `sizes` is, from its `from-update` until the next stage's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub curriculum: Vec<CurriculumStage>,
+}
+
+/// One stage of a size curriculum (`[[tasks.curriculum]]`).
+///
+/// ```toml
+/// [[tasks.curriculum]]
+/// from-update = 0
+/// sizes = [3, 4, 5, 6]
+/// [[tasks.curriculum]]
+/// from-update = 15
+/// sizes = [4, 6, 8, 10]
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CurriculumStage {
+    /// The first update (0-based) whose tasks take this stage's sizes.
+    pub from_update: u64,
+    /// Objects per generated task, cycled within the stage.
+    pub sizes: Vec<u32>,
+    /// Sizes for one domain instead of `sizes`, by domain name: a generator's size counts
+    /// different things (Logistics counts packages, and each adds a location's worth of
+    /// facts), so one list cannot fit every domain. `domain-sizes = { logistics = [2, 3] }`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub domain_sizes: std::collections::BTreeMap<String, Vec<u32>>,
 }
 
 impl Default for TaskStream {
@@ -94,6 +128,64 @@ impl Default for TaskStream {
             sizes: vec![3, 4],
             first_seed: 1,
             benchmarks: Vec::new(),
+            held_out: Vec::new(),
+            curriculum: Vec::new(),
+        }
+    }
+}
+
+impl TaskStream {
+    /// Checks the values that need no I/O.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let no_sizes = self.sizes.is_empty() && self.curriculum.is_empty();
+        if self.benchmarks.is_empty() && (self.domains.is_empty() || no_sizes) {
+            return Err(TrainError::Config("[tasks] needs domains and sizes, or benchmarks".into()));
+        }
+        if self.curriculum.is_empty() {
+            return Ok(());
+        }
+        if !self.benchmarks.is_empty() {
+            return Err(TrainError::Config(
+                "[[tasks.curriculum]] sets the sizes of generated tasks; benchmark rows have theirs".into(),
+            ));
+        }
+        if self.curriculum[0].from_update != 0 {
+            return Err(TrainError::Config(format!(
+                "[[tasks.curriculum]] must start at from-update = 0 (the first starts at {})",
+                self.curriculum[0].from_update
+            )));
+        }
+        if let Some(w) = self.curriculum.windows(2).find(|w| w[1].from_update <= w[0].from_update) {
+            return Err(TrainError::Config(format!(
+                "[[tasks.curriculum]] stages must be in increasing from-update order ({} comes after {})",
+                w[1].from_update, w[0].from_update
+            )));
+        }
+        if let Some((s, d)) = self
+            .curriculum
+            .iter()
+            .find_map(|s| s.domain_sizes.iter().find(|(d, sizes)| sizes.is_empty() || !self.domains.contains(d)).map(|(d, _)| (s, d)))
+        {
+            return Err(TrainError::Config(format!(
+                "[[tasks.curriculum]] stage from-update = {}: domain-sizes names `{d}`, which is not one of [tasks] domains, or gives it no sizes",
+                s.from_update
+            )));
+        }
+        if let Some(s) = self.curriculum.iter().find(|s| s.sizes.is_empty()) {
+            return Err(TrainError::Config(format!(
+                "[[tasks.curriculum]] stage from-update = {} has no sizes",
+                s.from_update
+            )));
+        }
+        Ok(())
+    }
+
+    /// The sizes cycled for `domain` during update `update` (0-based): the curriculum's
+    /// stage (its `domain-sizes` entry for the domain, else its `sizes`), or `sizes`.
+    pub fn sizes_at(&self, update: u64, domain: &str) -> &[u32] {
+        match self.curriculum.iter().rev().find(|s| s.from_update <= update) {
+            Some(stage) => stage.domain_sizes.get(domain).unwrap_or(&stage.sizes),
+            None => &self.sizes,
         }
     }
 }
@@ -219,13 +311,7 @@ impl TrainConfig {
                 "eval-every needs eval-config: the eval config of the held-out slice".into(),
             ));
         }
-        if self.tasks.benchmarks.is_empty()
-            && (self.tasks.domains.is_empty() || self.tasks.sizes.is_empty())
-        {
-            return Err(TrainError::Config(
-                "[tasks] needs domains and sizes, or benchmarks".into(),
-            ));
-        }
+        self.tasks.validate()?;
         if self.episode.strategy != Strategy::MultiRole {
             return Err(TrainError::Config(format!(
                 "training runs the multi-role episode; strategy `{}` is for evaluation",

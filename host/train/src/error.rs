@@ -39,7 +39,7 @@ pub enum TrainError {
         error: std::io::Error,
     },
     /// An update left parameters NaN or infinite. The run stops before the update is
-    /// counted or saved, so its last checkpoint is the last good state (issue 51).
+    /// counted or saved, so its last checkpoint is the last good state.
     #[error(
         "update {update} left {} parameter(s) not finite (NaN or infinite): {}; the run stops, \
          and its last checkpoint is the last good state",
@@ -68,12 +68,36 @@ pub enum TrainError {
     /// A JSONL log of the run folder could not be written.
     #[error(transparent)]
     Log(#[from] onebrain_eval::TraceError),
+    /// A file of the run folder could not be written whole (a full disk among the causes:
+    /// the message names the file, and what it held before is kept), or another process
+    /// writes the folder.
+    #[error(transparent)]
+    Folder(#[from] onebrain_durable::Error),
+    /// A plugin's component changed since the run began: resuming would mix two versions.
+    #[error(transparent)]
+    Plugins(#[from] onebrain_eval::PluginRecordError),
+    /// SIGINT or SIGTERM stopped the run at a safe point: every recorded episode and the
+    /// checkpoint of the last finished update are on disk, and `--resume` continues exactly.
+    #[error(transparent)]
+    Stopped(#[from] onebrain_durable::Stopped),
     /// The held-out evaluation failed.
     #[error("held-out evaluation: {0}")]
     HeldOut(onebrain_eval::EvalError),
     /// The domain plugin could not generate a task.
     #[error("task stream: {0}")]
     Tasks(String),
+    /// Every candidate the stream looked at for a long run equals a held-out task up to
+    /// renaming: the `[tasks]` stream cannot stay clear of the held-out sets.
+    #[error(
+        "task stream: the {skipped} candidates from candidate {from} on all equal held-out tasks \
+         (up to renaming of objects); the [tasks] stream cannot stay clear of the held-out sets"
+    )]
+    TwinsOnly {
+        /// The first candidate of the run of twins.
+        from: u64,
+        /// Candidates skipped in a row.
+        skipped: u64,
+    },
 }
 
 impl TrainError {
@@ -99,6 +123,10 @@ impl From<candle_core::Error> for TrainError {
 
 impl From<onebrain_eval::EvalError> for TrainError {
     fn from(e: onebrain_eval::EvalError) -> Self {
-        TrainError::HeldOut(e)
+        match e {
+            // A stop is the run's, not an evaluation failure.
+            onebrain_eval::EvalError::Stopped(s) => TrainError::Stopped(s),
+            e => TrainError::HeldOut(e),
+        }
     }
 }

@@ -56,8 +56,8 @@ pub struct HeldOutRow {
     /// Episodes (tasks × strategies) answered: every rate's denominator.
     pub tasks: usize,
     /// Episodes that stopped on an error of their own before an answer (a model error, such
-    /// as a request the memory budget refused): counted apart, in no rate (issue 46; a
-    /// refused request counted as unsolved once read as a model that cannot solve).
+    /// as a request the memory budget refused): counted apart, in no rate (a refused
+    /// request counted as unsolved would read as a model that cannot solve).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unanswered: usize,
     /// Solved at the first attempt (b_0).
@@ -160,9 +160,9 @@ pub(crate) struct HeldOutLog {
 impl HeldOutLog {
     /// The log of `run_dir`; rows past `updates` (evaluations of parameters a resumed run no
     /// longer has) are dropped.
-    pub(crate) fn open(run_dir: &Path, updates: u64) -> Result<HeldOutLog, TrainError> {
+    pub(crate) fn open(run_dir: &Path, updates: u64, notes: &mut Vec<String>) -> Result<HeldOutLog, TrainError> {
         let path = run_dir.join("heldout.jsonl");
-        let writer = reopen_log(&path, |r: &HeldOutRow| r.update <= updates)?;
+        let writer = reopen_log(&path, |r: &HeldOutRow| r.update <= updates, notes)?;
         Ok(HeldOutLog { path, writer })
     }
 
@@ -189,20 +189,20 @@ mod tests {
     fn a_held_out_log_drops_rows_a_resumed_run_no_longer_has() {
         let dir = tempfile::tempdir().unwrap();
         let row = |update| HeldOutRow::from_records(update, &[], 1.0);
-        let mut log = HeldOutLog::open(dir.path(), 0).unwrap();
+        let mut log = HeldOutLog::open(dir.path(), 0, &mut Vec::new()).unwrap();
         for u in [0, 2, 4] {
             log.append(&row(u)).unwrap();
         }
         assert!(log.has(4).unwrap());
-        let log = HeldOutLog::open(dir.path(), 3).unwrap();
+        let log = HeldOutLog::open(dir.path(), 3, &mut Vec::new()).unwrap();
         assert!(log.has(2).unwrap() && !log.has(4).unwrap());
         assert_eq!(row(0).line().split(" | ").count(), 3);
     }
 
     /// An episode the model refused (a request past the memory budget) is not an unsolved
-    /// answer: it is counted apart and out of every rate (issue 46).
+    /// answer: it is counted apart and out of every rate.
     #[test]
-    fn r46_a_model_error_is_counted_apart_from_the_answers() {
+    fn a_model_error_is_counted_apart_from_the_answers() {
         let record = |solved: bool, error: Option<&str>| -> EpisodeRecord {
             let mut r: EpisodeRecord = serde_json::from_value(serde_json::json!({
                 "task_id": "t", "domain": "d", "strategy": "multi-role", "mode": "problem", "model": "m",

@@ -9,7 +9,14 @@
 //!   [`Batch`] (one sample per Actor or Editor generation, one per Judge score, rewards from
 //!   the reward plugin) → [`Learner::update`] → `metrics.jsonl` and `curves.svg` → an atomic
 //!   checkpoint. `--resume` continues exactly: sampling seeds and minibatch order derive from
-//!   counters the checkpoint keeps, with the optimizer's moments.
+//!   counters the checkpoint keeps, with the optimizer's moments. One process trains a folder
+//!   at a time (its `lock`); SIGINT or SIGTERM stops the run at a safe point with a checkpoint
+//!   of its last finished update ([`TrainError::Stopped`]); a resume refuses a plugin whose
+//!   component changed since the run began (`plugins.json`).
+//! - [`TaskSource`] is the task stream: generated tasks (with an optional size curriculum,
+//!   [`CurriculumStage`]) or benchmark rows, in a fixed order that never yields a task equal,
+//!   up to a renaming of objects, to one of the held-out sets (`eval-config` and `[tasks]
+//!   held-out`, [`HeldOutIndex`]); the skipped candidates go to `skipped-twins.jsonl`.
 //! - With `eval-config`, the run solves a fixed held-out slice (benchmark rows, greedy)
 //!   before the first update and every `eval-every` updates: `heldout.jsonl`, [`HeldOutRow`].
 //! - [`evaluate_update`] is `onebrain posthoc`: a run's kept checkpoints evaluated afterwards,
@@ -49,13 +56,14 @@ mod metrics;
 mod paired;
 mod posthoc;
 mod ppo;
+mod stream;
 mod trainer;
 
 pub use adamw::{clip_grad_norm, AdamW, AdamWParams};
 pub use arms::{arm_names, compare_curves, compare_table, difference_interval, ArmRun};
 pub use batch::{calibration_error, Batch, JudgeSample, PolicySample, RolloutStats};
 pub use checkpoint::{checkpoint_dir, latest, restore, save as save_checkpoint, TrainState};
-pub use config::{Ablation, TaskStream, TrainConfig};
+pub use config::{Ablation, CurriculumStage, TaskStream, TrainConfig};
 pub use error::TrainError;
 pub use heldout::{read_rows as read_heldout, HeldOutRow};
 pub use learner::{Learner, UpdateStats};
@@ -67,4 +75,5 @@ pub use ppo::{
 };
 pub use paired::{mcnemar_exact, paired, read_outcomes, Outcome, Outcomes, Paired};
 pub use posthoc::{evaluate_update, posthoc_config, posthoc_dir, posthoc_rows_path, set_name};
+pub use stream::{held_out_sets, Draw, HeldOutIndex, SkippedTwin, StreamCursor, TaskSource};
 pub use trainer::{TrainEvent, Trainer};

@@ -1,7 +1,6 @@
 //! Logging (plumbing, not algorithm): one JSON line per update in `metrics.jsonl`, with
 //! CleanRL's fixed keys, and the learning curves as `curves.svg`.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use onebrain_eval::TraceWriter;
@@ -99,6 +98,10 @@ pub struct MetricsRow {
     /// Optimizer steps dropped for a non-finite gradient.
     #[serde(rename = "losses/dropped_steps", default)]
     pub dropped_steps: usize,
+    /// Candidates the task stream has skipped so far (cumulative) because they equal a
+    /// held-out task up to a renaming of objects (`skipped-twins.jsonl` names them).
+    #[serde(rename = "tasks/twins_skipped", default)]
+    pub twins_skipped: u64,
     /// Policy samples the update skipped: every loss term of theirs was zero.
     #[serde(rename = "perf/skipped_samples")]
     pub skipped_samples: usize,
@@ -109,7 +112,10 @@ pub struct MetricsRow {
     /// The Actor's and Editor's prompt heads the update computed itself.
     #[serde(rename = "perf/prompt_heads_computed", default)]
     pub prompt_heads_computed: usize,
-    /// Generated tokens per second during the rollouts.
+    /// Generated tokens per second of the rollouts' wall clock: the aggregate rate of the
+    /// episodes decoding together. (Rows written before this divided by the sum of the
+    /// episodes' own generation times, which counts a batched second once per row: they read
+    /// 1–3 tokens/s where the aggregate was about 40.)
     #[serde(rename = "perf/gen_tokens_per_s")]
     pub gen_tokens_per_s: f64,
     /// Tokens through forward + backward per second during the update.
@@ -218,6 +224,15 @@ impl PeakMemory {
     }
 }
 
+/// `tokens` over `secs` of wall clock; 0 when no time passed.
+fn aggregate_rate(tokens: usize, secs: f64) -> f64 {
+    if secs > 0.0 {
+        tokens as f64 / secs
+    } else {
+        0.0
+    }
+}
+
 /// The larger of two readings, either of which may be missing.
 fn larger(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
@@ -268,14 +283,12 @@ impl MetricsRow {
             explained_variance: u.explained_variance,
             grad_norm: u.grad_norm,
             dropped_steps: u.dropped_steps,
+            // The trainer sets it: the stream's counter, not the batch's.
+            twins_skipped: 0,
             skipped_samples: u.skipped,
             prompt_heads_kept: u.prompt_heads_kept,
             prompt_heads_computed: u.prompt_heads_computed,
-            gen_tokens_per_s: if r.gen_secs > 0.0 {
-                r.gen_tokens as f64 / r.gen_secs
-            } else {
-                0.0
-            },
+            gen_tokens_per_s: aggregate_rate(r.gen_tokens, clock.rollout_secs),
             train_tokens_per_s: if u.secs > 0.0 {
                 u.tokens as f64 / u.secs
             } else {
@@ -334,8 +347,14 @@ impl MetricsLog {
     /// The log of `run_dir`; rows past `updates` (written after the checkpoint a resumed run
     /// starts from) are dropped so the log matches the parameters.
     pub fn open(run_dir: &Path, updates: u64) -> Result<MetricsLog, TrainError> {
+        Self::open_noting(run_dir, updates, &mut Vec::new())
+    }
+
+    /// [`MetricsLog::open`], adding what it dropped (a torn last line, rows past `updates`)
+    /// to `notes`.
+    pub(crate) fn open_noting(run_dir: &Path, updates: u64, notes: &mut Vec<String>) -> Result<MetricsLog, TrainError> {
         let path = run_dir.join("metrics.jsonl");
-        let writer = crate::logs::reopen_log(&path, |r: &MetricsRow| r.update <= updates)?;
+        let writer = crate::logs::reopen_log(&path, |r: &MetricsRow| r.update <= updates, notes)?;
         Ok(MetricsLog { path, writer })
     }
 
@@ -389,7 +408,7 @@ impl MetricsLog {
         }
         let svg = onebrain_eval::line_chart(title, "update", "rate", &curves);
         let path = self.path.with_file_name("curves.svg");
-        fs::write(&path, svg).map_err(|e| TrainError::io(&path, e))?;
+        onebrain_durable::write_atomic(&path, svg)?;
         Ok(path)
     }
 }
@@ -408,5 +427,17 @@ mod tests {
         std::fs::write(dir.path().join("metrics.jsonl"), "not a row\n{\"cut").unwrap();
         let err = MetricsLog::open(dir.path(), 0).unwrap_err().to_string();
         assert!(err.contains("metrics.jsonl, line 1"), "{err}");
+    }
+
+    #[test]
+    fn the_generation_rate_is_tokens_over_the_rollouts_wall_clock() {
+        // 16 episodes decoding together for 10 s, each with 10 s of its own generation time:
+        // 400 tokens in 10 s of wall clock is 40 tokens/s, not 400 / 160 = 2.5.
+        let rollouts = crate::RolloutStats { episodes: 16, gen_tokens: 400, gen_secs: 160.0, ..Default::default() };
+        let clock = StepClock { rollout_secs: 10.0, ..Default::default() };
+        let row = MetricsRow::new(1, 16, &rollouts, &crate::UpdateStats::default(), &clock);
+        assert_eq!(row.gen_tokens_per_s, 40.0);
+        let idle = StepClock::default();
+        assert_eq!(MetricsRow::new(1, 16, &rollouts, &crate::UpdateStats::default(), &idle).gen_tokens_per_s, 0.0);
     }
 }

@@ -1,7 +1,7 @@
 //! Held-out evaluations after a run (`onebrain posthoc`): a run's kept checkpoints solve an
 //! eval config's tasks with the binary at hand, so that every arm's rows, before and after,
-//! come from one build and one set of tasks, including sets the run never evaluated (issue
-//! 47: the held-out slice and the update-0 set at updates 0, 10, 20, 30 and 40).
+//! come from one build and one set of tasks, including sets the run never evaluated (such as
+//! the held-out slice and the update-0 set at updates 0, 10, 20, 30 and 40).
 //!
 //! Each evaluation is an ordinary, resumable eval run in `RUN/posthoc/SET/update-NNNNNN/`
 //! (SET: the eval config's file stem), solved by the run's own `[model]` (its role tokens,
@@ -83,6 +83,10 @@ pub fn evaluate_update(
 ) -> Result<HeldOutRow, TrainError> {
     let mut cfg = posthoc_config(run_dir, eval_config, update)?;
     adjust(&mut cfg);
+    // One process evaluates a run on a set at a time (a training run may go on meanwhile: it
+    // never writes `posthoc/`).
+    let set = set_name(eval_config)?;
+    let _lock = onebrain_durable::FolderLock::acquire(&posthoc_dir(run_dir, &set))?;
     let t0 = Instant::now();
     let outcome = onebrain_eval::run_eval(&cfg, &config_base(eval_config), None, progress)?;
     if let Some(e) = outcome.no_answers() {
@@ -90,15 +94,13 @@ pub fn evaluate_update(
     }
     let records = onebrain_eval::read_trace(&outcome.trace_path)?.records;
     let row = HeldOutRow::from_records(update, &records, t0.elapsed().as_secs_f64());
-    let log = posthoc_rows_path(run_dir, &set_name(eval_config)?);
+    let log = posthoc_rows_path(run_dir, &set);
     let mut rows: Vec<HeldOutRow> = read_rows(&log)?.into_iter().filter(|r| r.update != update).collect();
     rows.push(row.clone());
     rows.sort_by_key(|r| r.update);
     let text: String = rows.iter().map(|r| serde_json::to_string(r).expect("a row serialises") + "\n").collect();
-    // Through a temporary file and a rename, so that a kill mid-write keeps the old rows.
-    let tmp = log.with_extension("jsonl.partial");
-    std::fs::write(&tmp, text).map_err(|e| TrainError::io(&tmp, e))?;
-    std::fs::rename(&tmp, &log).map_err(|e| TrainError::io(&log, e))?;
+    // Replaced whole, so that a kill or a full disk mid-write keeps the old rows.
+    onebrain_durable::write_atomic(&log, text)?;
     Ok(row)
 }
 

@@ -10,12 +10,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use onebrain_core::Task;
-use onebrain_eval::TraceWriter;
+use onebrain_durable::{stop_requested, FolderLock, StopSignal, Stopped};
+use onebrain_eval::{check_plugins, TraceWriter};
 use onebrain_model::Brain;
 use onebrain_roles::{
     load_model, run_pipelined, Episode, EpisodeRecord, Event, LanguageModel, RolesError,
@@ -32,6 +34,7 @@ use crate::error::TrainError;
 use crate::heldout::{HeldOut, HeldOutLog, HeldOutRow};
 use crate::learner::Learner;
 use crate::metrics::{MetricsLog, MetricsRow, PeakMemory, StepClock};
+use crate::stream::{SkippedTwin, TaskSource};
 
 /// What the loop reports as it goes.
 #[derive(Debug)]
@@ -75,6 +78,9 @@ pub enum TrainEvent<'a> {
     },
     /// A held-out evaluation finished.
     HeldOut(&'a HeldOutRow),
+    /// Something opening the run folder did that the user should know: a torn last line a
+    /// kill left in a log, dropped; lines past the checkpoint it resumes from, removed.
+    Note(&'a str),
 }
 
 /// One line of `episodes.jsonl`.
@@ -100,10 +106,19 @@ pub struct Trainer {
     resumed: HashMap<usize, (usize, EpisodeRecord)>,
     /// `episodes.jsonl`, open for appending.
     episodes: TraceWriter,
+    /// `skipped-twins.jsonl`, open for appending: the candidates the stream skipped.
+    twins: TraceWriter,
     /// The held-out slice and its log, when the config names one.
     heldout: Option<(HeldOut, HeldOutLog)>,
     /// Resident memory's peaks, phase by phase.
     memory: PeakMemory,
+    /// Updates done when the newest checkpoint was written: a stop writes one if the run is
+    /// past it, so that it resumes from where it stopped.
+    checkpointed: u64,
+    /// What opening did to the run folder's logs, said when the run starts.
+    notes: Vec<String>,
+    /// The run folder's lock, held while the trainer lives.
+    _lock: FolderLock,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -136,13 +151,15 @@ impl Trainer {
         cfg.validate()?;
         let cfg = cfg.as_run();
         let run_dir = base.join(&cfg.out_dir);
+        // One process trains a folder at a time: taken before anything in it is read or
+        // cleaned up, and released by the OS however this process ends.
+        let lock = FolderLock::acquire(&run_dir)?;
         let checkpoints = run_dir.join("checkpoints");
         let found = checkpoint::latest(&checkpoints)?;
         let has_run = found.is_some() || run_dir.join("episodes.jsonl").exists();
         if has_run && !resume {
             return Err(TrainError::RunExists(run_dir));
         }
-        fs::create_dir_all(&run_dir).map_err(|e| TrainError::io(&run_dir, e))?;
         let config_json = run_dir.join("config.json");
         let digest = config_digest(&cfg);
         if let Some((_, st)) = &found {
@@ -161,7 +178,7 @@ impl Trainer {
             }
         }
         let full = serde_json::to_string_pretty(&cfg).expect("config serialises");
-        fs::write(&config_json, full).map_err(|e| TrainError::io(&config_json, e))?;
+        onebrain_durable::write_atomic(&config_json, full)?;
 
         let solve = cfg.solve_config();
         let services = Services::load(&solve, base)?;
@@ -184,23 +201,40 @@ impl Trainer {
                 updates: 0,
                 optimizer_steps: 0,
                 tasks_consumed: 0,
+                candidates_consumed: 0,
+                twins_skipped: 0,
                 episodes: 0,
                 config_sha256: digest,
             },
         };
-        let stream = TaskSource::load(&cfg, base, &services)?;
-        let metrics = MetricsLog::open(&run_dir, state.updates)?;
+        let stream = open_stream(&cfg, base, &services)?;
+        let mut notes = Vec::new();
+        let metrics = MetricsLog::open_noting(&run_dir, state.updates, &mut notes)?;
         let episodes_path = run_dir.join("episodes.jsonl");
-        // Opening cuts a torn last line a kill left behind.
-        let episodes = TraceWriter::open(&episodes_path)?;
+        // Episodes of updates past the checkpoint are dropped: those updates run again, from
+        // the checkpoint's parameters, and would otherwise be in the log twice. The update in
+        // progress (`state.updates`) keeps its episodes, which it reuses.
+        let done = state.updates;
+        let episodes = crate::logs::reopen_log(&episodes_path, |l: &EpisodeLine| l.update <= done, &mut notes)?;
         let resumed = read_episodes(&episodes_path, state.updates)?;
+        // Lines of the update a kill interrupted are drawn again, and written again, by it.
+        let twins = crate::logs::reopen_log(&run_dir.join(TWINS_FILE), |t: &SkippedTwin| t.update < done, &mut notes)?;
         let heldout = match &cfg.eval_config {
             Some(path) => Some((
                 HeldOut::load(&base.join(path))?,
-                HeldOutLog::open(&run_dir, state.updates)?,
+                HeldOutLog::open(&run_dir, state.updates, &mut notes)?,
             )),
             None => None,
         };
+        if state.updates < cfg.updates {
+            // Before anything more is written: a plugin whose component changed since the run
+            // began would make its results mix two versions.
+            check_plugins(&run_dir, &services.plugins)?;
+            if let Some((h, _)) = &heldout {
+                check_plugins(&run_dir.join("heldout"), &h.services.plugins)?;
+            }
+        }
+        let checkpointed = state.updates;
         Ok(Trainer {
             cfg,
             run_dir,
@@ -211,8 +245,12 @@ impl Trainer {
             metrics,
             resumed,
             episodes,
+            twins,
             heldout,
             memory: PeakMemory::default(),
+            checkpointed,
+            notes,
+            _lock: lock,
         })
     }
 
@@ -228,6 +266,13 @@ impl Trainer {
 
     /// Runs updates until `cfg.updates` are done; `stop_after` ends this call earlier (after
     /// that many updates), as a kill between updates would.
+    ///
+    /// A SIGINT or SIGTERM ([`onebrain_durable::install_stop_handlers`]) is taken at the next
+    /// safe point: between two episodes of the rollouts (the episodes in flight are dropped,
+    /// and run again on resuming, with the same seeds), or after an update is logged (an
+    /// update in progress is finished, since it only computes). The run then writes a
+    /// checkpoint of its last finished update if its newest one is older, and returns
+    /// [`TrainError::Stopped`]: `--resume` continues from there exactly.
     pub fn run(
         &mut self,
         stop_after: Option<u64>,
@@ -239,15 +284,64 @@ impl Trainer {
             trainable: self.learner.trainable_params(),
             run_dir: &self.run_dir,
         });
+        for note in std::mem::take(&mut self.notes) {
+            on_event(&TrainEvent::Note(&note));
+        }
+        match self.run_updates(stop_after, on_event) {
+            Err(TrainError::Stopped(stopped)) => {
+                self.checkpoint_if_behind(on_event)?;
+                Err(TrainError::Stopped(stopped))
+            }
+            other => other,
+        }
+    }
+
+    /// [`Trainer::run`]'s loop, up to the first stop.
+    fn run_updates(&mut self, stop_after: Option<u64>, on_event: &mut dyn FnMut(&TrainEvent)) -> Result<(), TrainError> {
         // The evaluation of the parameters as they stand, if one is due and not yet logged
         // (the base model's, or one a kill interrupted).
         self.evaluate_if_due(on_event)?;
         let mut ran = 0;
         while self.state.updates < self.cfg.updates && stop_after.is_none_or(|n| ran < n) {
+            if let Some(signal) = stop_requested() {
+                return Err(self.stopped_after_update(signal).into());
+            }
             self.one_update(on_event)?;
             ran += 1;
             self.evaluate_if_due(on_event)?;
         }
+        Ok(())
+    }
+
+    /// Where a stop between two updates leaves the run.
+    fn stopped_after_update(&self, signal: StopSignal) -> Stopped {
+        let at = match self.state.updates {
+            0 => "before the first update".to_string(),
+            n => format!("after update {n}"),
+        };
+        Stopped { signal, at, resume: "resume with --resume".into() }
+    }
+
+    /// Writes a checkpoint of the parameters as they stand if the newest one is older: a
+    /// stopped run resumes from its last finished update, whatever `checkpoint-every` says.
+    fn checkpoint_if_behind(&mut self, on_event: &mut dyn FnMut(&TrainEvent)) -> Result<(), TrainError> {
+        if self.checkpointed == self.state.updates {
+            return Ok(());
+        }
+        self.save_checkpoint(on_event)
+    }
+
+    /// Writes the checkpoint of the parameters as they stand.
+    fn save_checkpoint(&mut self, on_event: &mut dyn FnMut(&TrainEvent)) -> Result<(), TrainError> {
+        let dir = checkpoint::save(
+            &self.run_dir.join("checkpoints"),
+            &self.learner,
+            &self.state,
+            self.cfg.keep_checkpoints,
+            self.cfg.keep_checkpoints_every,
+        )?;
+        self.checkpointed = self.state.updates;
+        on_event(&TrainEvent::Checkpoint(&dir));
         Ok(())
     }
 
@@ -280,7 +374,7 @@ impl Trainer {
         let t0 = Instant::now();
         let cfg = heldout.config_at(run_dir, u);
         let mut model: Option<Box<dyn LanguageModel + '_>> = Some(Box::new(learner.brain()));
-        let out = onebrain_eval::run_eval_with(
+        let out = match onebrain_eval::run_eval_with(
             &cfg,
             &heldout.base,
             &heldout.services,
@@ -302,7 +396,13 @@ impl Trainer {
                     });
                 }
             },
-        )?;
+        ) {
+            Err(onebrain_eval::EvalError::Stopped(s)) => {
+                let at = format!("during the held-out evaluation after {u} updates, {}", s.at);
+                return Err(Stopped { at, resume: "resume with --resume".into(), ..s }.into());
+            }
+            out => out?,
+        };
         drop(model);
         let records = onebrain_eval::read_trace(&out.trace_path)?.records;
         let row = HeldOutRow::from_records(u, &records, t0.elapsed().as_secs_f64());
@@ -324,12 +424,8 @@ impl Trainer {
         // What ran before (loading, a held-out evaluation, the last checkpoint) is its own phase.
         self.memory.phase();
         let mut records = std::mem::take(&mut self.resumed);
-        let tasks: Vec<Task> = (0..n_tasks)
-            .map(|g| {
-                self.stream
-                    .task(&self.services, self.state.tasks_consumed + g as u64)
-            })
-            .collect::<Result<_, _>>()?;
+        let drawn = self.stream.draw(&self.services.domains, self.state.cursor(), u, n_tasks)?;
+        let tasks: Vec<Task> = drawn.tasks;
         let mut todo = Vec::new();
         let mut seed_slot: HashMap<u64, usize> = HashMap::new();
         let model_name = self.learner.brain_ref().name();
@@ -360,6 +456,14 @@ impl Trainer {
                 self.cfg.in_flight,
                 &mut |_: &Event| {},
                 &mut |rec: EpisodeRecord| -> Result<(), TrainError> {
+                    // An episode that ends after a stop was asked for is not recorded: the
+                    // signal may have reached its planner too (a terminal's Ctrl-C goes to the
+                    // whole process group), so its verdict may be the signal's. The resumed
+                    // run runs it again, with the same seed.
+                    if let Some(signal) = stop_requested() {
+                        let at = format!("during update {}'s rollouts, with {done} of {slots} episodes recorded", u + 1);
+                        return Err(Stopped { signal, at, resume: "resume with --resume".into() }.into());
+                    }
                     // The first step's sampling seed names the slot; a record with no step
                     // (the model failed at once) takes its task's first free slot.
                     let slot = rec
@@ -394,9 +498,14 @@ impl Trainer {
             );
             // Kept for this update only: a held-out evaluation keeps none.
             self.learner.brain().keep_prompt_heads(&[]);
-            rollouts?;
             for (slot, group, rec) in new {
                 records.insert(slot, (group, rec));
+            }
+            if let Err(e) = rollouts {
+                // What is recorded stays this update's: the update run again in this process
+                // (after a stop, a full disk) reuses it rather than writing it twice.
+                self.resumed = records;
+                return Err(e);
             }
         }
         let rollout_secs = t0.elapsed().as_secs_f64();
@@ -430,30 +539,29 @@ impl Trainer {
         };
 
         self.state.updates += 1;
-        self.state.tasks_consumed += n_tasks as u64;
+        self.state.set_cursor(drawn.cursor);
         self.state.episodes += slots as u64;
         self.state.optimizer_steps += stats.steps as u64;
-        let row = MetricsRow::new(
+        // Written with the update, not at the draw: a failed update that is run again in
+        // this process draws them again, and a killed one drops them on resuming.
+        for twin in &drawn.skipped {
+            self.twins.append(twin)?;
+        }
+        let mut row = MetricsRow::new(
             self.state.updates,
             self.state.episodes,
             &batch.stats,
             &stats,
             &clock,
         );
+        row.twins_skipped = self.state.twins_skipped;
         self.metrics.append(&row)?;
         self.metrics.plot(&self.cfg.name)?;
         on_event(&TrainEvent::Updated(&row));
         if self.state.updates % self.cfg.checkpoint_every == 0
             || self.state.updates == self.cfg.updates
         {
-            let dir = checkpoint::save(
-                &self.run_dir.join("checkpoints"),
-                &self.learner,
-                &self.state,
-                self.cfg.keep_checkpoints,
-                self.cfg.keep_checkpoints_every,
-            )?;
-            on_event(&TrainEvent::Checkpoint(&dir));
+            self.save_checkpoint(on_event)?;
         }
         Ok(())
     }
@@ -500,6 +608,29 @@ fn episode_seed(run_seed: u64, update: u64, slot: usize) -> u64 {
     onebrain_roles::episode_seed(run_seed, &[&update.to_le_bytes(), &(slot as u64).to_le_bytes()])
 }
 
+/// The run folder's log of the candidates the task stream skipped as held-out twins.
+const TWINS_FILE: &str = "skipped-twins.jsonl";
+
+/// The run's task stream, with the held-out tasks it keeps out; what could not be indexed
+/// is said on stderr (a library has no other channel here, and the run goes on without it).
+fn open_stream(cfg: &TrainConfig, base: &Path, services: &Services) -> Result<TaskSource, TrainError> {
+    let mut notes = Vec::new();
+    let stream = TaskSource::load(cfg, base, &services.domains, &mut notes)?;
+    let mut err = std::io::stderr();
+    for n in &notes {
+        // Not `eprintln!`, which panics when stderr is a closed pipe.
+        let _ = writeln!(err, "onebrain: held-out index: {n}");
+    }
+    if !stream.index().is_empty() {
+        let _ = writeln!(
+            err,
+            "onebrain: the task stream keeps out {} held-out tasks (and their renamings)",
+            stream.index().len()
+        );
+    }
+    Ok(stream)
+}
+
 /// The episodes recorded for update `update`, by slot.
 fn read_episodes(
     path: &Path,
@@ -511,76 +642,6 @@ fn read_episodes(
         .filter(|l| l.update == update)
         .map(|l| (l.slot, (l.group, l.record)))
         .collect())
-}
-
-/// The training tasks in their fixed order.
-enum TaskSource {
-    /// Generated by the domain plugins: task i is domain i mod d, size (i / d) mod s, seed
-    /// first-seed + i.
-    Generated {
-        domains: Vec<String>,
-        sizes: Vec<u32>,
-        first_seed: u64,
-    },
-    /// Benchmark rows, cycled.
-    Rows(Vec<Task>),
-}
-
-impl TaskSource {
-    fn load(cfg: &TrainConfig, base: &Path, services: &Services) -> Result<TaskSource, TrainError> {
-        let t = &cfg.tasks;
-        if t.benchmarks.is_empty() {
-            for d in &t.domains {
-                services.domain(d)?;
-            }
-            return Ok(TaskSource::Generated {
-                domains: t.domains.clone(),
-                sizes: t.sizes.clone(),
-                first_seed: t.first_seed,
-            });
-        }
-        let data = base.join(&cfg.data);
-        let mut rows = Vec::new();
-        for b in &t.benchmarks {
-            if b.source == onebrain_eval::SourceKind::TextFolder {
-                return Err(TrainError::Tasks(onebrain_eval::TaskError::NoPlugin(b.domain.clone()).to_string()));
-            }
-            let adapter = services.domain(&b.domain)?;
-            rows.extend(
-                b.tasks(&data, adapter.as_ref())
-                    .map_err(|e| TrainError::Tasks(e.to_string()))?,
-            );
-        }
-        if rows.is_empty() {
-            return Err(TrainError::Tasks(
-                "the [tasks] benchmarks hold no task".into(),
-            ));
-        }
-        Ok(TaskSource::Rows(rows))
-    }
-
-    fn task(&self, services: &Services, position: u64) -> Result<Task, TrainError> {
-        match self {
-            TaskSource::Generated {
-                domains,
-                sizes,
-                first_seed,
-            } => {
-                let d = &domains[(position % domains.len() as u64) as usize];
-                let size = sizes[((position / domains.len() as u64) % sizes.len() as u64) as usize];
-                services
-                    .domain(d)?
-                    .generate(first_seed + position, size)
-                    .map_err(|e| {
-                        TrainError::Tasks(format!(
-                            "{d}: generate(seed {}, size {size}): {e}",
-                            first_seed + position
-                        ))
-                    })
-            }
-            TaskSource::Rows(rows) => Ok(rows[(position % rows.len() as u64) as usize].clone()),
-        }
-    }
 }
 
 #[cfg(test)]

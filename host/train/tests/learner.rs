@@ -154,6 +154,8 @@ fn checkpoint_then_resume_gives_the_same_next_update() {
         updates: 1,
         optimizer_steps: 2,
         tasks_consumed: 2,
+        candidates_consumed: 2,
+        twins_skipped: 0,
         episodes: 4,
         config_sha256: "x".into(),
     };
