@@ -6,7 +6,7 @@
 use crate::harness::{build_plugins, TestCommand};
 
 #[test]
-fn r35_2_plugins_check_runs_under_ulimit_v_8000000() {
+fn plugins_check_runs_under_ulimit_v_8000000() {
     build_plugins();
     let out = TestCommand::new(&["plugins", "check"]).address_limit_kb(8_000_000).stdout();
     assert!(out.matches("): ok").count() >= 8, "every bundled plugin loads and answers:\n{out}");

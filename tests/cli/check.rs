@@ -22,13 +22,13 @@ fn check_solved_json() {
 }
 
 #[test]
-fn check_verdicts_exit_zero_with_categories() {
+fn a_spec_that_is_not_solved_exits_one_with_its_categories() {
     for (problem, category) in [
         ("gripper-problem-malformed.pddl", "syntax"),
         ("gripper-problem-illtyped.pddl", "object-type"),
         ("gripper-problem-unsolvable.pddl", "goal-constraint"),
     ] {
-        let v = check("gripper-domain.pddl", problem).json();
+        let v = check("gripper-domain.pddl", problem).json_with(1);
         assert_eq!(v["solved"], false, "{problem}");
         let cats: Vec<&str> = v["diagnostics"]
             .as_array()
@@ -43,7 +43,7 @@ fn check_verdicts_exit_zero_with_categories() {
             "{problem}: {d}"
         );
     }
-    let v = check("blocks-domain.pddl", "blocks-problem-unsolvable.pddl").json();
+    let v = check("blocks-domain.pddl", "blocks-problem-unsolvable.pddl").json_with(1);
     assert_eq!(v["solved"], false);
     assert_eq!(v["diagnostics"][0]["category"], "unreachable");
 }
@@ -53,7 +53,7 @@ fn check_timeout_is_a_verdict() {
     let v = check("blocks-domain.pddl", "blocks-problem-hard.pddl")
         .arg("--timeout")
         .arg("1")
-        .json();
+        .json_with(1);
     assert_eq!(v["solved"], false);
     assert_eq!(v["outcome"], "timeout");
     assert_eq!(v["diagnostics"][0]["category"], "unreachable");
@@ -61,7 +61,7 @@ fn check_timeout_is_a_verdict() {
 
 #[test]
 fn check_human_form_points_at_the_file() {
-    let out = check("gripper-domain.pddl", "gripper-problem-illtyped.pddl").stdout();
+    let out = check("gripper-domain.pddl", "gripper-problem-illtyped.pddl").stdout_with(1);
     assert!(out.starts_with("not solved: rejected"), "{out}");
     assert!(
         out.contains("error[object-type]") && out.contains("gripper-problem-illtyped.pddl:5:"),
@@ -85,9 +85,9 @@ fn check_planbench_instance() {
 }
 
 #[test]
-fn check_missing_file_is_an_io_error() {
+fn check_missing_file_is_an_error_that_exits_two() {
     let err = TestCommand::new(&["check", "--domain", "no/such/domain.pddl", "--problem", "x"])
-        .fails_with(1);
+        .fails_with(2);
     assert!(err.contains("cannot read no/such/domain.pddl"), "{err}");
 }
 

@@ -180,7 +180,7 @@ fn eval_config_errors_name_the_file() {
 /// The job-array script, run as two local processes at once (as two array tasks would be),
 /// then its merge job: the merged run holds the episodes and report of one unsharded run.
 #[test]
-fn r20_the_array_script_shards_an_eval_over_two_processes_and_merges_it() {
+fn the_array_script_shards_an_eval_over_two_processes_and_merges_it() {
     if let Some(why) = model_ready() {
         eprintln!("skipping: {why}");
         return;
@@ -251,7 +251,7 @@ fn r20_the_array_script_shards_an_eval_over_two_processes_and_merges_it() {
 /// show failed (a record without rewards, or without a faithfulness report), each for a cause
 /// the plugins inject.
 #[test]
-fn r35_soak_records_every_episode_and_counts_each_failed_step() {
+fn soak_records_every_episode_and_counts_each_failed_step() {
     if let Some(why) = model_ready() {
         eprintln!("skipping: {why}");
         return;
@@ -327,7 +327,7 @@ fn r35_soak_records_every_episode_and_counts_each_failed_step() {
 /// an unsolved answer ("the model wrote no PDDL"), reported 0 % solved and exited 0. Now the
 /// episodes are errors apart from the answers, and the run exits 1 with the refusal.
 #[test]
-fn r46_an_eval_whose_every_request_is_refused_exits_with_the_refusal() {
+fn an_eval_whose_every_request_is_refused_exits_with_the_refusal() {
     if let Some(why) = model_ready() {
         eprintln!("skipping: {why}");
         return;

@@ -106,6 +106,20 @@ impl TestCommand {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
     }
 
+    /// Runs it, asserts exit status `code`, returns stdout.
+    pub fn stdout_with(self, code: i32) -> String {
+        let (out, desc) = self.output();
+        assert_eq!(out.status.code(), Some(code), "{desc}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs it with `--json`, asserts exit status `code` (1: a verdict of no), parses stdout
+    /// as one JSON object.
+    pub fn json_with(self, code: i32) -> serde_json::Value {
+        let text = self.arg("--json").stdout_with(code);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
     /// Runs it whatever its exit status; returns stdout and the exit code.
     pub fn output_any(self) -> (String, Option<i32>) {
         let (out, _) = self.output();

@@ -34,7 +34,7 @@ fn huge_dimension_gguf(src: &Path, dst: &Path) {
 }
 
 #[test]
-fn r51_generate_refuses_a_gguf_with_a_huge_dimension_saying_why_once() {
+fn generate_refuses_a_gguf_with_a_huge_dimension_saying_why_once() {
     let Some(src) = smollm() else { return };
     let dir = tempfile::tempdir().unwrap();
     let crafted = dir.path().join("crafted.gguf");
@@ -80,7 +80,7 @@ fn nan_checkpoint(good: &Path, dir: &Path) {
 /// now takes the adapter shape from brain.json as `solve` does, and a NaN checkpoint is
 /// refused by `generate`, `solve` and `eval` alike, naming the tensor.
 #[test]
-fn r51_every_command_takes_the_checkpoint_shape_and_refuses_a_nan_checkpoint() {
+fn every_command_takes_the_checkpoint_shape_and_refuses_a_nan_checkpoint() {
     let Some(model) = smollm() else { return };
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("rank5");
@@ -157,7 +157,7 @@ domains = ["blocksworld"]
 /// The committed 0.5B checkpoints through `generate --checkpoint` under the default config
 /// (rank 19 there): they load in their own shape. Skips without the 0.5B model (CI).
 #[test]
-fn r51_generate_loads_the_committed_checkpoints() {
+fn generate_loads_the_committed_checkpoints() {
     let model = repo().join(".cache/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf");
     if !model.is_file() {
         eprintln!("skipping: {} is absent (scripts/setup.sh --models all)", model.display());

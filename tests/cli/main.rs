@@ -6,6 +6,7 @@ mod address_space;
 mod check;
 mod configs;
 mod eval;
+mod faithful;
 mod hostile;
 mod pipes;
 mod plugins;

@@ -83,7 +83,7 @@ fn run(args: &[String], reader: Reader) -> (Option<i32>, String) {
 }
 
 #[test]
-fn r35_1_a_reader_closing_early_ends_every_printing_subcommand_quietly() {
+fn a_reader_closing_early_ends_every_printing_subcommand_quietly() {
     build_plugins();
     let tmp = tempfile::tempdir().unwrap();
     let broken = tmp.path().join("broken");

@@ -40,7 +40,7 @@ fn no_escape(s: &str) -> bool {
 }
 
 #[test]
-fn r13_7_plugins_check_exits_non_zero_when_a_plugin_fails() {
+fn plugins_check_exits_non_zero_when_a_plugin_fails() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("plugins");
     install(&dir, "flat-reward", "flat-reward", "reward");
@@ -88,7 +88,7 @@ fn r13_7_plugins_check_exits_non_zero_when_a_plugin_fails() {
 }
 
 #[test]
-fn r13_6_plugins_check_prints_plugin_text_as_data() {
+fn plugins_check_prints_plugin_text_as_data() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("plugins");
     // Its smoke call answers with an error that would erase the FAILED line,
@@ -108,7 +108,7 @@ fn r13_6_plugins_check_prints_plugin_text_as_data() {
 }
 
 #[test]
-fn r13_8_a_broken_plugin_folder_is_skipped_with_a_warning() {
+fn a_broken_plugin_folder_is_skipped_with_a_warning() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("plugins");
     install(&dir, "flat-reward", "flat-reward", "reward");
@@ -138,7 +138,7 @@ fn r13_8_a_broken_plugin_folder_is_skipped_with_a_warning() {
 }
 
 #[test]
-fn r13_3_plugins_inspect_does_not_read_outside_the_folder() {
+fn plugins_inspect_does_not_read_outside_the_folder() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("plugins");
     install(&dir, "link", "flat-reward", "reward");

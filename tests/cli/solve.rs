@@ -145,7 +145,7 @@ fn solve_generated_task_shows_each_role_and_keeps_the_budget() {
 /// the file is the reference, and under the grammar every answer parses and none runs to the
 /// token cap.
 #[test]
-fn r18_solve_a_problem_file_constrained() {
+fn solve_a_problem_file_constrained() {
     if let Some(why) = model_ready() {
         eprintln!("skipping: {why}");
         return;
@@ -171,7 +171,7 @@ fn r18_solve_a_problem_file_constrained() {
 }
 
 #[test]
-fn r18_bad_pddl_task_sources_name_the_file_and_the_line() {
+fn bad_pddl_task_sources_name_the_file_and_the_line() {
     let dir = tempfile::tempdir().unwrap();
     let broken = dir.path().join("broken-domain.pddl");
     std::fs::write(&broken, "(define (domain d)\n  (:predicates (p ?x)\n").unwrap();
@@ -198,7 +198,7 @@ fn r18_bad_pddl_task_sources_name_the_file_and_the_line() {
 /// 8 over a 50-type chain, with 200 constants) is refused before the model loads, naming the
 /// file, the figure and the limit. The host used to pass 6 GB within 9 s on it.
 #[test]
-fn r35_3_a_domain_file_past_the_bounds_is_refused_before_the_model_loads() {
+fn a_domain_file_past_the_bounds_is_refused_before_the_model_loads() {
     let dir = tempfile::tempdir().unwrap();
     let big = dir.path().join("big-domain.pddl");
     let types: String = (0..49).map(|i| format!("t{} - t{} ", i + 1, i)).collect();
@@ -218,7 +218,7 @@ fn r35_3_a_domain_file_past_the_bounds_is_refused_before_the_model_loads() {
 
 /// A domain no plugin has: the model writes the problem for the given domain file.
 #[test]
-fn r18_solve_with_a_domain_file_and_a_reference() {
+fn solve_with_a_domain_file_and_a_reference() {
     if let Some(why) = model_ready() {
         eprintln!("skipping: {why}");
         return;
@@ -242,7 +242,7 @@ fn solve_full(extra: &[&str]) -> TestCommand {
 /// (`full` mode, under the full grammar), the verifier and the Judge work as for a plugin's
 /// task, and the reference files turn on the faithfulness check.
 #[test]
-fn r15_solve_a_domain_given_in_prose() {
+fn solve_a_domain_given_in_prose() {
     if let Some(why) = model_ready() {
         eprintln!("skipping: {why}");
         return;
@@ -273,7 +273,7 @@ fn r15_solve_a_domain_given_in_prose() {
 /// Issue 15: bad input to `--domain-text` is a clear error naming the file, before any model
 /// time is spent.
 #[test]
-fn r15_bad_domain_text_input_names_the_file() {
+fn bad_domain_text_input_names_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.txt");
     std::fs::write(&empty, " \n").unwrap();

@@ -207,3 +207,86 @@ fn compare_refuses_a_run_without_a_held_out_evaluation() {
     let err = TestCommand::new(&["compare"]).arg(dir.path()).fails_with(1);
     assert!(err.contains("no held-out evaluation"), "{err}");
 }
+
+/// SIGTERM while the rollouts run: a second `train` on the folder is refused at once, naming the
+/// first; the first stops before it records another episode, exits 143 saying where it stopped,
+/// and keeps its folder's lock no longer. A plugin whose component changed since the run began
+/// is refused on resuming, naming it and both digests; with the recorded version the resume
+/// finishes the update with each episode once. Before, the signal killed the process wherever
+/// it was, and a second process trained into the same folder.
+#[test]
+fn a_signal_stops_training_at_a_safe_point_and_the_resume_finishes_it() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_onebrain"))
+        .args(["train", "--skip-heldout", "--config"])
+        .arg(fixture("configs/train-smollm.toml"))
+        .arg("--out-dir")
+        .arg(&run)
+        .current_dir(crate::harness::repo())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let said = Arc::new(Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let (stderr, said) = (first.stderr.take().unwrap(), Arc::clone(&said));
+        std::thread::spawn(move || {
+            for l in BufReader::new(stderr).split(b'\n').map_while(Result::ok) {
+                said.lock().unwrap().push(String::from_utf8_lossy(&l).into_owned());
+            }
+        })
+    };
+    let started = Instant::now();
+    while !said.lock().unwrap().iter().any(|l| l.contains("0 of 1 updates done")) {
+        assert!(started.elapsed() < Duration::from_secs(300), "no start: {:?}", said.lock().unwrap());
+        assert!(first.try_wait().unwrap().is_none(), "ended: {:?}", said.lock().unwrap());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let refused = train(&run, &["--resume", "--skip-heldout"]).fails_with(1);
+    let holder = format!("in use by another onebrain process (pid {}: onebrain train", first.id());
+    assert!(refused.contains(&holder), "{refused}");
+
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGTERM) }, 0);
+    let status = first.wait().unwrap();
+    reader.join().unwrap();
+    let stderr = said.lock().unwrap().join("\n");
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    // The episodes that finished before the signal are recorded, none after it.
+    let recorded = fs::read_to_string(run.join("episodes.jsonl")).unwrap_or_default().lines().count();
+    let during = format!("during update 1's rollouts, with {recorded} of 2 episodes recorded");
+    let at = ["before the first update", during.as_str()];
+    assert!(
+        at.iter().any(|at| stderr.contains(&format!("onebrain: stopped by SIGTERM {at}; resume with --resume"))),
+        "{stderr}"
+    );
+
+    // The reward plugin's recorded component, changed: the resume is refused before it writes.
+    let record = run.join("plugins.json");
+    let text = fs::read_to_string(&record).unwrap();
+    let plugins: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let reward = plugins["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "paper-rewards").unwrap();
+    let sha = reward["sha256"].as_str().unwrap().to_string();
+    fs::write(&record, text.replace(&sha, &"0".repeat(64))).unwrap();
+    let err = train(&run, &["--resume", "--skip-heldout"]).fails_with(1);
+    assert!(err.contains("plugin `paper-rewards` changed since this run began") && err.contains(&sha) && err.contains(&"0".repeat(64)), "{err}");
+    fs::write(&record, text).unwrap();
+
+    let (_, err) = train(&run, &["--resume", "--skip-heldout"]).output_text();
+    assert!(err.contains("0 of 1 updates done") && err.contains("update   1: "), "{err}");
+    let episodes = lines(&run.join("episodes.jsonl"));
+    let mut slots: Vec<u64> = episodes.iter().map(|e| e["slot"].as_u64().unwrap()).collect();
+    slots.sort();
+    assert_eq!(slots, [0, 1], "each episode once");
+    assert_eq!(lines(&run.join("metrics.jsonl")).len(), 1);
+    assert_eq!(fs::read_to_string(run.join("checkpoints/LATEST")).unwrap().trim(), "update-000001");
+}

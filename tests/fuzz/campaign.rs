@@ -1,4 +1,4 @@
-//! Fuzzing campaigns with counts (issue 35), shared by the harnesses of every crate through
+//! Fuzzing campaigns with counts, shared by the harnesses of every crate through
 //! `#[path = "…/tests/fuzz/campaign.rs"] mod campaign;`.
 //!
 //! A campaign runs a proptest strategy through a target function, counts the inputs tried,

@@ -1,4 +1,4 @@
-//! Fuzzing the readers that resume runs (issue 35), as campaigns with counts
+//! Fuzzing the readers that resume runs, as campaigns with counts
 //! (`tests/fuzz/campaign.rs`; `ONEBRAIN_FUZZ_CASES` for a long one): an eval trace
 //! (`read_trace`, `TraceWriter::open`), a training run's `metrics.jsonl` (`MetricsLog::open`)
 //! and held-out log (`read_heldout`), and its checkpoint pointer (`latest`).

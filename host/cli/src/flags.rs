@@ -17,10 +17,13 @@ pub struct Flags {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Verify a domain + problem: native checks, then Fast Downward (the paper's E(y)).
+    /// Exit status: 0 solved, 1 not solved, 2 error.
     Check(CheckArgs),
     /// Validate a plan against a domain + problem, step by step (VAL-equivalent).
+    /// Exit status: 0 valid, 1 not valid, 2 error.
     Validate(ValidateArgs),
     /// Does a candidate spec still mean the task? Compare it with the reference spec.
+    /// Exit status: 0 faithful, 1 not faithful (or undecided), 2 error.
     Faithful(FaithfulArgs),
     /// Generate text in one role of the model, for a quick look (the Judge prints its score).
     Generate(GenerateArgs),
@@ -44,6 +47,14 @@ pub enum Command {
     /// Write one role of a checkpoint for another runtime: a PEFT adapter folder
     /// (transformers + PEFT) or a LoRA adapter GGUF (llama.cpp), with its role tokens.
     Export(ExportArgs),
+}
+
+impl Command {
+    /// True for the commands that answer yes or no (`check`, `validate`, `faithful`): they
+    /// exit 0 for yes, 1 for no and 2 for an error, as grep does.
+    pub fn answers_yes_or_no(&self) -> bool {
+        matches!(self, Command::Check(_) | Command::Validate(_) | Command::Faithful(_))
+    }
 }
 
 /// `onebrain export`.

@@ -4,12 +4,12 @@ use anyhow::{bail, Context};
 use onebrain_core::{Spec, Verifier};
 use onebrain_verifier::{PlanningVerifier, Search, SolverLimits};
 
-use crate::cmd::{print_json, read};
+use crate::cmd::{print_json, read, Status};
 use crate::flags::CheckArgs;
 use crate::render;
 use crate::out::out;
 
-pub fn run(args: CheckArgs) -> anyhow::Result<()> {
+pub fn run(args: CheckArgs) -> anyhow::Result<Status> {
     if !(args.timeout > 0.0 && args.timeout.is_finite()) {
         bail!(
             "--timeout must be a positive number of seconds, got {}",
@@ -31,7 +31,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         if !args.solver_output {
             verdict.solver_output = None;
         }
-        return print_json(&verdict);
+        print_json(&verdict)?;
+        return Ok(Status::of(verdict.solved));
     }
     let files = render::Files {
         domain: &args.domain,
@@ -39,5 +40,5 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
         plan: None,
     };
     out!("{}", render::verdict(&verdict, &files))?;
-    Ok(())
+    Ok(Status::of(verdict.solved))
 }

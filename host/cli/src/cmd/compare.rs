@@ -22,11 +22,11 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
         let path = out.join("arms.md");
-        std::fs::write(&path, &table).with_context(|| format!("cannot write {}", path.display()))?;
+        onebrain_durable::write_atomic(&path, &table)?;
         outln!("table:  {}", path.display())?;
         for (file, svg) in compare_curves(&arms) {
             let path = out.join(file);
-            std::fs::write(&path, svg).with_context(|| format!("cannot write {}", path.display()))?;
+            onebrain_durable::write_atomic(&path, svg)?;
             outln!("curves: {}", path.display())?;
         }
     }

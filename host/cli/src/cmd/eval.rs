@@ -10,6 +10,9 @@ use crate::flags::EvalArgs;
 use crate::out::{errln, outln};
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
+    // The first SIGINT or SIGTERM stops the run between two episodes (exit 130 or 143,
+    // `main`); a second one at once.
+    onebrain_durable::install_stop_handlers()?;
     let mut cfg = EvalConfig::from_file(&args.config)?;
     let base = config_base(&args.config);
     if let Some(dir) = &args.checkpoint {

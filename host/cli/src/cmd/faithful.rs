@@ -8,7 +8,7 @@ use onebrain_runtime::RuntimeConfig;
 use onebrain_verifier::{PlanningVerifier, SolverLimits};
 use serde::Serialize;
 
-use crate::cmd::{print_json, read};
+use crate::cmd::{print_json, read, Status};
 use crate::flags::FaithfulArgs;
 use crate::out::outln;
 
@@ -21,7 +21,7 @@ struct Output<'a> {
     checker: &'a str,
 }
 
-pub fn run(args: FaithfulArgs) -> anyhow::Result<()> {
+pub fn run(args: FaithfulArgs) -> anyhow::Result<Status> {
     let reference = Spec {
         domain: read(&args.ref_domain)?,
         problem: read(&args.ref_problem)?,
@@ -61,11 +61,12 @@ pub fn run(args: FaithfulArgs) -> anyhow::Result<()> {
         args.checker.as_str()
     };
     if args.json {
-        return print_json(&Output {
+        print_json(&Output {
             report: &report,
             plan: &verdict.plan,
             checker: name,
-        });
+        })?;
+        return Ok(Status::of(report.faithful));
     }
     let yes = |b: bool| if b { "yes" } else { "no" };
     let drift = report
@@ -96,5 +97,6 @@ pub fn run(args: FaithfulArgs) -> anyhow::Result<()> {
     for line in &report.explanation {
         outln!("  - {line}")?;
     }
-    Ok(())
+    // Undecided is not a yes: nothing refuted it, and nothing showed it faithful either.
+    Ok(Status::of(report.faithful))
 }

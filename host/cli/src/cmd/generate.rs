@@ -106,7 +106,7 @@ fn write_logits(brain: &mut Brain, role: Role, prompt: &str, args: &GenerateArgs
         "answer_text": out.text,
         "judge_score": judge_score,
     });
-    std::fs::write(path, serde_json::to_string(&value)?).with_context(|| format!("cannot write {}", path.display()))?;
+    onebrain_durable::write_atomic(path, serde_json::to_string(&value)?)?;
     outln!("{}", out.text)?;
     errln!("[{role}: {} prompt tokens; logits and {} answer tokens in {}]", tokens.len(), out.tokens.len(), path.display());
     Ok(())

@@ -7,6 +7,8 @@ use crate::flags::PosthocArgs;
 use crate::out::{errln, outln};
 
 pub fn run(args: PosthocArgs) -> anyhow::Result<()> {
+    // As `eval`: the first SIGINT or SIGTERM stops between two episodes, a second at once.
+    onebrain_durable::install_stop_handlers()?;
     let set = set_name(&args.config)?;
     for &update in &args.updates {
         errln!("== update {update}: {}", posthoc_dir(&args.run, &set).join(format!("update-{update:06}")).display());

@@ -21,6 +21,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
         cfg.eval_config = None;
         cfg.eval_every = 0;
     }
+    // The first SIGINT or SIGTERM stops the run at its next safe point (exit 130 or 143,
+    // `main`); a second one at once.
+    onebrain_durable::install_stop_handlers()?;
     let mut trainer = Trainer::open(cfg, &base, args.resume)?;
     let verbose = args.verbose;
     trainer.run(None, &mut |e| {
@@ -73,6 +76,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<()> {
                 }
             }
             TrainEvent::HeldOut(row) => finish_line(verbose, &row.line()),
+            TrainEvent::Note(note) => errln!("onebrain: {note}"),
         }
         let _ = std::io::stderr().flush();
     })?;

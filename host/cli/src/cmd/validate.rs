@@ -1,22 +1,23 @@
 use onebrain_pddl as pddl;
 use onebrain_pddl::SpecFile;
 
-use crate::cmd::{print_json, read};
+use crate::cmd::{print_json, read, Status};
 use crate::flags::ValidateArgs;
 use crate::render;
 use crate::out::out;
 
-pub fn run(args: ValidateArgs) -> anyhow::Result<()> {
+pub fn run(args: ValidateArgs) -> anyhow::Result<Status> {
     let report = validate_files(
         &read(&args.domain)?,
         &read(&args.problem)?,
         &read(&args.plan)?,
     );
     if args.json {
-        return print_json(&report);
+        print_json(&report)?;
+    } else {
+        out!("{}", render::validation(&report))?;
     }
-    out!("{}", render::validation(&report))?;
-    Ok(())
+    Ok(Status::of(report.valid))
 }
 
 /// Malformed input is a verdict (`valid: false` with the parse error as the
