@@ -14,9 +14,12 @@ demo:
 	  "scripts/build-plugins.sh && $(CARGO) build --release -p onebrain-cli"
 	scripts/demo.sh
 
+# The host's workspace, then the guests' own (plugins built as native libraries for their
+# unit tests: the rewards, parsers and domains a plugin author changes).
 test:
 	scripts/setup.sh --models test
 	$(CARGO) test --workspace --release
+	$(CARGO) test --manifest-path guests/Cargo.toml --workspace --release
 
 bench:
 	scripts/setup.sh --models all

@@ -7,8 +7,11 @@ Per strategy and domain: solved (b_T) and b_0 with Wilson 95 % intervals, Faithf
 all tasks and its parts (objects, goal, schema, drift), solved answers whose plan is empty (the goal already held: the spec was gamed),
 steps that ran to the token cap, syntax failures, repeated repairs; then model seconds and
 tokens per task, episodes per hour the model's time allows, and the decoding constraint's cost (mask time per token, its share of decode
-time, grammar build time, forced tokens). The report `onebrain eval` writes has the full
-tables; this is the few lines the README quotes, with intervals.
+time, grammar build time, forced tokens). Where the trace records each task's size (the
+objects its reference problem declares, `reference_objects`), solved and Faithful per domain
+and size bucket (3–5, 6–9, 10+ objects; fewer than 3 count as 3–5), as the report's "By
+size" table has them. The report `onebrain eval` writes has the full tables; this is the few
+lines the README quotes, with intervals.
 """
 import json
 import sys
@@ -20,6 +23,51 @@ from intervals import wilson
 def pct(k, n):
     lo, hi = wilson(k, n)
     return f"{k}/{n} = {100 * k / max(n, 1):.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"
+
+
+def size_bucket(objects):
+    """The report's size bucket of a task whose reference problem declares `objects` objects
+    (`onebrain_eval::SizeBucket`); "unknown" where the trace does not say."""
+    if objects is None:
+        return "unknown"
+    return "3–5" if objects <= 5 else "6–9" if objects <= 9 else "10+"
+
+
+BUCKETS = ("3–5", "6–9", "10+", "unknown")
+
+
+def stopped(r):
+    """Whether the episode stopped on an error of its own before its answer (a model error),
+    as `EpisodeRecord::stop_error` reads it: an error that is not a plugin's, whose parts
+    follow the episode's own after their prefixes. The report counts those apart, in no rate."""
+    error = r.get("error") or ""
+    return bool(error) and not error.startswith(("reward plugin: ", "faithfulness checker: "))
+
+
+def size_table(recs):
+    """Solved and Faithful per domain and size bucket over the answered episodes, with Wilson
+    95 % intervals; then every domain together, where there are several. Nothing where no
+    record has its task's size (a trace written before it was recorded)."""
+    if not any(r.get("reference_objects") is not None for r in recs):
+        return []
+    answered = [r for r in recs if not stopped(r)]
+    cells = defaultdict(list)
+    for r in answered:
+        cells[(r["domain"], size_bucket(r.get("reference_objects")))].append(r)
+    domains = sorted({d for d, _ in cells})
+    keys = [(d, b) for d in domains for b in BUCKETS if (d, b) in cells]
+    if len(domains) > 1:
+        for r in answered:
+            cells[("all", size_bucket(r.get("reference_objects")))].append(r)
+        keys += [("all", b) for b in BUCKETS if ("all", b) in cells]
+    lines = ["| domain | objects | n | solved (b_T) | Faithful |", "|---|---|---:|---|---|"]
+    for d, b in keys:
+        rs = cells[(d, b)]
+        n = len(rs)
+        solved = sum(r["solved"] for r in rs)
+        faithful = sum(bool((r.get("faithfulness") or {}).get("faithful")) for r in rs)
+        lines.append(f"| {d} | {b} | {n} | {pct(solved, n)} | {pct(faithful, n)} |")
+    return lines
 
 
 def main(paths):
@@ -51,6 +99,10 @@ def main(paths):
             faithful = sum(bool((r.get("faithfulness") or {}).get("faithful")) for r in rs)
             empty = sum(r["solved"] and not r["final_plan"] for r in rs)
             print(f"| {d} | {pct(solved, n)} | {pct(b0, n)} | {pct(faithful, n)} | {empty}/{max(solved, 1) if solved else 0} |")
+        by_size = size_table(recs)
+        if by_size:
+            print("\nBy size (objects in the reference problem; episodes stopped by an error of their own left out):\n")
+            print("\n".join(by_size))
         steps = [s for r in recs for s in r["steps"] if s.get("output_tokens")]
         cap = sum(s["stop_reason"] == "max-tokens" for s in steps)
         syntax = sum(
