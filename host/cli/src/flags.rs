@@ -321,7 +321,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// `training` only: the config of the path it is compared with (default
-    /// configs/train-old-path.toml, the path before issue 33).
+    /// configs/train-old-path.toml: batch-1 rollouts and a dense f32 learner).
     #[arg(long)]
     pub baseline: Option<PathBuf>,
     /// `constraint` only: what the Actor writes, `problem` or `full` (the domain, then the
@@ -352,7 +352,7 @@ pub enum BenchTarget {
     /// training shapes: fused against matmul, causal softmax, matmul.
     Attention,
     /// One training step (rollouts of 16 episodes and the update) of the default model on the
-    /// new path and on the path before issue 33, each in its own process: seconds, episodes
+    /// new path and on the old one (batch-1 rollouts, a dense f32 learner), each in its own process: seconds, episodes
     /// per hour, peak memory.
     Training,
     /// One forward+backward over 4 × 512 tokens with SmolLM2-135M: adapters only, then the full backbone.

@@ -3,7 +3,7 @@
 # count: `host/model/benches/peer.sh [THREADS] [LLAMA_PYTHON]`. Prints JSON lines; pipe them
 # to `python3 host/model/benches/peer_table.py` for the README's table with ratios.
 # PEER_MODELS overrides the model list (default: SmolLM2, the 0.5B and the 1.5B).
-# PEER_LONG=1 adds one cold prefill of 4k and 16k tokens each (issue 35; minutes per model).
+# PEER_LONG=1 adds one cold prefill of 4k and 16k tokens each (minutes per model).
 set -euo pipefail
 threads="${1:-2}"
 py="${2:-/tmp/llamavenv/bin/python}"

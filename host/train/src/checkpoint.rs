@@ -463,7 +463,7 @@ mod tests {
 
     /// A parameter made NaN is never written: the save stops naming it and the update, and
     /// the previous checkpoint stays the newest. A spoiled optimizer moment or `state.json`
-    /// is refused on resuming (issue 51).
+    /// is refused on resuming.
     #[test]
     fn non_finite_state_is_never_saved_and_never_resumed() {
         let dir = tempfile::tempdir().unwrap();

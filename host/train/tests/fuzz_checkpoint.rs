@@ -1,4 +1,4 @@
-//! Fuzzing the checkpoint reader (issue 51), as campaigns with counts
+//! Fuzzing the checkpoint reader, as campaigns with counts
 //! (`tests/fuzz/campaign.rs`; `ONEBRAIN_FUZZ_CASES` for a long one).
 //!
 //! Checkpoints are traded like model files. Each case mutates one file of a checkpoint

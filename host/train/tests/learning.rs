@@ -30,12 +30,12 @@ use onebrain_train::{Ablation, Advantage, Batch, Learner, PolicySample, PpoArgs}
 /// model on it is neither 0 nor 1, so there is something to learn and room to learn it.
 ///
 /// The margin matters more than the exact figures, which move with any change to the model's
-/// numerics. At T = 1.0 the base solved 11/16 when this test was written and 13–14/16 by
-/// issue 17's kernel work (which change moved it was not pinned down), with batches of 8/8
+/// numerics. At T = 1.0 the base solved 11/16 when this test was written and 13–14/16 after
+/// the integer kernels' work (which change moved it was not pinned down), with batches of 8/8
 /// and no room left to rise: the test failed with PPO unchanged. At T = 1.6 over 32 seeds the
 /// base solved 12–13/32 (the batches the verifier's timing made moved the rounding) and three
 /// updates 16/32 on the sampler's weights, 30/32 on the dense learner it first ran on. With
-/// batch-invariant decoding (issue 47) the draws no longer depend on timing: the base solves
+/// batch-invariant decoding the draws no longer depend on timing: the base solves
 /// 9/32, the first three batches held 3 solved answers of 24 and success stayed at 9; five
 /// updates take it to 16/32, and with the sign flipped the test fails (docs/training.md).
 const TASK_SEED: u64 = 3;
@@ -55,7 +55,7 @@ fn ready() -> Option<&'static str> {
 /// The Actor alone, sampled under the problem grammar; its reward R_A is b_0 (no Judge term).
 fn config() -> SolveConfig {
     SolveConfig {
-        // The learner training runs: the sampler's own tiled weights (issue 47), where the CPU
+        // The learner training runs: the sampler's own tiled weights, where the CPU
         // has a tiled kernel; candle's quantized blocks and a dense learner elsewhere.
         model: ModelConfig { learner_weights: LearnerWeights::Sampler, ..ModelConfig::test_model() },
         episode: EpisodeConfig {

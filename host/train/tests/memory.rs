@@ -56,7 +56,7 @@ fn batch(brain: &Brain, update: usize) -> Batch {
 
 #[test]
 fn resident_memory_stays_flat_after_the_longest_update() {
-    // The dense learner this test was calibrated on. On the sampler-weights learner (issue 33)
+    // The dense learner this test was calibrated on. On the sampler-weights learner
     // it had not finished after 14 minutes on an AVX2 machine shared with three builds, where
     // candle's quantized kernels multiply many rows one at a time; it is still to be run there.
     let cfg = ModelConfig { learner_weights: LearnerWeights::Dense, ..ModelConfig::test_model() };

@@ -19,7 +19,7 @@ use crate::out::{errln, outln};
 
 /// The config of the new path: the learning run's own.
 pub const DEFAULT_CONFIG: &str = "configs/train-cpu-full.toml";
-/// The config of the path before issue 33 (batch-1 rollouts, a dense f32 learner, adapters on
+/// The config of the old path (batch-1 rollouts, a dense f32 learner, adapters on
 /// every projection, the 384-token Judge tail).
 pub const DEFAULT_BASELINE: &str = "configs/train-old-path.toml";
 

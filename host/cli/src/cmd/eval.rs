@@ -89,7 +89,7 @@ fn run_planning(cfg: &EvalConfig, base: &std::path::Path, shard: Option<Shard>, 
     if let Some(s) = shard {
         outln!("shard {s}: when every shard is done, `onebrain eval --config C --merge` writes the run's report")?;
     }
-    // A run with no answer at all (every request refused) is a set-up error, not 0 % (issue 46).
+    // A run with no answer at all (every request refused) is a set-up error, not 0 %.
     if let Some(e) = outcome.no_answers() {
         return Err(e.into());
     }

@@ -108,7 +108,7 @@ fn checkpoint_label(dir: &Path) -> String {
 }
 
 /// A `--domain-file` past the grammar's bounds is refused before the model loads, naming the
-/// file, the figure and the limit (issue 35). One that does not parse is left to the episode,
+/// file, the figure and the limit. One that does not parse is left to the episode,
 /// which reports it as before.
 fn check_domain_file(path: &Path, config: &SolveConfig) -> anyhow::Result<()> {
     if config.episode.constrain == Constrain::None {
