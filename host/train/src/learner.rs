@@ -3,12 +3,12 @@
 //! bottom in `ppo_update`, as CleanRL's `ppo.py` does; the loss terms are [`crate::ppo`]'s.
 //! Below it sit the forward passes it calls: the policy's log-probabilities of recorded
 //! samples after their prompt heads, the Judge's logits or states, the grammar's masks
-//! replayed. The model's memory around an update ([`memory`]) and the figures it reports
-//! ([`stats`]) live in their own modules.
+//! replayed. The model's memory around an update ([`memory`]), the figures it reports
+//! ([`stats`]) and the prompt heads it reads ([`update_heads`]) live in their own modules.
 
 mod memory;
-mod prompt_heads;
 mod stats;
+mod update_heads;
 
 pub use stats::UpdateStats;
 
@@ -24,12 +24,12 @@ use crate::batch::{Batch, PolicySample};
 use crate::config::Ablation;
 use crate::error::TrainError;
 use crate::ppo::{
-    clipped_surrogate_sum, entropy_sum, judge_loss_sum, kl_k3_sum, policy_loss, value_loss_sum, Advantage, PolicyTerms,
-    PpoArgs,
+    clipped_surrogate_sum, entropy_sum, judge_loss_sum, kl_k3_sum, policy_loss, value_loss_sum,
+    Advantage, PolicyTerms, PpoArgs,
 };
 use memory::UpdateMemory;
-use prompt_heads::{by_prompt, PromptHeads};
 use stats::{MinibatchOut, UpdateStatsAccumulator};
+use update_heads::{by_prompt, UpdateHeads};
 
 /// The learning half: parameters, value heads, optimizer.
 pub struct Learner {
@@ -225,7 +225,7 @@ impl Learner {
         let orders = self.epoch_orders(batch);
         let source = OldLogp::of(&args);
         let mut stats = UpdateStatsAccumulator::new(&args, source.name());
-        let mut heads = PromptHeads::default();
+        let mut heads = UpdateHeads::default();
 
         // 1. The old policy's log-probabilities, on the learner's own numerics. The sampler's
         //    (recorded at rollout, at the same temperature, on the same quantized weights) are
@@ -267,7 +267,8 @@ impl Learner {
                 // The Actor's and the Editor's PPO terms, each a mean over its tokens.
                 for role in [Role::Actor, Role::Editor] {
                     let Some(part) = self.role_part(role, &mb_policy, batch) else { continue };
-                    out.start_role(role, part.tokens, part.seqs, part.skipped, self.values.contains_key(&role));
+                    let value_head = self.values.contains_key(&role);
+                    out.start_role(role, part.tokens, part.seqs, part.skipped, value_head);
                     for micro in part.samples.chunks(args.micro_batch) {
                         for (rows_idx, lp, tokens) in self.policy_forward(role, micro, batch, &mut heads)? {
                             let scored = rows_idx.iter().all(|&i| batch.policy[i].old_logp.is_some());
@@ -275,26 +276,33 @@ impl Learner {
                                 keep_as_old(&mut batch.policy, &rows_idx, &lp.logprobs)?;
                             }
                             out.add_forward(tokens, rows_idx.iter().map(|&i| &batch.policy[i]));
-                            let old = padded(rows_idx.iter().map(|&i| old_logp(&batch.policy[i])), &lp.mask)?;
-                            let adv = per_sample(&batch.policy, &rows_idx, |s| s.advantage, &lp.mask)?;
+                            let mask = &lp.mask;
+                            let old = padded(rows_idx.iter().map(|&i| old_logp(&batch.policy[i])), mask)?;
+                            let adv = per_sample(&batch.policy, &rows_idx, |s| s.advantage, mask)?;
                             // ratio = e^{log π − log π_old}, its surrogate clipped at 1 ± ε
-                            let (pg_sum, pg) = clipped_surrogate_sum(&lp.logprobs, &old, &adv, &lp.mask, args.clip_coef)?;
-                            let ent_sum = entropy_sum(&lp.entropy, &lp.mask)?;
+                            let (pg_sum, pg) =
+                                clipped_surrogate_sum(&lp.logprobs, &old, &adv, mask, args.clip_coef)?;
+                            let ent_sum = entropy_sum(&lp.entropy, mask)?;
                             let v_sum = match self.values.get(&role) {
                                 Some(head) => Some(value_loss_sum(
                                     &head.forward(&prompt_end(&lp.hidden)?)?,
-                                    &per_sample(&batch.policy, &rows_idx, |s| s.ret, &lp.mask)?,
+                                    &per_sample(&batch.policy, &rows_idx, |s| s.ret, mask)?,
                                 )?),
                                 None => None,
                             };
                             let kl_sum = match args.kl_coef > 0.0 {
                                 true => {
-                                    let reference = padded(rows_idx.iter().map(|&i| ref_logp(&batch.policy[i])), &lp.mask)?;
-                                    Some(kl_k3_sum(&lp.logprobs, &reference, &lp.mask)?)
+                                    let r = padded(rows_idx.iter().map(|&i| ref_logp(&batch.policy[i])), mask)?;
+                                    Some(kl_k3_sum(&lp.logprobs, &r, mask)?)
                                 }
                                 false => None,
                             };
-                            let terms = PolicyTerms { surrogate: &pg_sum, entropy: &ent_sum, value: v_sum.as_ref(), kl: kl_sum.as_ref() };
+                            let terms = PolicyTerms {
+                                surrogate: &pg_sum,
+                                entropy: &ent_sum,
+                                value: v_sum.as_ref(),
+                                kl: kl_sum.as_ref(),
+                            };
                             let loss = policy_loss(&terms, part.tokens, part.seqs, part.weight, &args)?;
                             self.accumulate(&loss, &mut grads)?;
                             out.add_policy(&pg, scored, &ent_sum, v_sum.as_ref(), kl_sum.as_ref())?;
@@ -307,7 +315,8 @@ impl Learner {
                 let n_judge = mb_judge.len() as f64;
                 for micro in by_prompt(&mb_judge, |i| &batch.judge[i].prompt).chunks(args.micro_batch) {
                     for (rows_idx, logits, tokens) in self.judge_forward(micro, batch, &mut heads)? {
-                        let labels: Vec<f32> = rows_idx.iter().map(|&i| f32::from(u8::from(batch.judge[i].label))).collect();
+                        let labels: Vec<f32> =
+                            rows_idx.iter().map(|&i| f32::from(u8::from(batch.judge[i].label))).collect();
                         let labels = Tensor::new(labels.as_slice(), logits.device())?;
                         let j_sum = judge_loss_sum(&logits, &labels, args.lambda_band, args.judge_threshold)?;
                         let loss = (&j_sum * (f64::from(args.lambda_judge) / n_judge))?;
@@ -365,9 +374,14 @@ impl Learner {
         wanted
     }
 
-    /// The scoring pass: log π_old , V and log π_ref of the policy samples
-    /// `wanted`, no gradients kept. Returns the tokens it ran.
-    fn score(&mut self, batch: &mut Batch, heads: &mut PromptHeads, wanted: &[bool]) -> Result<usize, TrainError> {
+    /// The scoring pass: log π_old, V and log π_ref of the policy samples `wanted`, no
+    /// gradients kept. Returns the tokens it ran.
+    fn score(
+        &mut self,
+        batch: &mut Batch,
+        heads: &mut UpdateHeads,
+        wanted: &[bool],
+    ) -> Result<usize, TrainError> {
         let mut tokens = 0;
         for role in [Role::Actor, Role::Editor] {
             let idx: Vec<usize> = (0..batch.policy.len())
@@ -440,7 +454,7 @@ impl Learner {
         role: Role,
         idx: &[usize],
         batch: &Batch,
-        heads: &mut PromptHeads,
+        heads: &mut UpdateHeads,
     ) -> Result<Vec<(Vec<usize>, BatchLogprobs, usize)>, TrainError> {
         if !self.args.detach_prompt {
             // One forward per sampling temperature (in practice one).
@@ -481,7 +495,7 @@ impl Learner {
         &self,
         idx: &[usize],
         batch: &Batch,
-        heads: &mut PromptHeads,
+        heads: &mut UpdateHeads,
     ) -> Result<Vec<(Vec<usize>, Tensor, usize)>, TrainError> {
         if self.args.judge_head_only {
             // Only the head has a graph: no Judge position runs through the backbone.

@@ -550,7 +550,9 @@ mod tests {
         // new = [0, −1], ref = [0, 0], second token padding: k3 = 0 on the real token.
         // new = [−0.5], ref = [0]: d = 0.5, k3 = e^0.5 − 0.5 − 1 = 0.148721.
         let mask = t1(&[1.0, 0.0]).reshape((1, 2)).unwrap();
-        let k3 = kl_k3_sum(&t1(&[0.0, -1.0]).reshape((1, 2)).unwrap(), &Tensor::zeros((1, 2), candle_core::DType::F32, &Device::Cpu).unwrap(), &mask).unwrap();
+        let new = t1(&[0.0, -1.0]).reshape((1, 2)).unwrap();
+        let zero = Tensor::zeros((1, 2), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let k3 = kl_k3_sum(&new, &zero, &mask).unwrap();
         close(k3.to_scalar::<f32>().unwrap(), 0.0);
         let k3 = kl_k3_sum(&t1(&[-0.5]), &t1(&[0.0]), &t1(&[1.0])).unwrap();
         close(k3.to_scalar::<f32>().unwrap(), 0.148_721);

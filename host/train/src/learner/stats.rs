@@ -113,9 +113,17 @@ struct RoleSums {
 impl MinibatchOut {
     /// Starts a policy role's terms: `tokens` output tokens in `seqs` samples, `skipped` of
     /// them inert; `value_head` when the role has one.
-    pub(crate) fn start_role(&mut self, role: Role, tokens: usize, seqs: usize, skipped: usize, value_head: bool) {
+    pub(crate) fn start_role(
+        &mut self,
+        role: Role,
+        tokens: usize,
+        seqs: usize,
+        skipped: usize,
+        value_head: bool,
+    ) {
         self.skipped += skipped;
-        self.roles.push(RoleSums { role, tokens, seqs, value_head, surrogate: 0.0, value: 0.0, entropy: 0.0, kl: 0.0 });
+        let sums = RoleSums { role, tokens, seqs, value_head, surrogate: 0.0, value: 0.0, entropy: 0.0, kl: 0.0 };
+        self.roles.push(sums);
     }
 
     /// One forward's `tokens` and its policy `samples`, whose π_old is set: how far π_old is
@@ -167,7 +175,11 @@ impl MinibatchOut {
     }
 
     /// One forward's `tokens` and the sum of its Judge loss.
-    pub(crate) fn add_judge(&mut self, tokens: usize, loss_sum: &candle_core::Tensor) -> candle_core::Result<()> {
+    pub(crate) fn add_judge(
+        &mut self,
+        tokens: usize,
+        loss_sum: &candle_core::Tensor,
+    ) -> candle_core::Result<()> {
         self.tokens += tokens;
         self.judge_sum += loss_sum.to_scalar::<f32>()?;
         Ok(())

@@ -1,4 +1,4 @@
-//! Prompt heads during an update (`detach-prompt`): keys and values of the current
+//! The prompt heads an update reads (`detach-prompt`): keys and values of the current
 //! parameters, computed once per distinct prompt and shared by its samples.
 
 use std::collections::HashMap;
@@ -17,14 +17,14 @@ use crate::error::TrainError;
 /// the most with the one before. Keeping every head of a minibatch instead held about 35 MB
 /// per distinct prompt on the 0.5B model, over a gigabyte for 16 episodes.
 #[derive(Default)]
-pub(crate) struct PromptHeads {
+pub(crate) struct UpdateHeads {
     by_role: HashMap<Role, PromptHead>,
     /// The policy's heads taken from the sampler's, and computed here, since the update began.
     kept: usize,
     computed: usize,
 }
 
-impl PromptHeads {
+impl UpdateHeads {
     /// The head of `tokens` for `role`, grown from the role's previous head.
     pub(crate) fn get(
         &mut self,
@@ -57,7 +57,7 @@ impl PromptHeads {
 }
 
 /// `idx` sorted by the prompt `prompt_of` gives each (stable: equal prompts keep their order),
-/// so that [`PromptHeads`] computes each prompt head once. The gradient is a sum over samples,
+/// so that [`UpdateHeads`] computes each prompt head once. The gradient is a sum over samples,
 /// so the order changes only its rounding.
 pub(crate) fn by_prompt<'a>(idx: &[usize], prompt_of: impl Fn(usize) -> &'a [u32]) -> Vec<usize> {
     let mut sorted = idx.to_vec();
