@@ -1,112 +1,35 @@
 //! The learner: the trainable parameters (through the [`Brain`]), the value heads, the
-//! optimizer, and the forward passes an update needs: the policy's log-probabilities of
-//! recorded samples after their prompt heads, the Judge's logits or states, the grammar's
-//! masks replayed. The update itself, read top to bottom, is [`update`].
+//! optimizer, and one PPO update of a batch, [`Learner::update`]. Its algorithm reads top to
+//! bottom in `ppo_update`, as CleanRL's `ppo.py` does; the loss terms are [`crate::ppo`]'s.
+//! Below it sit the forward passes it calls: the policy's log-probabilities of recorded
+//! samples after their prompt heads, the Judge's logits or states, the grammar's masks
+//! replayed. The model's memory around an update ([`memory`]), the figures it reports
+//! ([`stats`]) and the prompt heads it reads ([`update_heads`]) live in their own modules.
 
-mod update;
+mod memory;
+mod stats;
+mod update_heads;
+
+pub use stats::UpdateStats;
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor, Var};
-use onebrain_model::{BatchLogprobs, Brain, PromptHead, Role, TokenSet};
+use onebrain_model::{BatchLogprobs, Brain, Role, TokenSet};
+use rand::{rngs::StdRng, seq::SliceRandom, SeedableRng};
 
-use crate::adamw::{AdamW, AdamWParams};
+use crate::adamw::{clip_grad_norm, AdamW, AdamWParams};
 use crate::batch::{Batch, PolicySample};
 use crate::config::Ablation;
 use crate::error::TrainError;
-use crate::ppo::{Advantage, PpoArgs};
-
-/// A linear value head V(s) = w·h + b on a role's hidden state at the prompt's end.
-#[derive(Debug, Clone)]
-pub struct ValueHead {
-    w: Var,
-    b: Var,
-}
-
-impl ValueHead {
-    fn new(hidden: usize, dev: &Device) -> candle_core::Result<ValueHead> {
-        // Zero: the first advantages are the plain returns, and nothing random is needed.
-        Ok(ValueHead {
-            w: Var::zeros(hidden, DType::F32, dev)?,
-            b: Var::zeros(1, DType::F32, dev)?,
-        })
-    }
-
-    /// `(b,)` values of hidden states `(b, hidden)` (detached from the policy: the critic
-    /// learns its own two parameters and leaves the roles' representation alone).
-    fn forward(&self, h: &Tensor) -> candle_core::Result<Tensor> {
-        h.detach()
-            .matmul(&self.w.as_tensor().unsqueeze(1)?)?
-            .squeeze(1)?
-            .broadcast_add(self.b.as_tensor())
-    }
-}
-
-/// What one update measured (the metrics' `losses/` keys).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct UpdateStats {
-    /// Mean clipped surrogate of the Actor's tokens (last epoch).
-    pub policy_actor: Option<f32>,
-    /// Mean clipped surrogate of the Editor's tokens (last epoch).
-    pub policy_editor: Option<f32>,
-    /// Mean ½(V − G)² (last epoch).
-    pub value: Option<f32>,
-    /// Mean Judge loss (last epoch).
-    pub judge: Option<f32>,
-    /// The joint loss L_A + λ_E·L_E + λ_J·L_J (last minibatch run, before its step).
-    pub total: f32,
-    /// The joint loss of the first minibatch of the first epoch, before its step: against
-    /// `total`, how much the update lowered the loss on its own batch.
-    pub total_first: Option<f32>,
-    /// Mean token entropy (last epoch).
-    pub entropy: Option<f32>,
-    /// CleanRL's approximate KL(old ‖ new) per token (last epoch).
-    pub approx_kl: f32,
-    /// Share of tokens whose ratio was clipped (last epoch).
-    pub clipfrac: f32,
-    /// Mean |log π − log π_old| per token over the first minibatch of the first epoch,
-    /// before its step, over its samples whose π_old the scoring pass gave (all of them,
-    /// or the one witness the pass scores beside the later minibatches' samples; where
-    /// none, its every sample): 0 up to rounding, since π_old is the learner's own forward.
-    pub first_abs_log_ratio: Option<f32>,
-    /// Where the old log-probabilities came from: `scoring-pass` (the learner's own pass
-    /// over every sample before the first step, as values or KL need), `first-forward` (one
-    /// minibatch's forward, detached) or `first-forward+scoring-pass` (the first
-    /// minibatch's forward for its samples, the pass for the others).
-    pub old_logp_source: &'static str,
-    /// Mean |log π_learner − log π_sampler| per token between the learner's old
-    /// log-probabilities and those the sampler recorded for the same tokens (samples that
-    /// recorded them; first epoch): how far sampling and learning numerics are apart.
-    pub sampler_gap: Option<f32>,
-    /// Mean KL to the initial policy per token (with a KL penalty).
-    pub kl_ref: Option<f32>,
-    /// Explained variance of the value head.
-    pub explained_variance: Option<f32>,
-    /// Gradient norm before clipping, at the last optimizer step.
-    pub grad_norm: f32,
-    /// Epochs run (fewer than asked when `target-kl` stopped them).
-    pub epochs: usize,
-    /// Optimizer steps taken.
-    pub steps: usize,
-    /// Steps dropped because the gradient was not finite (the parameters stayed as they were).
-    pub dropped_steps: usize,
-    /// Tokens through forward + backward (prompts included), all epochs.
-    pub tokens: usize,
-    /// Policy samples skipped because every loss term of theirs was zero (last epoch).
-    pub skipped: usize,
-    /// Seconds of the scoring pass.
-    pub score_secs: f64,
-    /// Seconds spent computing the head-only Judge's states (`judge-head-only`).
-    pub judge_states_secs: f64,
-    /// The Actor's and Editor's prompt heads (`detach-prompt`) read as the rollouts' sampler
-    /// computed them (a head serves the scoring pass and the first minibatch, before any step).
-    pub prompt_heads_kept: usize,
-    /// The Actor's and Editor's prompt heads the update computed itself (a resumed step's
-    /// recorded episodes, a later minibatch, a head past the kept ones' memory cap).
-    pub prompt_heads_computed: usize,
-    /// Seconds of the whole update.
-    pub secs: f64,
-}
+use crate::ppo::{
+    clipped_surrogate_sum, entropy_sum, judge_loss_sum, kl_k3_sum, policy_loss, value_loss_sum,
+    Advantage, PolicyTerms, PpoArgs,
+};
+use memory::UpdateMemory;
+use stats::{MinibatchOut, UpdateStatsAccumulator};
+use update_heads::{by_prompt, UpdateHeads};
 
 /// The learning half: parameters, value heads, optimizer.
 pub struct Learner {
@@ -269,6 +192,259 @@ impl Learner {
         self.opt.vars().iter().map(|(_, v)| v.elem_count()).sum()
     }
 
+    /// Runs one PPO update on `batch` (advantages are filled in here).
+    pub fn update(&mut self, batch: &mut Batch) -> Result<UpdateStats, TrainError> {
+        let start = Instant::now();
+        // The constrained samples' masks, replayed once for the whole update.
+        self.masks = replay_masks(&self.brain, batch)?;
+        // The head-only Judge's states h, on the sampler's kernels (as it scored them).
+        self.judge_states.clear();
+        let mut judge_states_secs = 0.0;
+        if self.args.judge_head_only && self.ablation.trains(Role::Judge) && !batch.judge.is_empty() {
+            let t = Instant::now();
+            self.judge_states = self.judge_states_of(batch)?;
+            judge_states_secs = t.elapsed().as_secs_f64();
+        }
+        self.brain.enter_update()?;
+        let mut stats = self.ppo_update(batch)?;
+        self.updates += 1;
+        self.masks.clear();
+        self.brain.leave_update();
+        stats.judge_states_secs = judge_states_secs;
+        stats.secs = start.elapsed().as_secs_f64();
+        Ok(stats)
+    }
+
+    /// ALGO LOGIC: one PPO update, top to bottom as CleanRL's `ppo.py`: π_old, the
+    /// advantages, then epochs × minibatches, each the clipped surrogate of the Actor's and
+    /// the Editor's tokens (with the value, entropy and KL terms) and the Judge's loss, joined
+    /// into L = L_A + λ_E·L_E + λ_J·L_J, and one gradient-clipped AdamW step; the epochs stop
+    /// early past `target-kl`.
+    fn ppo_update(&mut self, batch: &mut Batch) -> Result<UpdateStats, TrainError> {
+        let args = self.args.clone();
+        let orders = self.epoch_orders(batch);
+        let source = OldLogp::of(&args);
+        let mut stats = UpdateStatsAccumulator::new(&args, source.name());
+        let mut heads = UpdateHeads::default();
+
+        // 1. The old policy's log-probabilities, on the learner's own numerics. The sampler's
+        //    (recorded at rollout, at the same temperature, on the same quantized weights) are
+        //    about 4e-2 per token away from them on SmolLM2 (`tests/ratio.rs`): the learner splits
+        //    the arithmetic differently (whole sequences, not token by token), and each layer's
+        //    8-bit activation quantization turns last-bit differences into whole steps. Taken as
+        //    π_old they would make the ratio noise rather than 1, so they are kept as a measure
+        //    (`sampler_gap`), and the update recomputes π_old, as TRL and verl do.
+        let scoring = Instant::now();
+        let mut scored_tokens = 0;
+        for s in batch.policy.iter_mut() {
+            s.old_logp = None;
+        }
+        if source == OldLogp::ScoringPass {
+            scored_tokens += self.score(batch, &mut heads, &vec![true; batch.policy.len()])?;
+        }
+        // 2. Advantages and returns (a value head's from the values just scored).
+        batch.assign_advantages(&args);
+        if source == OldLogp::FirstForwardThenScoringPass {
+            let first = chunk(&orders[0].0, args.num_minibatches, 0);
+            let wanted = self.scoring_pass_samples(batch, &first);
+            scored_tokens += self.score(batch, &mut heads, &wanted)?;
+        }
+        stats.add_scoring_pass(scored_tokens, scoring.elapsed().as_secs_f64(), batch);
+
+        // 3. Epochs of minibatch steps.
+        for (epoch, (b_policy, b_judge)) in orders.iter().enumerate() {
+            for mb in 0..args.num_minibatches {
+                let mb_policy = chunk(b_policy, args.num_minibatches, mb);
+                let mb_judge = chunk(b_judge, args.num_minibatches, mb);
+                if mb_policy.is_empty() && mb_judge.is_empty() {
+                    continue;
+                }
+                // Before the first step the policy is π_old: its forward gives the old values.
+                let before_any_step = epoch == 0 && mb == 0;
+                let mut grads: Vec<Option<Tensor>> = vec![None; self.opt.vars().len()];
+                let mut out = MinibatchOut::default();
+
+                // The Actor's and the Editor's PPO terms, each a mean over its tokens.
+                for role in [Role::Actor, Role::Editor] {
+                    let Some(part) = self.role_part(role, &mb_policy, batch) else { continue };
+                    let value_head = self.values.contains_key(&role);
+                    out.start_role(role, part.tokens, part.seqs, part.skipped, value_head);
+                    for micro in part.samples.chunks(args.micro_batch) {
+                        for (rows_idx, lp, tokens) in self.policy_forward(role, micro, batch, &mut heads)? {
+                            let scored = rows_idx.iter().all(|&i| batch.policy[i].old_logp.is_some());
+                            if before_any_step && !scored {
+                                keep_as_old(&mut batch.policy, &rows_idx, &lp.logprobs)?;
+                            }
+                            out.add_forward(tokens, rows_idx.iter().map(|&i| &batch.policy[i]));
+                            let mask = &lp.mask;
+                            let old = padded(rows_idx.iter().map(|&i| old_logp(&batch.policy[i])), mask)?;
+                            let adv = per_sample(&batch.policy, &rows_idx, |s| s.advantage, mask)?;
+                            // ratio = e^{log π − log π_old}, its surrogate clipped at 1 ± ε
+                            let (pg_sum, pg) =
+                                clipped_surrogate_sum(&lp.logprobs, &old, &adv, mask, args.clip_coef)?;
+                            let ent_sum = entropy_sum(&lp.entropy, mask)?;
+                            let v_sum = match self.values.get(&role) {
+                                Some(head) => Some(value_loss_sum(
+                                    &head.forward(&prompt_end(&lp.hidden)?)?,
+                                    &per_sample(&batch.policy, &rows_idx, |s| s.ret, mask)?,
+                                )?),
+                                None => None,
+                            };
+                            let kl_sum = match args.kl_coef > 0.0 {
+                                true => {
+                                    let r = padded(rows_idx.iter().map(|&i| ref_logp(&batch.policy[i])), mask)?;
+                                    Some(kl_k3_sum(&lp.logprobs, &r, mask)?)
+                                }
+                                false => None,
+                            };
+                            let terms = PolicyTerms {
+                                surrogate: &pg_sum,
+                                entropy: &ent_sum,
+                                value: v_sum.as_ref(),
+                                kl: kl_sum.as_ref(),
+                            };
+                            let loss = policy_loss(&terms, part.tokens, part.seqs, part.weight, &args)?;
+                            self.accumulate(&loss, &mut grads)?;
+                            out.add_policy(&pg, scored, &ent_sum, v_sum.as_ref(), kl_sum.as_ref())?;
+                        }
+                    }
+                }
+
+                // The Judge's term, BCE + λ_band·ℓ_band, a mean over its examples.
+                out.start_judge(mb_judge.len());
+                let n_judge = mb_judge.len() as f64;
+                for micro in by_prompt(&mb_judge, |i| &batch.judge[i].prompt).chunks(args.micro_batch) {
+                    for (rows_idx, logits, tokens) in self.judge_forward(micro, batch, &mut heads)? {
+                        let labels: Vec<f32> =
+                            rows_idx.iter().map(|&i| f32::from(u8::from(batch.judge[i].label))).collect();
+                        let labels = Tensor::new(labels.as_slice(), logits.device())?;
+                        let j_sum = judge_loss_sum(&logits, &labels, args.lambda_band, args.judge_threshold)?;
+                        let loss = (&j_sum * (f64::from(args.lambda_judge) / n_judge))?;
+                        self.accumulate(&loss, &mut grads)?;
+                        out.add_judge(tokens, &j_sum)?;
+                    }
+                }
+
+                let grad_norm = clip_grad_norm(&mut grads, args.max_grad_norm)?;
+                // A NaN or infinite gradient would poison every parameter and every later
+                // checkpoint: that step is dropped (and counted) instead.
+                if grad_norm.is_finite() {
+                    self.opt.step(&grads)?;
+                }
+                // The heads were computed with the parameters this step just changed.
+                heads.clear();
+                stats.add_minibatch(epoch, grad_norm, &out);
+            }
+            let approx_kl = stats.finish_epoch(epoch);
+            if args.target_kl.is_some_and(|t| approx_kl > t) {
+                break;
+            }
+        }
+        Ok(stats.finish(heads.kept_and_computed()))
+    }
+
+    // ------------------------------------------------------------------------ plumbing
+
+    /// Every epoch's order of policy samples and Judge examples, drawn up front from the
+    /// update's seed: the scoring pass skips the first minibatch's samples.
+    fn epoch_orders(&self, batch: &Batch) -> Vec<(Vec<usize>, Vec<usize>)> {
+        let mut rng =
+            StdRng::seed_from_u64(self.seed ^ self.updates.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        (0..self.args.update_epochs)
+            .map(|_| {
+                let mut p_order: Vec<usize> = (0..batch.policy.len()).collect();
+                let mut j_order: Vec<usize> = (0..batch.judge.len()).collect();
+                p_order.shuffle(&mut rng);
+                j_order.shuffle(&mut rng);
+                (p_order, j_order)
+            })
+            .collect()
+    }
+
+    /// The samples the scoring pass gives π_old when the first minibatch `first` takes its
+    /// own from its forward, before any step: every sample a loss term reads, outside `first`
+    /// but for one of `first` as a witness that the pass gives what the forward does
+    /// (`first_abs_log_ratio`).
+    fn scoring_pass_samples(&self, batch: &Batch, first: &[usize]) -> Vec<bool> {
+        let mut wanted: Vec<bool> = batch.policy.iter().map(|s| !self.inert(s)).collect();
+        let witness = first.iter().copied().find(|&i| wanted[i]);
+        for &i in first.iter().filter(|&&i| Some(i) != witness) {
+            wanted[i] = false;
+        }
+        wanted
+    }
+
+    /// The scoring pass: log π_old, V and log π_ref of the policy samples `wanted`, no
+    /// gradients kept. Returns the tokens it ran.
+    fn score(
+        &mut self,
+        batch: &mut Batch,
+        heads: &mut UpdateHeads,
+        wanted: &[bool],
+    ) -> Result<usize, TrainError> {
+        let mut tokens = 0;
+        for role in [Role::Actor, Role::Editor] {
+            let idx: Vec<usize> = (0..batch.policy.len())
+                .filter(|&i| batch.policy[i].role == role && wanted[i])
+                .collect();
+            let idx = by_prompt(&idx, |i| &batch.policy[i].prompt);
+            for chunk in idx.chunks(self.args.micro_batch) {
+                for (rows_idx, lp, n) in self.policy_forward(role, chunk, batch, heads)? {
+                    tokens += n;
+                    let old = rows(
+                        &lp.logprobs,
+                        rows_idx.iter().map(|&i| batch.policy[i].output.len()),
+                    )?;
+                    let values = match self.values.get(&role) {
+                        Some(head) => head.forward(&prompt_end(&lp.hidden)?)?.to_vec1::<f32>()?,
+                        None => vec![0.0; rows_idx.len()],
+                    };
+                    let refs = match &self.reference {
+                        Some(r) if self.args.kl_coef > 0.0 => {
+                            let items = items(&batch.policy, &rows_idx);
+                            let t = batch.policy[rows_idx[0]].temperature;
+                            let lp = r.batch_logprobs_masked(role, &items, &self.masks_of(&rows_idx), t)?;
+                            Some(rows(
+                                &lp.logprobs,
+                                rows_idx.iter().map(|&i| batch.policy[i].output.len()),
+                            )?)
+                        }
+                        _ => None,
+                    };
+                    for (k, &i) in rows_idx.iter().enumerate() {
+                        let s = &mut batch.policy[i];
+                        s.old_logp = Some(old[k].clone());
+                        s.value = values[k];
+                        s.ref_logp = refs.as_ref().map(|r| r[k].clone());
+                    }
+                }
+            }
+        }
+        Ok(tokens)
+    }
+
+    /// The samples of `role` in the minibatch `mb` that a loss term reads, in prompt order,
+    /// and the counts the role's means divide by; `None` when `mb` holds none of the role.
+    fn role_part(&self, role: Role, mb: &[usize], batch: &Batch) -> Option<RolePart> {
+        let idx: Vec<usize> = mb.iter().copied().filter(|&i| batch.policy[i].role == role).collect();
+        if idx.is_empty() {
+            return None;
+        }
+        let tokens = idx.iter().map(|&i| batch.policy[i].output.len()).sum();
+        let seqs = idx.len();
+        let live: Vec<usize> = idx.into_iter().filter(|&i| !self.inert(&batch.policy[i])).collect();
+        let samples = by_prompt(&live, |i| &batch.policy[i].prompt);
+        let weight = if role == Role::Actor { 1.0 } else { self.args.lambda_editor };
+        Some(RolePart { skipped: seqs - samples.len(), samples, tokens, seqs, weight })
+    }
+
+    /// Whether every loss term of `s` is zero (no advantage, and no value, entropy or KL
+    /// term): it adds nothing to the gradient, and its forward and backward are skipped.
+    /// With a group baseline that is every sample of a group whose returns all agree.
+    fn inert(&self, s: &PolicySample) -> bool {
+        s.advantage == 0.0 && !self.values.contains_key(&s.role) && self.args.ent_coef == 0.0 && self.args.kl_coef == 0.0
+    }
+
     /// The policy's log-probabilities for samples `idx` of `role`: one batch on the full
     /// differentiable path, or with `detach-prompt` one row at a time after its prompt head
     /// (computed once per distinct prompt, without a graph). Each item: the samples it
@@ -278,7 +454,7 @@ impl Learner {
         role: Role,
         idx: &[usize],
         batch: &Batch,
-        heads: &mut Heads,
+        heads: &mut UpdateHeads,
     ) -> Result<Vec<(Vec<usize>, BatchLogprobs, usize)>, TrainError> {
         if !self.args.detach_prompt {
             // One forward per sampling temperature (in practice one).
@@ -319,7 +495,7 @@ impl Learner {
         &self,
         idx: &[usize],
         batch: &Batch,
-        heads: &mut Heads,
+        heads: &mut UpdateHeads,
     ) -> Result<Vec<(Vec<usize>, Tensor, usize)>, TrainError> {
         if self.args.judge_head_only {
             // Only the head has a graph: no Judge position runs through the backbone.
@@ -411,60 +587,77 @@ impl Learner {
     }
 }
 
-/// Gives the pages of freed memory back to the system. glibc keeps a freed heap region
-/// mapped for reuse, so without this a run's resident memory follows the largest update so
-/// far (the longest batch's activations) rather than what is live.
-fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free heap pages to the kernel; it touches no live
-    // allocation and is thread-safe.
-    unsafe {
-        libc::malloc_trim(0);
+/// A linear value head V(s) = w·h + b on a role's hidden state at the prompt's end.
+#[derive(Debug, Clone)]
+pub struct ValueHead {
+    w: Var,
+    b: Var,
+}
+
+impl ValueHead {
+    fn new(hidden: usize, dev: &Device) -> candle_core::Result<ValueHead> {
+        // Zero: the first advantages are the plain returns, and nothing random is needed.
+        Ok(ValueHead {
+            w: Var::zeros(hidden, DType::F32, dev)?,
+            b: Var::zeros(1, DType::F32, dev)?,
+        })
+    }
+
+    /// `(b,)` values of hidden states `(b, hidden)` (detached from the policy: the critic
+    /// learns its own two parameters and leaves the roles' representation alone).
+    fn forward(&self, h: &Tensor) -> candle_core::Result<Tensor> {
+        h.detach()
+            .matmul(&self.w.as_tensor().unsqueeze(1)?)?
+            .squeeze(1)?
+            .broadcast_add(self.b.as_tensor())
     }
 }
 
-/// Prompt heads, by role and tokens: keys and values of the current parameters, read from
-/// those the rollouts' sampler kept or computed here, dropped after every optimizer step.
-///
-/// At most one head per role is kept: a new head is grown from the role's previous one (the
-/// longest shared prefix it has: prompts of one domain share ~800 tokens of system text and
-/// domain PDDL), which it then replaces. Callers visit samples in prompt order
-/// ([`by_prompt`]), so every sample of a prompt finds its head, and the next prompt shares
-/// the most with the one before. Keeping every head of a minibatch instead held about 35 MB
-/// per distinct prompt on the 0.5B model, over a gigabyte for 16 episodes.
-#[derive(Default)]
-struct Heads {
-    by_role: HashMap<Role, PromptHead>,
-    /// The policy's heads taken from the sampler's, and computed here, since the update began.
-    kept: usize,
-    computed: usize,
+/// Where an update's old log-probabilities come from (see [`UpdateStats::old_logp_source`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OldLogp {
+    /// A pass over every sample before the first step (which values or KL need anyway).
+    ScoringPass,
+    /// One epoch of one minibatch: its forward, before its step.
+    FirstForward,
+    /// The first minibatch's samples from their forward, the others' from a scoring pass.
+    FirstForwardThenScoringPass,
 }
 
-impl Heads {
-    /// The head of `tokens` for `role`, grown from the role's previous head.
-    fn get(
-        &mut self,
-        brain: &Brain,
-        role: Role,
-        tokens: &[u32],
-    ) -> Result<&PromptHead, TrainError> {
-        if self.by_role.get(&role).is_none_or(|h| h.tokens() != tokens) {
-            let h = brain.extend_prompt_head(role, tokens, self.by_role.get(&role))?;
-            // The Judge's heads end `judge-tail` tokens early: never the sampler's.
-            match (role, h.was_kept()) {
-                (Role::Judge, _) => {}
-                (_, true) => self.kept += 1,
-                (_, false) => self.computed += 1,
-            }
-            self.by_role.insert(role, h);
+impl OldLogp {
+    /// The source `args` call for: values and reference log-probabilities need a pass over
+    /// every sample before the first step; π_old alone only over the samples a minibatch
+    /// meets after one.
+    fn of(args: &PpoArgs) -> OldLogp {
+        let needs_values = args.advantage == Advantage::ValueHead || args.kl_coef > 0.0;
+        match (args.needs_scoring_pass(), needs_values) {
+            (false, _) => OldLogp::FirstForward,
+            (true, true) => OldLogp::ScoringPass,
+            (true, false) => OldLogp::FirstForwardThenScoringPass,
         }
-        Ok(&self.by_role[&role])
     }
 
-    /// Drops every head (the parameters they were computed with are about to change).
-    fn clear(&mut self) {
-        self.by_role.clear();
+    fn name(self) -> &'static str {
+        match self {
+            OldLogp::ScoringPass => "scoring-pass",
+            OldLogp::FirstForward => "first-forward",
+            OldLogp::FirstForwardThenScoringPass => "first-forward+scoring-pass",
+        }
     }
+}
+
+/// The samples of one policy role in a minibatch that a loss term reads, and the counts the
+/// role's means divide by.
+struct RolePart {
+    /// The samples run, in prompt order.
+    samples: Vec<usize>,
+    /// Output tokens and samples of the role in the minibatch, inert ones included.
+    tokens: usize,
+    seqs: usize,
+    /// Inert samples, not run.
+    skipped: usize,
+    /// The role's weight in the joint loss: 1 for the Actor, λ_E for the Editor.
+    weight: f32,
 }
 
 /// The masks of `batch`'s constrained samples, by index: the grammar replayed over each
@@ -490,17 +683,46 @@ fn replay_masks(brain: &Brain, batch: &Batch) -> Result<HashMap<usize, Vec<Token
     Ok(masks)
 }
 
-/// `idx` sorted by the prompt `prompt_of` gives each (stable: equal prompts keep their order),
-/// so that [`Heads`] computes each prompt head once. The gradient is a sum over samples, so the
-/// order changes only its rounding.
-fn by_prompt<'a>(idx: &[usize], prompt_of: impl Fn(usize) -> &'a [u32]) -> Vec<usize> {
-    let mut sorted = idx.to_vec();
-    sorted.sort_by(|&a, &b| prompt_of(a).cmp(prompt_of(b)));
-    sorted
+/// Sets the π_old of samples `idx` that have none to their rows of `logprobs`, detached:
+/// before any step the policy has not moved since the rollout.
+fn keep_as_old(policy: &mut [PolicySample], idx: &[usize], logprobs: &Tensor) -> candle_core::Result<()> {
+    let old = rows(&logprobs.detach(), idx.iter().map(|&i| policy[i].output.len()))?;
+    for (k, &i) in idx.iter().enumerate() {
+        policy[i].old_logp.get_or_insert_with(|| old[k].clone());
+    }
+    Ok(())
 }
 
+fn old_logp(s: &PolicySample) -> &[f32] {
+    s.old_logp.as_deref().expect("scored")
+}
 
+fn ref_logp(s: &PolicySample) -> &[f32] {
+    s.ref_logp.as_deref().expect("scored")
+}
 
+/// A `(b,)` tensor of one number of each sample `idx`, on `like`'s device.
+fn per_sample(
+    policy: &[PolicySample],
+    idx: &[usize],
+    f: impl Fn(&PolicySample) -> f32,
+    like: &Tensor,
+) -> candle_core::Result<Tensor> {
+    let v: Vec<f32> = idx.iter().map(|&i| f(&policy[i])).collect();
+    Tensor::new(v.as_slice(), like.device())
+}
+
+/// The hidden state at each row's first position of `hidden` `(b, t, h)`, the prompt's end,
+/// which the value head reads.
+fn prompt_end(hidden: &Tensor) -> candle_core::Result<Tensor> {
+    hidden.narrow(1, 0, 1)?.squeeze(1)
+}
+
+/// Part `k` of `n` of `order`, as even as possible.
+fn chunk(order: &[usize], n: usize, k: usize) -> Vec<usize> {
+    let size = order.len().div_ceil(n);
+    order.iter().skip(k * size).take(size).copied().collect()
+}
 
 fn items(samples: &[PolicySample], idx: &[usize]) -> Vec<(Vec<u32>, Vec<u32>)> {
     idx.iter()

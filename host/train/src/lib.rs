@@ -23,9 +23,10 @@
 //!   on any eval config, by the binary at hand (`RUN/posthoc/SET.jsonl`).
 //! - [`compare_table`] and [`compare_curves`] are `onebrain compare`: arms' held-out rows
 //!   before and after, their changes with intervals, and their curves on shared axes.
-//! - `ppo.rs` holds the whole objective (clipped surrogate, value loss, Judge loss
-//!   BCE + λ_band·ℓ_band, GAE and group baselines, the joint line) as pure functions, each
-//!   checked against hand-computed values.
+//! - `ppo.rs` holds the whole objective (clipped surrogate, value, entropy and k3 KL terms,
+//!   Judge loss BCE + λ_band·ℓ_band, GAE and group baselines, the joint line) as pure
+//!   functions, each checked against hand-computed values; [`Learner::update`] applies it, top
+//!   to bottom in one `ppo_update`.
 //!
 //! ```
 //! use onebrain_train::{gae, judge_loss_sum, PpoArgs};
@@ -70,8 +71,8 @@ pub use learner::{Learner, UpdateStats};
 pub use metrics::{MetricsLog, MetricsRow, PeakMemory, PhasePeak, StepClock};
 pub use ppo::{
     clipped_surrogate_sum, discounted_returns, entropy_sum, explained_variance, gae,
-    group_advantages, joint_loss, judge_loss_sum, normalize, value_loss_sum, Advantage,
-    PolicyStats, PpoArgs,
+    group_advantages, joint_loss, judge_loss_sum, kl_k3_sum, normalize, policy_loss,
+    value_loss_sum, Advantage, PolicyStats, PolicyTerms, PpoArgs,
 };
 pub use paired::{mcnemar_exact, paired, read_outcomes, Outcome, Outcomes, Paired};
 pub use posthoc::{evaluate_update, posthoc_config, posthoc_dir, posthoc_rows_path, set_name};

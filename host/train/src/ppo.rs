@@ -1,9 +1,11 @@
 //! PPO for the Actor and the Editor, and the Judge's loss: the whole objective, in one place.
 //!
 //! Read it top to bottom like CleanRL's `ppo.py`: the hyperparameters ([`PpoArgs`], every
-//! default the paper's), then the returns and advantages, then the losses, then the one line
-//! that joins them. Everything here is pure math on numbers or candle tensors; rollouts,
-//! micro-batching and the optimizer live in `trainer.rs`.
+//! default the paper's), then the returns and advantages, then the losses (the clipped
+//! surrogate, the value, entropy and k3 KL terms, the Judge's BCE + band), then the lines
+//! that join them. Everything here is pure math on numbers or candle tensors; the update that
+//! applies it, epochs × minibatches, is `ppo_update` in `learner.rs`, and the rollouts are
+//! `trainer.rs`'s.
 //!
 //! One generation (a whole PDDL answer) is one action. An episode is the trajectory
 //! Actor (step 0) → Editor repairs (steps 1..T); the Actor's return is R_A, and the Editor's
@@ -346,6 +348,50 @@ pub fn entropy_sum(entropy: &Tensor, mask: &Tensor) -> candle_core::Result<Tenso
     entropy.mul(mask)?.sum_all()
 }
 
+/// Σ over real tokens of k3 = e^{ref − new} − (ref − new) − 1 ≥ 0, Schulman's estimator of
+/// KL(π ‖ π_ref) per token: the KL penalty before averaging. All three are `(b, t)`.
+pub fn kl_k3_sum(new_logp: &Tensor, ref_logp: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+    let d = (ref_logp - new_logp)?;
+    ((d.exp()? - &d)?.affine(1.0, -1.0)?.mul(mask))?.sum_all()
+}
+
+/// One micro-batch's policy terms, each a sum over its real tokens (the value term over its
+/// sequences); the value and KL terms only where they are on.
+#[derive(Clone, Copy, Debug)]
+pub struct PolicyTerms<'a> {
+    /// Σ of the clipped surrogate ([`clipped_surrogate_sum`]).
+    pub surrogate: &'a Tensor,
+    /// Σ of the entropy ([`entropy_sum`]).
+    pub entropy: &'a Tensor,
+    /// Σ ½(V − G)² ([`value_loss_sum`]), with a value head.
+    pub value: Option<&'a Tensor>,
+    /// Σ k3 ([`kl_k3_sum`]), with a KL penalty.
+    pub kl: Option<&'a Tensor>,
+}
+
+/// One micro-batch's share of a role's term in the joint loss:
+/// `weight`·(Σ pg / N − c_ent·Σ H / N + c_v·Σ ½(V − G)² / S + c_kl·Σ k3 / N), N the role's
+/// tokens and S its samples in the minibatch, `weight` 1 for the Actor and λ_E for the
+/// Editor. Summed over the micro-batches it is exactly the role's term of [`joint_loss`]
+/// (with the value, entropy and KL terms CleanRL adds).
+pub fn policy_loss(
+    terms: &PolicyTerms,
+    tokens: usize,
+    seqs: usize,
+    weight: f32,
+    args: &PpoArgs,
+) -> candle_core::Result<Tensor> {
+    let n_tok = tokens as f64;
+    let mut loss = ((terms.surrogate / n_tok)? - (terms.entropy * (f64::from(args.ent_coef) / n_tok))?)?;
+    if let Some(v) = terms.value {
+        loss = (loss + (v * (f64::from(args.vf_coef) / seqs as f64))?)?;
+    }
+    if let Some(k3) = terms.kl {
+        loss = (loss + (k3 * (f64::from(args.kl_coef) / n_tok))?)?;
+    }
+    loss * f64::from(weight)
+}
+
 /// The joint objective: L = L_A + λ_E·L_E + λ_J·L_J, each term a mean over its role's
 /// tokens (or Judge examples). Micro-batches contribute `coef / count` times their sums,
 /// which adds up to exactly this.
@@ -497,6 +543,27 @@ mod tests {
         close(joint_loss(1.0, 1.0, 1.0, &args), 1.8);
         close(explained_variance(&[1.0, 2.0], &[1.0, 2.0]).unwrap(), 1.0);
         assert!(explained_variance(&[1.0], &[1.0]).is_none());
+    }
+
+    #[test]
+    fn k3_and_policy_loss_by_hand() {
+        // new = [0, −1], ref = [0, 0], second token padding: k3 = 0 on the real token.
+        // new = [−0.5], ref = [0]: d = 0.5, k3 = e^0.5 − 0.5 − 1 = 0.148721.
+        let mask = t1(&[1.0, 0.0]).reshape((1, 2)).unwrap();
+        let new = t1(&[0.0, -1.0]).reshape((1, 2)).unwrap();
+        let zero = Tensor::zeros((1, 2), candle_core::DType::F32, &Device::Cpu).unwrap();
+        let k3 = kl_k3_sum(&new, &zero, &mask).unwrap();
+        close(k3.to_scalar::<f32>().unwrap(), 0.0);
+        let k3 = kl_k3_sum(&t1(&[-0.5]), &t1(&[0.0]), &t1(&[1.0])).unwrap();
+        close(k3.to_scalar::<f32>().unwrap(), 0.148_721);
+        // weight 0.5 · (2/4 − 0.1·1/4 + 0.5·3/2 + 0.2·4/4) = 0.5 · 1.425.
+        let args = PpoArgs { ent_coef: 0.1, vf_coef: 0.5, kl_coef: 0.2, ..PpoArgs::default() };
+        let (pg, ent, v, kl) = (t1(&[2.0]), t1(&[1.0]), t1(&[3.0]), t1(&[4.0]));
+        let terms = PolicyTerms { surrogate: &pg, entropy: &ent, value: Some(&v), kl: Some(&kl) };
+        let l = policy_loss(&terms, 4, 2, 0.5, &args).unwrap();
+        close(l.to_vec1::<f32>().unwrap()[0], 0.5 * 1.425);
+        let bare = PolicyTerms { value: None, kl: None, ..terms };
+        close(policy_loss(&bare, 4, 2, 1.0, &args).unwrap().to_vec1::<f32>().unwrap()[0], 0.475);
     }
 
     #[test]

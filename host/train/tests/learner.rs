@@ -2,17 +2,13 @@
 //! the parameters and lowers the loss on its own batch, and a checkpoint → resume gives the
 //! same next update, bit for bit, as a run that never stopped.
 
-use std::collections::BTreeMap;
-
-use onebrain_model::{Brain, ModelConfig, Role};
+use onebrain_model::Role;
 use onebrain_train::{
-    checkpoint_dir, latest, restore, save_checkpoint, Ablation, Advantage, Batch, JudgeSample,
-    Learner, PolicySample, PpoArgs, TrainState,
+    checkpoint_dir, latest, restore, save_checkpoint, Ablation, Advantage, Learner, PpoArgs, TrainState,
 };
 
-fn brain() -> Brain {
-    Brain::load(&ModelConfig::test_model()).expect("SmolLM2 test model (run scripts/setup.sh)")
-}
+mod common;
+use common::{batch, brain, snapshot};
 
 fn args() -> PpoArgs {
     PpoArgs {
@@ -23,56 +19,6 @@ fn args() -> PpoArgs {
         advantage: Advantage::Group,
         ..Default::default()
     }
-}
-
-/// Two tasks, two samples each: per task one answer rewarded, one not; two Judge examples.
-fn batch(brain: &Brain, salt: &str) -> Batch {
-    let enc = |s: &str| brain.encode(s).unwrap();
-    let prompt = |t: &str| {
-        enc(&brain.chat_prompt("You write PDDL.", &format!("Put {t} on the table. {salt}")))
-    };
-    let sample = |role, t: &str, out: &str, group, episode, step, reward| {
-        PolicySample::new(role, prompt(t), enc(out), (episode, group, step), reward)
-    };
-    Batch {
-        policy: vec![
-            sample(Role::Actor, "a", "(:goal (ontable a))", 0, 0, 0, 1.3),
-            sample(Role::Actor, "a", "(:goal (on a b))", 0, 1, 0, 0.1),
-            sample(Role::Actor, "b", "(:goal (ontable b))", 1, 2, 0, 1.2),
-            sample(Role::Editor, "b", "(:init (clear b))", 1, 3, 1, 0.8),
-            sample(Role::Actor, "b", "(:goal (clear a))", 1, 3, 0, 0.0),
-            sample(Role::Editor, "b", "(:init (on a a))", 1, 2, 1, 0.0),
-        ],
-        judge: vec![
-            JudgeSample {
-                prompt: prompt("judge a"),
-                label: true,
-                score: 0.5,
-            },
-            JudgeSample {
-                prompt: prompt("judge b"),
-                label: false,
-                score: 0.5,
-            },
-        ],
-        stats: Default::default(),
-    }
-}
-
-fn snapshot(brain: &Brain) -> BTreeMap<String, Vec<f32>> {
-    let data = brain.trainable().data().lock().unwrap();
-    data.iter()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                v.as_tensor()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1::<f32>()
-                    .unwrap(),
-            )
-        })
-        .collect()
 }
 
 #[test]
