@@ -114,7 +114,7 @@ fn eval_runs_reports_and_resumes_from_the_trace() {
 }
 
 /// `--seed` sets the run's base seed (one draw of pass@k: scripts/pass-at-k.sh) and
-/// `--out-dir` keeps the draw apart from the config's own run. Regression (issue 46): every
+/// `--out-dir` keeps the draw apart from the config's own run. Regression: every
 /// episode of a run sampled with the base seed itself, so all its tasks drew the same random
 /// numbers; each now has a seed of its own, from the base seed, its strategy and its task.
 #[test]

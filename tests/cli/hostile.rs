@@ -1,4 +1,4 @@
-//! Hostile model files and checkpoints through the commands (issue 51): refused with one
+//! Hostile model files and checkpoints through the commands: refused with one
 //! clear message, never a crash; `--checkpoint` takes the checkpoint's shape in every command.
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! `onebrain plugins` against hostile plugin folders (issue 13): `check` is a
+//! `onebrain plugins` against hostile plugin folders: `check` is a
 //! gate for scripts, plugin text is printed as data, a broken folder is
 //! skipped with a warning, and a component outside its folder is not read.
 

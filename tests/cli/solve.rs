@@ -90,7 +90,7 @@ fn solve_missing_checkpoint_is_a_clear_error() {
 
 /// The whole episode with the real small model, the real planner and the plugins: every role
 /// shows up as it happens, and the JSON record respects the budget. It runs under
-/// `ulimit -v 8000000`, as shared clusters set it (issue 35: the plugins alone reserved 4 GiB
+/// `ulimit -v 8000000`, as shared clusters set it (the plugins alone reserved 4 GiB
 /// of address space each, and `solve` could not load them).
 #[test]
 fn solve_generated_task_shows_each_role_and_keeps_the_budget() {

@@ -1,4 +1,4 @@
-//! The README's five-minute tour, run as written (issue 48), so that it cannot rot.
+//! The README's five-minute tour, run as written, so that it cannot rot.
 //!
 //! Every `sh` block between "## A five-minute tour" and the next section runs in one bash
 //! script, in a scratch copy of the repository: `configs/` is copied (the tour writes a config

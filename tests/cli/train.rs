@@ -142,7 +142,7 @@ fn train_runs_checkpoints_and_resumes() {
 
     // `posthoc`: the parameters after 0 and 2 updates solve the held-out slice again, one row
     // per update, and give the answers the run's own evaluations gave (greedy, the run's
-    // model and initial role parameters; issue 47).
+    // model and initial role parameters).
     let eval = fixture("configs/eval-heldout-smollm.toml");
     let out = TestCommand::new(&["posthoc", "--run"])
         .arg(&run)

@@ -1,4 +1,4 @@
-//! PPO's π_old against the policy that sampled (issues 33 and 47).
+//! PPO's π_old against the policy that sampled.
 //!
 //! Each test takes the arms' `[ppo]` options and `[model]` adapters
 //! (`configs/train-cpu-full.toml`, cut to one group of four samples), samples four answers to
