@@ -1,25 +1,16 @@
 //! PDDL parser: S-expression tree → [`Domain`], [`Problem`], [`Plan`].
 
-use crate::ast::{
-    Action, Atom, Domain, Literal, Plan, PlanStep, Predicate, Problem, Term, TypedName, OBJECT,
-};
+mod formula;
+mod syntax;
+
+use crate::ast::{Action, Domain, Literal, Plan, PlanStep, Predicate, Problem};
 use crate::diag::Span;
 use crate::error::{ParseError, ParseErrorKind};
 use crate::sexpr::{read, List, SExpr, Sym};
-
-type Result<T> = std::result::Result<T, ParseError>;
-
-fn malformed<T>(span: Span, msg: impl Into<String>) -> Result<T> {
-    Err(ParseError::new(ParseErrorKind::Malformed, msg, span))
-}
-
-fn unsupported<T>(span: Span, construct: &str) -> Result<T> {
-    Err(ParseError::new(
-        ParseErrorKind::Unsupported,
-        format!("unsupported PDDL construct: {construct}"),
-        span,
-    ))
-}
+use formula::{atom, condition, effect, Ctx};
+use syntax::{
+    describe, head, list, malformed, name, nth, once, sym, typed_list, unsupported, Result,
+};
 
 /// Requirements this toolkit handles. `:adl` is accepted because language models write it to
 /// mean "negative preconditions and equality"; the ADL constructs themselves are rejected
@@ -82,64 +73,6 @@ const UNSUPPORTED_REQUIREMENTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Where variables may appear in a condition.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Ctx {
-    Precondition,
-    Goal,
-}
-
-fn sym<'a>(e: &'a SExpr, what: &str) -> Result<&'a Sym> {
-    match e {
-        SExpr::Sym(s) => Ok(s),
-        SExpr::List(l) => malformed(l.span, format!("expected {what}, found a list")),
-    }
-}
-
-fn list<'a>(e: &'a SExpr, what: &str) -> Result<&'a List> {
-    match e {
-        SExpr::List(l) => Ok(l),
-        SExpr::Sym(s) => malformed(s.span, format!("expected {what}, found `{}`", s.text)),
-    }
-}
-
-/// The list's first item as a symbol, if it is one.
-fn head(l: &List) -> Option<&Sym> {
-    match l.items.first() {
-        Some(SExpr::Sym(s)) => Some(s),
-        _ => None,
-    }
-}
-
-fn is_name(s: &str) -> bool {
-    let mut cs = s.chars();
-    matches!(cs.next(), Some(c) if c.is_ascii_alphanumeric() || c == '_')
-        && cs.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-/// A name (of a domain, type, object, predicate or action), checked for legal characters.
-fn name(e: &SExpr, what: &str) -> Result<(String, Span)> {
-    let s = sym(e, what)?;
-    if s.text.starts_with('?') {
-        return malformed(
-            s.span,
-            format!("expected {what}, found variable `{}`", s.text),
-        );
-    }
-    if !is_name(&s.text) {
-        return malformed(s.span, format!("`{}` is not a valid {what}", s.text));
-    }
-    Ok((s.text.clone(), s.span))
-}
-
-/// The item after a list's head, or an error at the closing bracket naming what is missing.
-fn nth<'a>(l: &'a List, i: usize, what: &str) -> Result<&'a SExpr> {
-    match l.items.get(i) {
-        Some(e) => Ok(e),
-        None => malformed(l.end, format!("expected {what} before ')'")),
-    }
-}
-
 /// Reads `(define (KIND NAME) sections...)` as the only top-level expression.
 fn define<'a>(top: &'a [SExpr], kind: &str) -> Result<(&'a List, String, Span)> {
     let Some(first) = top.first() else {
@@ -190,13 +123,6 @@ fn define<'a>(top: &'a [SExpr], kind: &str) -> Result<(&'a List, String, Span)> 
     Ok((def, n, span))
 }
 
-fn describe(e: &SExpr) -> String {
-    match e {
-        SExpr::Sym(s) => s.text.clone(),
-        SExpr::List(_) => "(...)".to_string(),
-    }
-}
-
 /// A section `(:keyword ...)`: its keyword symbol.
 fn section<'a>(e: &'a SExpr, file: &str) -> Result<(&'a List, &'a Sym)> {
     let l = list(e, &format!("a {file} section like (:keyword ...)"))?;
@@ -216,17 +142,6 @@ fn section<'a>(e: &'a SExpr, file: &str) -> Result<(&'a List, &'a Sym)> {
     }
 }
 
-fn once(seen: &mut Vec<String>, kw: &Sym) -> Result<()> {
-    if seen.contains(&kw.text) {
-        return malformed(
-            kw.span,
-            format!("section {} appears more than once", kw.text),
-        );
-    }
-    seen.push(kw.text.clone());
-    Ok(())
-}
-
 fn requirements(l: &List) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for e in &l.items[1..] {
@@ -242,62 +157,6 @@ fn requirements(l: &List) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// `a b - t c ?x - u`: names (or variables when `vars`) with optional types; untyped ones are
-/// `object`.
-fn typed_list(items: &[SExpr], vars: bool, what: &str) -> Result<Vec<TypedName>> {
-    let mut out: Vec<TypedName> = Vec::new();
-    let mut pending = 0usize; // how many trailing entries of `out` still await a type
-    let mut i = 0;
-    while i < items.len() {
-        let e = &items[i];
-        if let SExpr::Sym(s) = e {
-            if s.text == "-" {
-                if pending == 0 {
-                    return malformed(s.span, format!("`-` with no {what} before it"));
-                }
-                let Some(t) = items.get(i + 1) else {
-                    return malformed(s.span, "expected a type name after `-`");
-                };
-                if let SExpr::List(tl) = t {
-                    if head(tl).is_some_and(|h| h.text == "either") {
-                        return unsupported(tl.span, "`either` types");
-                    }
-                }
-                let (ty, ty_span) = name(t, "type name")?;
-                let n = out.len();
-                for tn in &mut out[n - pending..] {
-                    tn.ty = ty.clone();
-                    tn.type_span = Some(ty_span);
-                }
-                pending = 0;
-                i += 2;
-                continue;
-            }
-        }
-        let s = sym(e, what)?;
-        let text = &s.text;
-        if vars {
-            if !(text.starts_with('?') && is_name(&text[1..])) {
-                return malformed(
-                    s.span,
-                    format!("expected a variable like ?x, found `{text}`"),
-                );
-            }
-        } else if !is_name(text) {
-            return malformed(s.span, format!("`{text}` is not a valid {what}"));
-        }
-        out.push(TypedName {
-            name: text.clone(),
-            ty: OBJECT.to_string(),
-            span: s.span,
-            type_span: None,
-        });
-        pending += 1;
-        i += 1;
-    }
-    Ok(out)
-}
-
 fn predicate_decl(e: &SExpr) -> Result<Predicate> {
     let l = list(e, "a predicate declaration like (on ?x ?y)")?;
     let (n, span) = name(nth(l, 0, "a predicate name")?, "predicate name")?;
@@ -307,210 +166,6 @@ fn predicate_decl(e: &SExpr) -> Result<Predicate> {
         params,
         span,
     })
-}
-
-/// An atom `(p t1 ...)` or `(= t1 t2)`.
-fn atom(l: &List, vars_allowed: bool, where_: &str) -> Result<Atom> {
-    let h = sym(nth(l, 0, "a predicate name")?, "a predicate name")?;
-    if h.text != "=" && !is_name(&h.text) {
-        return malformed(
-            h.span,
-            format!("`{}` is not a valid predicate name", h.text),
-        );
-    }
-    let mut args = Vec::with_capacity(l.items.len() - 1);
-    for e in &l.items[1..] {
-        let s = match e {
-            SExpr::Sym(s) => s,
-            SExpr::List(inner) => {
-                return unsupported(inner.span, "function terms (numeric or object fluents)");
-            }
-        };
-        if s.text.starts_with('?') {
-            if !vars_allowed {
-                return malformed(
-                    s.span,
-                    format!(
-                        "variable `{}` in {where_}: only action schemas may use variables",
-                        s.text
-                    ),
-                );
-            }
-            if !is_name(&s.text[1..]) {
-                return malformed(s.span, format!("`{}` is not a valid variable", s.text));
-            }
-        } else if !is_name(&s.text) {
-            return malformed(s.span, format!("`{}` is not a valid object name", s.text));
-        }
-        args.push(Term {
-            name: s.text.clone(),
-            span: s.span,
-        });
-    }
-    if h.text == "=" && args.len() != 2 {
-        return malformed(
-            h.span,
-            format!("`=` takes 2 arguments, found {}", args.len()),
-        );
-    }
-    Ok(Atom {
-        predicate: h.text.clone(),
-        args,
-        span: l.span,
-    })
-}
-
-/// Rejects the heads of constructs that are valid PDDL but unsupported, naming them.
-fn reject_unsupported_condition(h: &Sym) -> Result<()> {
-    match h.text.as_str() {
-        "or" => unsupported(h.span, "disjunctive conditions (or)"),
-        "imply" => unsupported(h.span, "implications (imply)"),
-        "forall" => unsupported(h.span, "universally quantified conditions (forall)"),
-        "exists" => unsupported(h.span, "existentially quantified conditions (exists)"),
-        "when" => unsupported(h.span, "conditional effects (when)"),
-        "preference" => unsupported(h.span, "preferences (preference)"),
-        "<" | ">" | "<=" | ">=" => {
-            unsupported(h.span, &format!("numeric comparisons ({})", h.text))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// A condition (precondition or goal), flattened into a conjunction of literals.
-fn condition(e: &SExpr, ctx: Ctx, out: &mut Vec<Literal>) -> Result<()> {
-    let where_ = if ctx == Ctx::Goal {
-        "the goal"
-    } else {
-        "a precondition"
-    };
-    let l = list(e, "a condition like (pred ...) or (and ...)")?;
-    let Some(h) = head(l) else {
-        if l.items.is_empty() {
-            return Ok(()); // `()` is the empty conjunction
-        }
-        return malformed(
-            l.span,
-            "expected a predicate name or `and`/`not` at the start of a condition",
-        );
-    };
-    reject_unsupported_condition(h)?;
-    let vars = ctx == Ctx::Precondition;
-    match h.text.as_str() {
-        "and" => {
-            for c in &l.items[1..] {
-                condition(c, ctx, out)?;
-            }
-            Ok(())
-        }
-        "not" => {
-            if l.items.len() != 2 {
-                return malformed(
-                    h.span,
-                    format!(
-                        "`not` takes exactly one condition, found {}",
-                        l.items.len() - 1
-                    ),
-                );
-            }
-            let inner = list(&l.items[1], "an atom inside `not`")?;
-            if let Some(ih) = head(inner) {
-                reject_unsupported_condition(ih)?;
-                match ih.text.as_str() {
-                    "and" => {
-                        return unsupported(
-                            ih.span,
-                            "negated conjunctions (not (and ...)), which are disjunctions",
-                        )
-                    }
-                    "not" => return unsupported(ih.span, "nested negation (not (not ...))"),
-                    _ => {}
-                }
-            }
-            let a = atom(inner, vars, where_)?;
-            out.push(Literal {
-                positive: false,
-                atom: a,
-                span: l.span,
-            });
-            Ok(())
-        }
-        _ => {
-            let a = atom(l, vars, where_)?;
-            out.push(Literal {
-                positive: true,
-                atom: a,
-                span: l.span,
-            });
-            Ok(())
-        }
-    }
-}
-
-/// An effect, flattened into add (positive) and delete (negative) literals.
-fn effect(e: &SExpr, out: &mut Vec<Literal>) -> Result<()> {
-    let l = list(e, "an effect like (pred ...) or (and ...)")?;
-    let Some(h) = head(l) else {
-        if l.items.is_empty() {
-            return Ok(());
-        }
-        return malformed(
-            l.span,
-            "expected a predicate name or `and`/`not` at the start of an effect",
-        );
-    };
-    match h.text.as_str() {
-        "when" => return unsupported(h.span, "conditional effects (when)"),
-        "forall" => return unsupported(h.span, "universally quantified effects (forall)"),
-        "increase" | "decrease" | "assign" | "scale-up" | "scale-down" => {
-            return unsupported(h.span, &format!("numeric effects ({})", h.text))
-        }
-        "or" | "exists" | "imply" => {
-            return malformed(h.span, format!("`{}` is not allowed in an effect", h.text))
-        }
-        "=" => return malformed(h.span, "`=` is not allowed in an effect"),
-        _ => {}
-    }
-    match h.text.as_str() {
-        "and" => {
-            for c in &l.items[1..] {
-                effect(c, out)?;
-            }
-            Ok(())
-        }
-        "not" => {
-            if l.items.len() != 2 {
-                return malformed(
-                    h.span,
-                    format!("`not` takes exactly one atom, found {}", l.items.len() - 1),
-                );
-            }
-            let inner = list(&l.items[1], "an atom inside `not`")?;
-            if let Some(ih) = head(inner) {
-                if matches!(ih.text.as_str(), "and" | "not" | "when" | "forall" | "=") {
-                    return malformed(
-                        ih.span,
-                        format!("`(not ({} ...))` is not a valid effect", ih.text),
-                    );
-                }
-            }
-            let a = atom(inner, true, "an effect")?;
-            out.push(Literal {
-                positive: false,
-                atom: a,
-                span: l.span,
-            });
-            Ok(())
-        }
-        _ => {
-            let a = atom(l, true, "an effect")?;
-            out.push(Literal {
-                positive: true,
-                atom: a,
-                span: l.span,
-            });
-            Ok(())
-        }
-    }
 }
 
 fn action(l: &List) -> Result<Action> {
@@ -746,6 +401,7 @@ pub fn parse_plan(src: &str) -> Result<Plan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ast::OBJECT;
 
     const BW: &str = "(define (domain BW)
   (:requirements :strips :typing :negative-preconditions :equality)
