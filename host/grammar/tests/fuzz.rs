@@ -495,7 +495,7 @@ fn the_init_mutex_walks_that_found_every_token_refused_are_steered_off_before_th
 
 /// The init-mutex campaign's shrunk failing cases at seed 35, about 21,000 walks in: blanks
 /// after `(:goal`, then blanks after the body's `(`, were held to a goal fact's room alone, so
-/// `(anD\t` opened the goal's body with no room left for its first fact (`guard.rs`:
+/// `(anD\t` opened the goal's body with no room left for its first fact (`guard/budget.rs`:
 /// `blanks_before_the_goals_body_leave_room_for_its_and_and_first_fact`).
 #[test]
 fn the_init_mutex_walks_whose_goal_body_had_no_room_for_its_first_fact_walk_with_every_rule_holding() {
