@@ -6,15 +6,10 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use onebrain_core::{
-    BoxError, Category, DomainAdapter, FaithfulnessReport,
-};
-use onebrain_eval::{
-    read_trace, run_eval_with, EvalConfig, Report,
-};
+use onebrain_core::{BoxError, Category, DomainAdapter, FaithfulnessReport};
+use onebrain_eval::{read_trace, run_eval_with, EvalConfig, Report};
 use onebrain_roles::{
-    EpisodeRecord, Finalizer, Generation, LanguageModel, Role,
-    SamplingConfig, Services, Strategy,
+    EpisodeRecord, Finalizer, Generation, LanguageModel, Role, SamplingConfig, Services, Strategy,
 };
 
 use common::*;

@@ -4,16 +4,9 @@
 mod common;
 
 
-use onebrain_core::{
-    Category, Drift, FaithfulnessReport,
-};
-use onebrain_eval::{
-    read_trace, read_trace_rows, Report,
-    SizeBucket, TraceRow, TraceWriter,
-};
-use onebrain_roles::{
-    EpisodeRecord, Strategy,
-};
+use onebrain_core::{Category, Drift, FaithfulnessReport};
+use onebrain_eval::{read_trace, read_trace_rows, Report, SizeBucket, TraceRow, TraceWriter};
+use onebrain_roles::{EpisodeRecord, Strategy};
 
 use common::*;
 

@@ -3,9 +3,7 @@
 mod common;
 
 
-use onebrain_eval::{
-    read_trace, read_trace_rows, EvalConfig,
-};
+use onebrain_eval::{read_trace, read_trace_rows, EvalConfig};
 
 use common::*;
 

@@ -5,16 +5,9 @@ mod common;
 use std::path::Path;
 use std::sync::Arc;
 
-use onebrain_core::{
-    BoxError, DomainAdapter,
-};
-use onebrain_eval::{
-    read_trace, run_eval_with, EvalConfig,
-};
-use onebrain_roles::{
-    Finalizer, Generation, LanguageModel, Mode, Role,
-    SamplingConfig, Services,
-};
+use onebrain_core::{BoxError, DomainAdapter};
+use onebrain_eval::{read_trace, run_eval_with, EvalConfig};
+use onebrain_roles::{Finalizer, Generation, LanguageModel, Mode, Role, SamplingConfig, Services};
 
 use common::*;
 

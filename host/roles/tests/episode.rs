@@ -7,12 +7,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use onebrain_core::{
-    BoxError, Category, FinishedEpisode, StepRole, Reward, Rewards,
-};
+use onebrain_core::{BoxError, Category, FinishedEpisode, StepRole, Reward, Rewards};
 use onebrain_roles::{
-    EpisodeConfig, Event, Finalizer,
-    Mode, RepeatPolicy, Role, Select, Strategy, MAX_RESAMPLES,
+    EpisodeConfig, Event, Finalizer, Mode, RepeatPolicy, Role, Select, Strategy, MAX_RESAMPLES,
 };
 
 use scripted::*;

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use onebrain_core::BoxError;
 use onebrain_roles::{
-    run_episode, run_pipelined, Episode, EpisodeConfig, Finalizer, Generation,
-    LanguageModel, Role, SamplingConfig, Strategy,
+    run_episode, run_pipelined, Episode, EpisodeConfig, Finalizer, Generation, LanguageModel, Role,
+    SamplingConfig, Strategy,
 };
 use onebrain_verifier::VerifierPool;
 

@@ -7,15 +7,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use onebrain_core::{
-    BoxError, Category, Diagnostic, DomainAdapter, FaithfulnessReport, Outcome, Spec, Task,
-    Verdict, Verifier,
+    BoxError, Category, Diagnostic, DomainAdapter, FaithfulnessReport, Outcome, Spec, Task, Verdict,
+    Verifier,
 };
-use onebrain_eval::{
-    run_eval_with, EvalConfig, EvalError, Progress, Shard,
-};
+use onebrain_eval::{run_eval_with, EvalConfig, EvalError, Progress, Shard};
 use onebrain_roles::{
-    EpisodeRecord, EpisodeTimings, Finalizer, Generation, LanguageModel, Mode, Role,
-    SamplingConfig, Services, StepRecord, StepTimings, StopReason, Strategy,
+    EpisodeRecord, EpisodeTimings, Finalizer, Generation, LanguageModel, Mode, Role, SamplingConfig,
+    Services, StepRecord, StepTimings, StopReason, Strategy,
 };
 
 pub fn verdict(category: Option<Category>) -> Verdict {

@@ -12,8 +12,8 @@ use onebrain_core::{
     BoxError, FinishedEpisode, Outcome, Reward, Rewards, Spec, Task, Verdict, Verifier,
 };
 use onebrain_roles::{
-    run_episode, Episode, EpisodeConfig, EpisodeInput, Event, Finalizer, Generation,
-    LanguageModel, Mode, RepeatPolicy, Role, SamplingConfig, StopReason, Strategy,
+    run_episode, Episode, EpisodeConfig, EpisodeInput, Event, Finalizer, Generation, LanguageModel,
+    Mode, RepeatPolicy, Role, SamplingConfig, StopReason, Strategy,
 };
 
 pub const DOMAIN: &str = "(define (domain bw) (:requirements :strips)
