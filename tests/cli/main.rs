@@ -14,4 +14,5 @@ mod setup_scripts;
 mod solve;
 mod tour;
 mod train;
+mod train_cluster;
 mod validate;

@@ -98,6 +98,7 @@ fn state(updates: u64) -> TrainState {
         twins_skipped: 0,
         episodes: updates * SLOTS as u64,
         config_sha256: "signal-campaign".into(),
+        actors: None,
     }
 }
 

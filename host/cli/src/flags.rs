@@ -125,8 +125,20 @@ pub struct TrainArgs {
     pub config: PathBuf,
     /// Continue the run in the config's out-dir from its newest checkpoint (or from its
     /// held-out trace, if killed before the first); an empty out-dir starts a new run.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "role")]
     pub resume: bool,
+    /// Train over a job array (docs/cluster.md), sharing the config's out-dir: `learner`
+    /// (with `--actors N`), `actor` (with `--actor K/N`), or `array`, which reads the role
+    /// from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT (task 0 learns, task t is actor
+    /// t-1 of COUNT-1). A role always continues what its files hold; no held-out evaluation.
+    #[arg(long, value_enum)]
+    pub role: Option<TrainRole>,
+    /// `--role actor`: which actor this process is, K of N (K from 0).
+    #[arg(long, value_name = "K/N")]
+    pub actor: Option<onebrain_eval::Shard>,
+    /// `--role learner`: how many actors feed it.
+    #[arg(long, value_name = "N")]
+    pub actors: Option<usize>,
     /// Override the config's total number of updates.
     #[arg(long)]
     pub updates: Option<u64>,
@@ -141,6 +153,17 @@ pub struct TrainArgs {
     pub verbose: bool,
     #[command(flatten)]
     pub device: DeviceFlag,
+}
+
+/// `onebrain train --role`: a process of a job array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrainRole {
+    /// Learns from the actors' episodes and publishes the parameters (`--actors N`).
+    Learner,
+    /// Samples its slice of the task stream (`--actor K/N`).
+    Actor,
+    /// The role of this Slurm array task: 0 learns, the others act.
+    Array,
 }
 
 /// `onebrain solve`.

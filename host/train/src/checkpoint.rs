@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Tensor};
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::ActorOffset;
 use crate::error::TrainError;
 use crate::learner::Learner;
 use crate::stream::StreamCursor;
@@ -50,6 +51,10 @@ pub struct TrainState {
     /// sha256 of the run's config (every key but `updates` and `out-dir`): a resumed run
     /// must match it.
     pub config_sha256: String,
+    /// A learner of a job array only: where it stands in each actor's episode file, so that
+    /// a resumed learner reads on from there ([`crate::ClusterRole`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actors: Option<Vec<ActorOffset>>,
 }
 
 /// The folder of checkpoint `updates` inside `checkpoints`.
@@ -365,6 +370,7 @@ mod tests {
             twins_skipped: 0,
             episodes: 32 * updates,
             config_sha256: "c".into(),
+            actors: None,
         }
     }
 

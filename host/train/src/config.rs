@@ -239,6 +239,20 @@ pub struct TrainConfig {
     pub eval_config: Option<PathBuf>,
     /// Updates between held-out evaluations (0: before the first and after the last only).
     pub eval_every: u64,
+    /// Over a job array only: the most updates a group's sampling parameters may lag the
+    /// learner's; an actor waits rather than sample further behind, and the learner drops
+    /// an older group. Left out of `config.json` at its default, so that configs written
+    /// before it existed keep their digest.
+    #[serde(skip_serializing_if = "is_default_staleness")]
+    pub max_staleness: u64,
+}
+
+/// `max-staleness`'s default: two updates, few enough that the clip (ε = 0.2) is rarely
+/// what bounds an off-policy step.
+pub const DEFAULT_MAX_STALENESS: u64 = 2;
+
+fn is_default_staleness(n: &u64) -> bool {
+    *n == DEFAULT_MAX_STALENESS
 }
 
 impl Default for TrainConfig {
@@ -263,6 +277,7 @@ impl Default for TrainConfig {
             init_checkpoint: None,
             eval_config: None,
             eval_every: 0,
+            max_staleness: DEFAULT_MAX_STALENESS,
         }
     }
 }
@@ -426,6 +441,17 @@ mod tests {
         assert!(sep.solve_config().model.separate_models);
         assert!(!c.solve_config().model.separate_models);
         assert!(TrainConfig::from_toml(&format!("{ok}[model]\nseparate_models = true")).is_err());
+    }
+
+    #[test]
+    fn max_staleness_is_left_out_of_the_saved_config_at_its_default() {
+        let ok = "[plugins]\nreward = \"paper-rewards\"\n";
+        let c = TrainConfig::from_toml(ok).unwrap();
+        assert_eq!(c.max_staleness, DEFAULT_MAX_STALENESS);
+        assert!(!serde_json::to_string(&c).unwrap().contains("max-staleness"));
+        let c = TrainConfig::from_toml(&format!("max-staleness = 0\n{ok}")).unwrap();
+        assert_eq!(c.max_staleness, 0);
+        assert!(serde_json::to_string(&c).unwrap().contains("\"max-staleness\":0"));
     }
 
     #[test]

@@ -86,6 +86,11 @@ pub enum TrainError {
     /// The domain plugin could not generate a task.
     #[error("task stream: {0}")]
     Tasks(String),
+    /// A job array's files disagree with the role reading them: an actor's file written
+    /// under another number of actors, a line that is not a group, a learner resumed with
+    /// another number of actors.
+    #[error("training over a job array: {0}")]
+    Cluster(String),
     /// Every candidate the stream looked at for a long run equals a held-out task up to
     /// renaming: the `[tasks]` stream cannot stay clear of the held-out sets.
     #[error(

@@ -19,6 +19,8 @@
 //!   held-out`, [`HeldOutIndex`]); the skipped candidates go to `skipped-twins.jsonl`.
 //! - With `eval-config`, the run solves a fixed held-out slice (benchmark rows, greedy)
 //!   before the first update and every `eval-every` updates: `heldout.jsonl`, [`HeldOutRow`].
+//! - [`ClusterRole`] is `onebrain train --role learner|actor|array`: the same training
+//!   spread over a job array, one learner and N actors sharing a folder (`docs/cluster.md`).
 //! - [`evaluate_update`] is `onebrain posthoc`: a run's kept checkpoints evaluated afterwards,
 //!   on any eval config, by the binary at hand (`RUN/posthoc/SET.jsonl`).
 //! - [`compare_table`] and [`compare_curves`] are `onebrain compare`: arms' held-out rows
@@ -48,6 +50,7 @@ mod adamw;
 mod arms;
 mod batch;
 mod checkpoint;
+mod cluster;
 mod config;
 mod error;
 mod heldout;
@@ -64,11 +67,12 @@ pub use adamw::{clip_grad_norm, AdamW, AdamWParams};
 pub use arms::{arm_names, compare_curves, compare_table, difference_interval, ArmRun};
 pub use batch::{calibration_error, Batch, JudgeSample, PolicySample, RolloutStats};
 pub use checkpoint::{checkpoint_dir, latest, restore, save as save_checkpoint, TrainState};
-pub use config::{Ablation, CurriculumStage, TaskStream, TrainConfig};
+pub use cluster::{actor_file, read_from as read_actor_file, ActorOffset, ClusterRole, GroupLine};
+pub use config::{Ablation, CurriculumStage, TaskStream, TrainConfig, DEFAULT_MAX_STALENESS};
 pub use error::TrainError;
 pub use heldout::{read_rows as read_heldout, HeldOutRow};
 pub use learner::{Learner, UpdateStats};
-pub use metrics::{MetricsLog, MetricsRow, PeakMemory, PhasePeak, StepClock};
+pub use metrics::{ClusterMetrics, MetricsLog, MetricsRow, PeakMemory, PhasePeak, StepClock};
 pub use ppo::{
     clipped_surrogate_sum, discounted_returns, entropy_sum, explained_variance, gae,
     group_advantages, joint_loss, judge_loss_sum, kl_k3_sum, normalize, policy_loss,

@@ -167,6 +167,27 @@ pub struct MetricsRow {
     /// The most heap the update held at once, MiB.
     #[serde(rename = "perf/update_peak_heap_mib", default, skip_serializing_if = "Option::is_none")]
     pub update_peak_heap_mib: Option<f64>,
+    /// Training over a job array only ([`crate::ClusterRole`]): the accounting of the
+    /// actors' episodes this update.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterMetrics>,
+}
+
+/// The `cluster/*` metrics of a learner's update: what it did with the actors' groups.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterMetrics {
+    /// Groups dropped this update: sampled more than `max-staleness` updates ago.
+    #[serde(rename = "cluster/dropped_stale")]
+    pub dropped_stale: u64,
+    /// Groups skipped so far by this process as written twice (an id already taken).
+    #[serde(rename = "cluster/duplicates")]
+    pub duplicates: u64,
+    /// The most updates by which a learned group's sampler lagged the learner.
+    #[serde(rename = "cluster/max_version_lag")]
+    pub max_version_lag: u64,
+    /// Bytes of each actor's file consumed after this update.
+    #[serde(rename = "cluster/offsets")]
+    pub offsets: Vec<u64>,
 }
 
 /// Where one step's time went besides its wall clock: what [`MetricsRow::new`] records of
@@ -307,6 +328,7 @@ impl MetricsRow {
             update_peak_rss_mib: clock.update_peak.rss_mib,
             rollout_peak_heap_mib: clock.rollout_peak.heap_mib,
             update_peak_heap_mib: clock.update_peak.heap_mib,
+            cluster: None,
         }
     }
 

@@ -133,7 +133,7 @@ impl std::fmt::Debug for Trainer {
 /// sha256 of the config with `updates`, `out-dir` and the held-out keys blanked: what must
 /// not change across a resume (a run may be extended, moved to another folder, or evaluated
 /// more or less often; none of that changes what it learns).
-fn config_digest(cfg: &TrainConfig) -> String {
+pub(crate) fn config_digest(cfg: &TrainConfig) -> String {
     let mut c = cfg.clone();
     c.updates = 0;
     c.out_dir = PathBuf::new();
@@ -205,6 +205,7 @@ impl Trainer {
                 twins_skipped: 0,
                 episodes: 0,
                 config_sha256: digest,
+                actors: None,
             },
         };
         let stream = open_stream(&cfg, base, &services)?;
@@ -431,30 +432,19 @@ impl Trainer {
         let model_name = self.learner.brain_ref().name();
         for slot in (0..slots).filter(|s| !records.contains_key(s)) {
             let group = slot / group_size;
-            let mut ep = self.cfg.rollout_episode();
-            ep.seed = episode_seed(self.cfg.seed, u, slot);
-            seed_slot.insert(ep.seed, slot);
-            let input = self.services.episode_input(tasks[group].clone())?;
-            todo.push(Episode::new(input, &ep, &model_name));
+            seed_slot.insert(episode_seed(self.cfg.seed, u, slot), slot);
+            todo.push(rollout_episode(&self.cfg, &self.services, &model_name, tasks[group].clone(), u, slot)?);
         }
         if !todo.is_empty() {
             let episodes = &mut self.episodes;
-            let pool =
-                VerifierPool::new(Arc::clone(&self.services.verifier), self.cfg.solver.workers);
-            let ep_cfg = self.cfg.rollout_episode();
             let mut taken: HashSet<usize> = records.keys().copied().collect();
             let mut done = records.len();
             let mut new: Vec<(usize, usize, EpisodeRecord)> = Vec::new();
-            let keep = self.learner.prompt_head_roles();
-            self.learner.brain().keep_prompt_heads(&keep);
-            let rollouts = run_pipelined(
+            let rollouts = run_rollouts(
+                &self.cfg,
+                &self.services,
+                &mut self.learner,
                 todo,
-                &ep_cfg,
-                self.learner.brain(),
-                &pool,
-                &self.services.finalizer,
-                self.cfg.in_flight,
-                &mut |_: &Event| {},
                 &mut |rec: EpisodeRecord| -> Result<(), TrainError> {
                     // An episode that ends after a stop was asked for is not recorded: the
                     // signal may have reached its planner too (a terminal's Ctrl-C goes to the
@@ -496,8 +486,6 @@ impl Trainer {
                     Ok(())
                 },
             );
-            // Kept for this update only: a held-out evaluation keeps none.
-            self.learner.brain().keep_prompt_heads(&[]);
             for (slot, group, rec) in new {
                 records.insert(slot, (group, rec));
             }
@@ -569,7 +557,7 @@ impl Trainer {
 
 /// The keys (`ppo.learning-rate`, …) whose values differ between two configs, `updates` and
 /// `out-dir` aside.
-fn changed_keys(old: &TrainConfig, new: &TrainConfig) -> Vec<String> {
+pub(crate) fn changed_keys(old: &TrainConfig, new: &TrainConfig) -> Vec<String> {
     let flat = |c: &TrainConfig| {
         let mut out = std::collections::BTreeMap::new();
         let serde_json::Value::Object(top) = serde_json::to_value(c).expect("config serialises")
@@ -602,9 +590,55 @@ fn changed_keys(old: &TrainConfig, new: &TrainConfig) -> Vec<String> {
     keys.into_iter().cloned().collect()
 }
 
+/// Episode `slot` of update `update` on `task`, as the rollouts run it: sampled, with the seed
+/// [`episode_seed`] gives it. The trainer and a job array's actors build it alike, so that
+/// one actor samples exactly what `onebrain train` does.
+pub(crate) fn rollout_episode(
+    cfg: &TrainConfig,
+    services: &Services,
+    model_name: &str,
+    task: Task,
+    update: u64,
+    slot: usize,
+) -> Result<Episode, TrainError> {
+    let mut ep = cfg.rollout_episode();
+    ep.seed = episode_seed(cfg.seed, update, slot);
+    let input = services.episode_input(task)?;
+    Ok(Episode::new(input, &ep, model_name))
+}
+
+/// Runs `todo` as rollouts: the learner's model samples, `in-flight` episodes at once, the
+/// verifier checks, and `on_record` gets each finished episode. The roles' prompt heads the
+/// update may take from sampling are kept for these episodes only (a held-out evaluation
+/// keeps none).
+pub(crate) fn run_rollouts(
+    cfg: &TrainConfig,
+    services: &Services,
+    learner: &mut Learner,
+    todo: Vec<Episode>,
+    on_record: &mut dyn FnMut(EpisodeRecord) -> Result<(), TrainError>,
+) -> Result<(), TrainError> {
+    let pool = VerifierPool::new(Arc::clone(&services.verifier), cfg.solver.workers);
+    let ep_cfg = cfg.rollout_episode();
+    let keep = learner.prompt_head_roles();
+    learner.brain().keep_prompt_heads(&keep);
+    let out = run_pipelined(
+        todo,
+        &ep_cfg,
+        learner.brain(),
+        &pool,
+        &services.finalizer,
+        cfg.in_flight,
+        &mut |_: &Event| {},
+        on_record,
+    );
+    learner.brain().keep_prompt_heads(&[]);
+    out
+}
+
 /// The sampling seed of episode `slot` of update `update`: distinct per slot and spread out,
 /// so that no two episodes' per-step seeds (seed + i) meet.
-fn episode_seed(run_seed: u64, update: u64, slot: usize) -> u64 {
+pub(crate) fn episode_seed(run_seed: u64, update: u64, slot: usize) -> u64 {
     onebrain_roles::episode_seed(run_seed, &[&update.to_le_bytes(), &(slot as u64).to_le_bytes()])
 }
 
@@ -613,7 +647,7 @@ const TWINS_FILE: &str = "skipped-twins.jsonl";
 
 /// The run's task stream, with the held-out tasks it keeps out; what could not be indexed
 /// is said on stderr (a library has no other channel here, and the run goes on without it).
-fn open_stream(cfg: &TrainConfig, base: &Path, services: &Services) -> Result<TaskSource, TrainError> {
+pub(crate) fn open_stream(cfg: &TrainConfig, base: &Path, services: &Services) -> Result<TaskSource, TrainError> {
     let mut notes = Vec::new();
     let stream = TaskSource::load(cfg, base, &services.domains, &mut notes)?;
     let mut err = std::io::stderr();

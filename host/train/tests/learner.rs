@@ -104,6 +104,7 @@ fn checkpoint_then_resume_gives_the_same_next_update() {
         twins_skipped: 0,
         episodes: 4,
         config_sha256: "x".into(),
+        actors: None,
     };
     let saved = save_checkpoint(&ckpts, &straight, &state, 2, 0).unwrap();
     assert_eq!(saved, checkpoint_dir(&ckpts, 1));
