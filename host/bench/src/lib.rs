@@ -2,8 +2,14 @@
 //!
 //! Targets live here, never in timed unit tests: the machines are shared and
 //! noisy, so a figure means something only next to its peer, measured in the
-//! same process a moment apart. `onebrain bench <what>` prints a [`Table`]
-//! per benchmark; the README quotes them with the command.
+//! same process a moment apart. `onebrain bench <what>` parses its flags and
+//! calls [`suite::run`], which prints a [`Table`] per benchmark; the README
+//! quotes them with the command. The figures come from [`model`] (generation,
+//! long prompts, a forward and backward), [`kernels`] (the CPU kernels against
+//! candle's), [`training`] (one real training step of each path), [`verifier`],
+//! [`plugins`] and [`constraint`]. `peers/` holds the llama.cpp peers of the
+//! model figures, `examples/` the model benchmarks as JSON lines and the
+//! update and Judge probes.
 //!
 //! ```
 //! let mut t = onebrain_bench::Table::new(["measure", "value"]);
@@ -13,7 +19,11 @@
 #![deny(missing_docs)]
 
 pub mod constraint;
+pub mod kernels;
+pub mod model;
 pub mod plugins;
+pub mod suite;
+pub mod training;
 pub mod verifier;
 
 use std::fmt;

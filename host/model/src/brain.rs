@@ -230,7 +230,7 @@ impl Brain {
     /// Loads the backbone named by `cfg.path` and initialises the role parameters.
     pub fn load(cfg: &ModelConfig) -> Result<Self> {
         cfg.validate()?;
-        crate::heap::keep_large_blocks();
+        onebrain_meter::keep_large_blocks();
         let dev = cfg.device.open()?;
         let source = resolve_model(&cfg.path)?;
         let (base, tokenizer, hf) = match &source {

@@ -167,6 +167,15 @@ impl From<candle_core::Error> for Error {
     }
 }
 
+impl From<onebrain_kernels::Error> for Error {
+    fn from(e: onebrain_kernels::Error) -> Self {
+        match e {
+            onebrain_kernels::Error::Refused { what, reason } => Error::meta(what, reason),
+            onebrain_kernels::Error::Candle(e) => Error::Candle(e),
+        }
+    }
+}
+
 /// Shorthand for results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

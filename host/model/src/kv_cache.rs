@@ -82,7 +82,7 @@ impl LayerKv {
 
     /// The buffers' first `len` positions as views, every buffer row included, and the
     /// buffer row of each batch row (`None`: batch row `i` is buffer row `i`), for a reader
-    /// that follows the map ([`crate::attention::DecodeAttention::rows`]).
+    /// that follows the map ([`onebrain_kernels::DecodeAttention::rows`]).
     pub(crate) fn live_in_place(&self, len: usize) -> Result<(Tensor, Tensor, Option<Arc<[u32]>>)> {
         Ok((self.k.narrow(2, 0, len)?, self.v.narrow(2, 0, len)?, self.rows.clone()))
     }

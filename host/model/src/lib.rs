@@ -28,21 +28,15 @@
 //! ```
 #![deny(missing_docs)]
 
-mod attention;
-mod bench;
 mod brain;
 mod budget;
-mod causal_attention;
 mod checkpoint;
 mod config;
 mod constrain;
-mod cpu_matmul;
 mod device;
 mod error;
 mod export;
-mod frozen;
 mod gguf;
-mod heap;
 mod kv_cache;
 mod memory_estimate;
 mod logprob;
@@ -50,7 +44,6 @@ mod paths;
 mod recompute;
 mod roles;
 mod sampler;
-mod swiglu;
 mod tokenizer;
 mod transformer;
 mod weights;
@@ -58,10 +51,6 @@ mod weights;
 #[cfg(test)]
 mod test_util;
 
-pub use bench::{
-    bench_attention, bench_inference, bench_long_prefill, bench_matmul, bench_quantize, bench_rollout_decode, bench_training, AttentionBench, LongPrefillBench, RolloutDecodeBench, LONG_PREFILL_TOKENS, LONG_PROMPT_TOKENS, cpu_seconds, peak_rss_mib, steal_seconds, reset_peak_rss, rss_mib, InferenceBench, MatmulBench,
-    QuantizeBench, TrainBench,
-};
 pub use budget::{MemoryEstimate, DEFAULT_MEMORY_BUDGET_MIB};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopReason};
 /// Constrained decoding: what a [`SamplingConfig::constraint`] holds, and the live masks.
@@ -71,7 +60,9 @@ pub use config::{LearnerWeights, ModelConfig, Role, SamplingConfig, DEFAULT_MODE
 pub use device::{DeviceChoice, WeightDtype};
 pub use error::{Error, Result};
 pub use gguf::{check_gguf, GgufHeader};
-pub use heap::{heap_live_mib, heap_peak_mib, reset_heap_peak, CountingAllocator};
+/// What the process uses (onebrain-meter), re-exported beside the model it mostly measures:
+/// the trainer's metrics and the binaries' allocator reach it here.
+pub use onebrain_meter::{cpu_seconds, heap_live_mib, heap_peak_mib, peak_rss_mib, reset_heap_peak, reset_peak_rss, rss_mib, steal_seconds, CountingAllocator};
 pub use export::{checkpoint_model_file, is_peft_adapter, peft_adapter_role, with_checkpoint_or_peft_shape, ExportFormat, PEFT_CONFIG_FILE, PEFT_WEIGHTS_FILE};
 pub use paths::{resolve_model, ModelSource, MODEL_DIR_ENV};
 pub use sampler::{argmax, Sampler};

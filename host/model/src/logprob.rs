@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 use onebrain_grammar::TokenSet;
 
-use crate::cpu_matmul::TiledMatrix;
+use onebrain_kernels::TiledMatrix;
 
 /// A position whose allowed tokens touch more than this share of the matrix's 16-row strips
 /// runs the whole product: the kernel serves 8 rows per pass over the weights, so a strip
@@ -250,7 +250,7 @@ mod tests {
         let op = ConstrainedLogprob::new(tiles.clone(), vocab, &targets, &masks, t);
         let out = h.as_tensor().apply_op1(op).unwrap();
         // The plain path.
-        let logits = h.as_tensor().apply_op1(crate::cpu_matmul::FrozenProduct(tiles)).unwrap();
+        let logits = h.as_tensor().apply_op1(onebrain_kernels::FrozenProduct(tiles)).unwrap();
         let mut bias = vec![0f32; 3 * vocab];
         for (r, m) in masks.iter().enumerate() {
             if let Some(m) = m {

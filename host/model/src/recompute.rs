@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use candle_core::{CpuStorage, CustomOp3, DType, Device, Layout, Shape, Tensor, Var};
 
-use crate::causal_attention::slice;
+use onebrain_kernels::slice;
 use crate::error::{Error, Result};
 use crate::transformer::{rms_norm, Attend, Backbone, KvCache, LayerKv, LoraPair, Mode, RoleView, Step};
 

@@ -12,17 +12,11 @@
 use std::sync::{Arc, OnceLock};
 
 use candle_core::{quantized::QMatMul, DType, Device, Module, Tensor, D};
+use onebrain_kernels::{CausalAttention, DecodeAttention, FrozenProduct, FrozenQuant, SwiGlu, TiledMatrix};
 use serde::{Deserialize, Serialize};
 
 pub(crate) use crate::kv_cache::{KvCache, LayerKv};
-use crate::{
-    attention::DecodeAttention,
-    causal_attention::CausalAttention,
-    cpu_matmul::{FrozenProduct, TiledMatrix},
-    frozen::FrozenQuant,
-    swiglu::SwiGlu,
-    Error, Result,
-};
+use crate::{Error, Result};
 
 /// Which family a checkpoint belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,7 +107,7 @@ pub(crate) enum Weight {
     Quant(QMatMul),
     /// Dense `(out, in)` f32; a `Var` when trainable.
     Dense(Tensor),
-    /// GGUF weights as Q8_0 or Q5_0 tiles for our AVX-512 VNNI kernel ([`crate::cpu_matmul`]).
+    /// GGUF weights as Q8_0 or Q5_0 tiles for our AVX-512 VNNI kernel ([`onebrain_kernels::TiledMatrix`]).
     Tiled(Arc<TiledMatrix>),
 }
 
@@ -126,7 +120,7 @@ impl Weight {
             Weight::Quant(q) => Ok(q.forward(&x.contiguous()?)?),
             // In a training graph the product must pass a gradient to `x` (and only to `x`).
             Weight::Tiled(t) if x.track_op() => Ok(x.contiguous()?.apply_op1(FrozenProduct(t.clone()))?),
-            Weight::Tiled(t) => t.matmul(x),
+            Weight::Tiled(t) => Ok(t.matmul(x)?),
             Weight::Dense(w) => {
                 let dims = x.dims().to_vec();
                 let last = *dims.last().expect("matmul input has a last dimension");
@@ -187,7 +181,7 @@ impl Weight {
             Weight::Quant(QMatMul::QTensor(q)) => Ok(q.dequantize(&q.device())?),
             Weight::Quant(QMatMul::Tensor(t)) | Weight::Dense(t) => Ok(t.to_dtype(DType::F32)?),
             Weight::Quant(QMatMul::TensorF16(t)) => Ok(t.to_dtype(DType::F32)?),
-            Weight::Tiled(t) => t.dequantize(),
+            Weight::Tiled(t) => Ok(t.dequantize()?),
         }
     }
 
@@ -329,8 +323,8 @@ impl candle_core::CustomOp1 for LoraRows {
     }
 
     fn cpu_fwd(&self, storage: &candle_core::CpuStorage, layout: &candle_core::Layout) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
-        use crate::attention::{dot, dots, DOTS};
-        let x = crate::causal_attention::slice(storage, layout)?;
+        use onebrain_kernels::{dot, dots, DOTS};
+        let x = onebrain_kernels::slice(storage, layout)?;
         let dims = layout.shape().dims();
         let inp = *dims.last().unwrap_or(&0);
         let rank = self.rank;
@@ -365,7 +359,7 @@ impl candle_core::CustomOp1 for LoraRows {
             for item in items {
                 for r in item * LORA_ROWS_PER_TASK..((item + 1) * LORA_ROWS_PER_TASK).min(m) {
                     // SAFETY: each row is visited once, by one task; `y` outlives the pool's run.
-                    row(r, unsafe { crate::causal_attention::span(addr, r * out, out) });
+                    row(r, unsafe { onebrain_kernels::span(addr, r * out, out) });
                 }
             }
         });
@@ -864,7 +858,7 @@ fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor, interleaved: bool, mode: Mode) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attention::CausalSoftmax;
+    use onebrain_kernels::CausalSoftmax;
 
     fn close(a: &Tensor, b: &Tensor, tol: f32) {
         let d = (a - b).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();

@@ -8,10 +8,11 @@ use candle_core::{
     DType, Device, Tensor, Var,
 };
 use candle_nn::VarMap;
+use onebrain_kernels::TiledMatrix;
 use serde::Deserialize;
 
 use crate::{
-    cpu_matmul, gguf,
+    gguf,
     paths::ModelSource,
     transformer::{Arch, ArchConfig, Backbone, Block, Linear, Weight},
     Error, Result, Tokenizer,
@@ -92,7 +93,7 @@ pub(crate) fn load_gguf(path: &Path, max_context: Option<usize>, tiled: bool, de
 /// How a GGUF matrix is kept for generation on this device.
 ///
 /// **With `tiled`, on CPUs with AVX-512 VNNI or AVX2:** every matrix our kernel can take
-/// becomes tiles ([`crate::cpu_matmul`]): decode there is 1.9× faster per matrix than
+/// becomes tiles ([`onebrain_kernels::TiledMatrix`]): decode there is 1.9× faster per matrix than
 /// candle's, and four rows cost little more than one. Q8_0, Q5_0 (most of Qwen 0.5B's file)
 /// and Q6_K are tiled bit for bit, Q4_K (most of Qwen 1.5B's) with its sub-block scales and
 /// minimums rounded to f16, by at most 2⁻¹¹ of each. Decode reads every weight once a token,
@@ -113,14 +114,14 @@ fn transcode(q: Arc<QTensor>, tiled: bool) -> Result<Weight> {
     }
     let (_, cols) = q.shape().dims2()?;
     let q8_fits = cols % GgmlDType::Q8_0.block_size() == 0;
-    if tiled && q8_fits && cpu_matmul::TiledMatrix::available() {
-        let as_q8 = |q: &QTensor| -> Result<Option<cpu_matmul::TiledMatrix>> {
-            cpu_matmul::TiledMatrix::from_qtensor(&QTensor::quantize(&q.dequantize(&q.device())?, GgmlDType::Q8_0)?)
+    if tiled && q8_fits && TiledMatrix::available() {
+        let as_q8 = |q: &QTensor| -> Result<Option<TiledMatrix>> {
+            Ok(TiledMatrix::from_qtensor(&QTensor::quantize(&q.dequantize(&q.device())?, GgmlDType::Q8_0)?)?)
         };
         let tiles = match q.dtype() {
             // As they are or not at all: re-quantized, their shape would not tile either.
-            GgmlDType::Q8_0 | GgmlDType::Q5_0 => cpu_matmul::TiledMatrix::from_qtensor(&q)?,
-            GgmlDType::Q4K | GgmlDType::Q6K if !kquants_as_q8() => match cpu_matmul::TiledMatrix::from_qtensor(&q)? {
+            GgmlDType::Q8_0 | GgmlDType::Q5_0 => TiledMatrix::from_qtensor(&q)?,
+            GgmlDType::Q4K | GgmlDType::Q6K if !kquants_as_q8() => match TiledMatrix::from_qtensor(&q)? {
                 Some(tiles) => Some(tiles),
                 None => as_q8(&q)?,
             },

@@ -1,7 +1,6 @@
 //! One module per subcommand; `run` is the single dispatch.
 
 mod bench;
-mod bench_training;
 mod check;
 mod compare;
 mod eval;

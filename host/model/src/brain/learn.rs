@@ -2,7 +2,9 @@
 
 use super::*;
 use super::generate::prefill_columns;
-use crate::{cpu_matmul::TiledMatrix, logprob::ConstrainedLogprob, transformer::Weight};
+use onebrain_kernels::TiledMatrix;
+
+use crate::{logprob::ConstrainedLogprob, transformer::Weight};
 
 /// The keys and values of a prompt head, with no graph: see [`Brain::prompt_head`].
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 """Reads peer.sh's JSON lines on stdin and prints the README's table: onebrain / llama.cpp
 per model and figure, with the ratio, plus onebrain's batch aggregates against its own batch 1.
-Usage: host/model/benches/peer.sh THREADS | tee run.jsonl | python3 host/model/benches/peer_table.py
+Usage: host/bench/peers/peer.sh THREADS | tee run.jsonl | python3 host/bench/peers/peer_table.py
 """
 import json
 import os

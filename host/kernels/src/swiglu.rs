@@ -20,7 +20,7 @@ use crate::{
 /// `silu(gate) · up` element-wise, `silu(g) = g · σ(g)`. Both inputs f32, contiguous, of one
 /// shape.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct SwiGlu;
+pub struct SwiGlu;
 
 /// Elements per task of candle's pool: a few pages, so both cores share even a short tail.
 const CHUNK: usize = 16 * 1024;

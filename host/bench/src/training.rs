@@ -8,14 +8,14 @@
 //! does: grammar-constrained multi-role rollouts of the config's tasks (the verifier, the
 //! plugins) and the PPO update.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use crate::cmd::print_json;
-use crate::out::{errln, outln};
+use crate::suite::write_json;
 
 /// The config of the new path: the learning run's own.
 pub const DEFAULT_CONFIG: &str = "configs/train-cpu-full.toml";
@@ -76,28 +76,28 @@ pub struct StepReport {
 }
 
 /// Runs both paths (new first) and prints their table and ratios.
-pub fn run(config: Option<PathBuf>, baseline: Option<PathBuf>, json: bool) -> anyhow::Result<()> {
-    let config = config.unwrap_or_else(|| DEFAULT_CONFIG.into());
-    let baseline = baseline.unwrap_or_else(|| DEFAULT_BASELINE.into());
+pub fn run(config: Option<&Path>, baseline: Option<&Path>, json: bool, out: &mut dyn Write) -> anyhow::Result<()> {
+    let config = config.map_or_else(|| DEFAULT_CONFIG.into(), Path::to_path_buf);
+    let baseline = baseline.map_or_else(|| DEFAULT_BASELINE.into(), Path::to_path_buf);
     let work = PathBuf::from(".cache/bench-training");
     let mut reports = Vec::new();
     for (path, cfg) in [("new", &config), ("old", &baseline)] {
         reports.push(one_step(path, cfg, &work.join(path))?);
     }
     if json {
-        return print_json(&reports);
+        return write_json(out, &reports);
     }
     let (new, old) = (&reports[0], &reports[1]);
-    outln!("## Training step (onebrain bench training)\n")?;
-    outln!("| measure | new: {} | old: {} | old / new |", new.config, old.config)?;
-    outln!("|---|---:|---:|---:|")?;
-    let row = |name: &str, a: Option<f64>, b: Option<f64>, digits: usize| -> anyhow::Result<()> {
+    writeln!(out, "## Training step (onebrain bench training)\n")?;
+    writeln!(out, "| measure | new: {} | old: {} | old / new |", new.config, old.config)?;
+    writeln!(out, "|---|---:|---:|---:|")?;
+    let mut row = |name: &str, a: Option<f64>, b: Option<f64>, digits: usize| -> anyhow::Result<()> {
         let cell = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.digits$}"));
         let ratio = match (a, b) {
             (Some(a), Some(b)) if a > 0.0 => format!("{:.2}×", b / a),
             _ => "-".into(),
         };
-        outln!("| {name} | {} | {} | {ratio} |", cell(a), cell(b))?;
+        writeln!(out, "| {name} | {} | {} | {ratio} |", cell(a), cell(b))?;
         Ok(())
     };
     row("episodes", Some(new.episodes as f64), Some(old.episodes as f64), 0)?;
@@ -116,7 +116,8 @@ pub fn run(config: Option<PathBuf>, baseline: Option<PathBuf>, json: bool) -> an
     row("approx KL", new.approx_kl, old.approx_kl, 5)?;
     row("clip fraction", new.clipfrac, old.clipfrac, 3)?;
     row("b_0 of the step", new.success_b0, old.success_b0, 2)?;
-    outln!(
+    writeln!(
+        out,
         "\nepisodes per hour: new {:.0}, old {:.0} ({:.2}× faster); old-path log-probabilities: {}",
         new.episodes_per_hour,
         old.episodes_per_hour,
@@ -124,7 +125,8 @@ pub fn run(config: Option<PathBuf>, baseline: Option<PathBuf>, json: bool) -> an
         old.old_logp_source.as_deref().unwrap_or("-")
     )?;
     let secs = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.1} s"));
-    outln!(
+    writeln!(
+        out,
         "steal time on the machine during each step (other guests on our cores; far from 0, the wall times measure them too): new {}, old {}",
         secs(new.steal_secs),
         secs(old.steal_secs)
@@ -141,7 +143,8 @@ fn one_step(path: &str, config: &Path, out: &Path) -> anyhow::Result<StepReport>
         std::fs::remove_dir_all(out).with_context(|| format!("cannot clear {}", out.display()))?;
     }
     let exe = std::env::current_exe().context("cannot find the onebrain binary")?;
-    errln!("bench training: {path} path, {} (one update) ...", config.display());
+    // Progress on stderr, as the binary's own; a closed stderr loses it and nothing else.
+    let _ = writeln!(std::io::stderr(), "bench training: {path} path, {} (one update) ...", config.display());
     let status = Command::new(exe)
         .args(["train", "--updates", "1", "--skip-heldout", "--config"])
         .arg(config)

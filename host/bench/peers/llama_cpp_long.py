@@ -1,4 +1,4 @@
-"""llama.cpp peer for `examples/bench long`: one cold prefill of a long prompt
+"""llama.cpp peer for `examples/bench_model long`: one cold prefill of a long prompt
 per length, on the same GGUF with the same filler text and thread count, and the process's
 peak resident memory during it (weights included), as onebrain's `LongPrefillBench`.
 

@@ -33,17 +33,17 @@ use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Layout, Shape, Te
 /// sees (hidden ones left out, not zeroed), their sums and their merge are the same bits
 /// whatever rows, padding, sharing or other queries share the call.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct DecodeAttention {
+pub struct DecodeAttention {
     /// Multiplies the scores (1/√d).
-    pub(crate) scale: f32,
+    pub scale: f32,
     /// Per row, the run of keys `(start, len)` it must not see.
-    pub(crate) hidden: Option<std::sync::Arc<[(usize, usize)]>>,
+    pub hidden: Option<std::sync::Arc<[(usize, usize)]>>,
     /// Per row, `(source row, keys)`: its first `keys` keys and values are the source's.
-    pub(crate) shared: Option<std::sync::Arc<[(usize, usize)]>>,
+    pub shared: Option<std::sync::Arc<[(usize, usize)]>>,
     /// Per row, the row of the keys and values that holds it: a cache whose finished rows
     /// were dropped from its map, not copied out (`KvCache::select_rows`). `None`: row `r`
     /// is row `r`.
-    pub(crate) rows: Option<std::sync::Arc<[u32]>>,
+    pub rows: Option<std::sync::Arc<[u32]>>,
 }
 
 /// The element offset and the `(b, h, pos)` strides of a rank-4 tensor whose last
@@ -63,7 +63,7 @@ fn strides4(l: &Layout) -> candle_core::Result<(usize, [usize; 3], [usize; 4])> 
 const POSITION_BLOCK: usize = 256;
 
 /// `Σ a_i b_i` in eight independent lanes, so that it vectorizes.
-pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
@@ -76,7 +76,7 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// Keys whose dot products with one query [`dots`] computes together.
-pub(crate) const DOTS: usize = 8;
+pub const DOTS: usize = 8;
 
 /// [`dot`] of `a` with each of `bs`, each bit for bit as `dot` gives it. One dot is one
 /// chain of dependent adds (a head's 64 features: eight, each waiting on the last), so a
@@ -87,7 +87,7 @@ pub(crate) const DOTS: usize = 8;
 /// change elsewhere in the crate (another split into codegen units) once left them on the
 /// stack, one scalar add at a time, and the rollouts 15–25 % slower.
 #[cfg(all(target_arch = "x86_64", target_feature = "avx"))]
-pub(crate) fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
+pub fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
     use std::arch::x86_64::{__m256, _mm256_add_ps, _mm256_loadu_ps, _mm256_mul_ps, _mm256_setzero_ps, _mm256_storeu_ps};
     let whole = a.len() / 8 * 8;
     assert!(bs.iter().all(|b| b.len() >= a.len()), "a key as wide as the query");
@@ -114,7 +114,7 @@ pub(crate) fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
 
 /// [`dots`] where the build does not target AVX.
 #[cfg(not(all(target_arch = "x86_64", target_feature = "avx")))]
-pub(crate) fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
+pub fn dots(a: &[f32], bs: [&[f32]; DOTS]) -> [f32; DOTS] {
     let whole = a.len() / 8 * 8;
     let mut acc = [[0f32; 8]; DOTS];
     for c in (0..whole).step_by(8) {
@@ -787,7 +787,7 @@ mod tests {
 /// softmax, and a backward of a product, a sum and a broadcast product) they took 14 % of a
 /// 0.5B update on one core with libm's `expf`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CausalSoftmax;
+pub struct CausalSoftmax;
 
 /// Rows per work item of the causal softmax: enough to amortize a task, few enough that
 /// both cores get an even share of a layer's rows.

@@ -58,9 +58,8 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use candle_core::{quantized::GgmlDType, quantized::QTensor, CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
-use half::f16;
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// Rows per tile: one 512-bit register of i32 sums.
 const TILE_ROWS: usize = 16;
@@ -83,133 +82,12 @@ const Q6_K_BYTES: usize = QK_K / 2 + QK_K / 4 + QK_K / 16 + 2;
 /// Activation rows one kernel call serves (each row keeps one register of sums).
 const MAX_ROWS: usize = 8;
 
-/// One 16 × 32 tile: 512 weights (+128, `[column group of 4][row][4]`) and 16 scales. 576
-/// bytes, cache-line aligned so that each of the 8 weight loads is one line.
-#[repr(C, align(64))]
-#[derive(Clone)]
-struct Tile {
-    qs: [u8; QK * TILE_ROWS],
-    d: [f16; TILE_ROWS],
-}
+mod activations;
+mod tiles;
 
-impl Tile {
-    const EMPTY: Tile = Tile { qs: [0; QK * TILE_ROWS], d: [f16::ZERO; TILE_ROWS] };
+use activations::{Activations, Chunk, ChunkOut};
+use tiles::{nibble, q4k_tiles, q5_tiles, q6k_tiles, q8_0_block, q8_tiles, Scales, Tile, Tile4, Tile5, Tile6, Tiles};
 
-    /// Sets row `r` to one Q8_0 block: its scale and its 32 weights, stored +128 in the
-    /// tile's interleaved order.
-    fn set_row(&mut self, r: usize, d: f16, qs: impl IntoIterator<Item = i8>) {
-        self.d[r] = d;
-        for (c, q) in qs.into_iter().enumerate() {
-            self.qs[((c / 4) * TILE_ROWS + r) * 4 + c % 4] = (q as i16 + 128) as u8;
-        }
-    }
-}
-
-/// One 16 × 32 tile of a Q5_0 matrix: the 5-bit weights `q` (the value is `d · (q − 16)`) in
-/// the same `[column group of 4][row][4]` order as [`Tile`], split into their low 4 bits,
-/// groups `g` and `g + 4` sharing a byte (`lo[64 g + k]`: low nibble group `g`, high
-/// nibble group `g + 4`), and their 5th bits, one bit per byte of a group (`hi[g]`, bit
-/// `k`). 352 bytes against [`Tile`]'s 576: decode streams 39 % fewer bytes for these
-/// matrices. Aligned to 32 bytes, not 64, so that tiles pack without padding: Zen 4 loads a
-/// 512-bit vector as two 256-bit halves, each then within one cache line.
-#[repr(C, align(32))]
-#[derive(Clone)]
-struct Tile5 {
-    lo: [u8; QK * TILE_ROWS / 2],
-    hi: [u64; 8],
-    d: [f16; TILE_ROWS],
-}
-
-/// One 16 × 32 tile of a Q4_K matrix, row `r` one sub-block of 32 weights `d[r] · q − m[r]`:
-/// the 4-bit `q` as [`Tile5`]'s low nibbles, and `d`, `m` the file's `d · sc` and `dmin · m`
-/// (an f16 times a 6-bit integer) rounded to f16, by at most 2⁻¹¹ of each. Re-quantizing to
-/// Q8_0, as before, rounded every weight by up to half of 1/127 of its block's largest,
-/// about 30 times that. 320 bytes against [`Tile`]'s 576: 5 bits a weight.
-#[repr(C, align(32))]
-#[derive(Clone)]
-struct Tile4 {
-    lo: [u8; QK * TILE_ROWS / 2],
-    d: [f16; TILE_ROWS],
-    m: [f16; TILE_ROWS],
-}
-
-/// One 16 × 32 tile of a Q6_K matrix, bit for bit: weight `d[r] · sc[h][r] · (q − 32)` for
-/// row `r` and columns `16 h .. 16 h + 16`. The low 4 bits of the 6-bit `q` sit as
-/// [`Tile4`]'s; the top two in `hi`, four groups to a byte (`hi[64 (g % 2) + k]`, bits
-/// `2 (g / 2) ..`). 448 bytes: 7 bits a weight.
-#[repr(C, align(32))]
-#[derive(Clone)]
-struct Tile6 {
-    lo: [u8; QK * TILE_ROWS / 2],
-    hi: [u8; QK * TILE_ROWS / 4],
-    d: [f16; TILE_ROWS],
-    sc: [[i8; TILE_ROWS]; 2],
-}
-
-/// What both kernels read of a tile besides its weights.
-trait Scales {
-    /// The 16 rows' scales, as stored.
-    fn scales(&self) -> &[f16; TILE_ROWS];
-    /// Q4_K's minimums, one per row, taken out as `m · d_a · Σ q_a`.
-    #[inline(always)]
-    fn mins(&self) -> Option<&[f16; TILE_ROWS]> {
-        None
-    }
-    /// Q6_K's i8 scales of columns 0–15 and 16–31 (`[half][row]`): they multiply each half's
-    /// integer sum, which [`Scales::scales`] then scales.
-    #[inline(always)]
-    fn half_scales(&self) -> Option<&[[i8; TILE_ROWS]; 2]> {
-        None
-    }
-}
-
-impl Scales for Tile {
-    #[inline(always)]
-    fn scales(&self) -> &[f16; TILE_ROWS] {
-        &self.d
-    }
-}
-
-impl Scales for Tile5 {
-    #[inline(always)]
-    fn scales(&self) -> &[f16; TILE_ROWS] {
-        &self.d
-    }
-}
-
-impl Scales for Tile4 {
-    #[inline(always)]
-    fn scales(&self) -> &[f16; TILE_ROWS] {
-        &self.d
-    }
-    #[inline(always)]
-    fn mins(&self) -> Option<&[f16; TILE_ROWS]> {
-        Some(&self.m)
-    }
-}
-
-impl Scales for Tile6 {
-    #[inline(always)]
-    fn scales(&self) -> &[f16; TILE_ROWS] {
-        &self.d
-    }
-    #[inline(always)]
-    fn half_scales(&self) -> Option<&[[i8; TILE_ROWS]; 2]> {
-        Some(&self.sc)
-    }
-}
-
-/// A matrix's tiles, in the format its file's blocks fit without loss.
-enum Tiles {
-    /// Q8_0, and every other block type re-quantized to it.
-    Q8(Vec<Tile>),
-    /// Q5_0, kept as it is in the file.
-    Q5(Vec<Tile5>),
-    /// Q4_K, its scales and minimums rounded to f16.
-    Q4K(Vec<Tile4>),
-    /// Q6_K, kept as it is in the file.
-    Q6K(Vec<Tile6>),
-}
 
 /// Defines a kernel module's `strip`: the same in every module, which differ in their
 /// `TileFormat` and `rows::<T, R>`. It picks the tile format and the chunk's row count, a
@@ -254,7 +132,7 @@ mod avx512;
 
 /// The instruction set a tiled product runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kernel {
+pub enum Kernel {
     /// AVX-512 F, BW and VNNI: one `vpdpbusd` per 4 columns × 16 rows.
     Avx512Vnni,
     /// AVX2, FMA and F16C: `vpmaddubsw` and `vpmaddwd` per 4 columns × 8 rows.
@@ -263,7 +141,7 @@ pub(crate) enum Kernel {
 
 impl Kernel {
     /// Every kernel this CPU runs, best first.
-    pub(crate) fn supported() -> Vec<Kernel> {
+    pub fn supported() -> Vec<Kernel> {
         let mut all = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
@@ -278,7 +156,7 @@ impl Kernel {
     }
 
     /// The fastest kernel this CPU runs, detected once.
-    pub(crate) fn best() -> Option<Kernel> {
+    pub fn best() -> Option<Kernel> {
         static BEST: OnceLock<Option<Kernel>> = OnceLock::new();
         *BEST.get_or_init(|| Kernel::supported().first().copied())
     }
@@ -325,7 +203,7 @@ impl Kernel {
 }
 
 /// A Q8_0, Q5_0, Q4_K or Q6_K matrix `(rows, cols)` in tiles for the [`Kernel`]s.
-pub(crate) struct TiledMatrix {
+pub struct TiledMatrix {
     /// What multiplies by the tiles.
     kernel: Kernel,
     /// Strip `s` (rows `16 s ..`) holds tiles `s · blocks ..`, one per 32 columns.
@@ -347,14 +225,14 @@ impl std::fmt::Debug for TiledMatrix {
 
 impl TiledMatrix {
     /// Whether this CPU runs a tiled kernel (AVX-512 VNNI, or AVX2 with FMA and F16C).
-    pub(crate) fn available() -> bool {
+    pub fn available() -> bool {
         Kernel::best().is_some()
     }
 
     /// The tiles of a CPU Q8_0, Q5_0, Q4_K or Q6_K matrix, or `None` where the kernel cannot
     /// take it: no kernel for this CPU, another block type, rows not a multiple of 16 or
     /// columns of the block (32, or 256 for the k-quants), or a Q4_K scale past f16's range.
-    pub(crate) fn from_qtensor(q: &QTensor) -> Result<Option<Self>> {
+    pub fn from_qtensor(q: &QTensor) -> Result<Option<Self>> {
         match Kernel::best() {
             Some(kernel) => Self::from_qtensor_on(q, kernel),
             None => Ok(None),
@@ -362,7 +240,7 @@ impl TiledMatrix {
     }
 
     /// [`TiledMatrix::from_qtensor`] for a chosen kernel (one of [`Kernel::supported`]).
-    pub(crate) fn from_qtensor_on(q: &QTensor, kernel: Kernel) -> Result<Option<Self>> {
+    pub fn from_qtensor_on(q: &QTensor, kernel: Kernel) -> Result<Option<Self>> {
         assert!(Kernel::supported().contains(&kernel), "{kernel:?} does not run on this CPU");
         let (rows, cols) = q.shape().dims2()?;
         let (block_cols, block_bytes) = match q.dtype() {
@@ -380,7 +258,7 @@ impl TiledMatrix {
         // buffer's 0 bytes, and the builders below then indexed past it.
         let need = rows.checked_mul(cols).and_then(|n| (n / block_cols).checked_mul(block_bytes));
         if need != Some(raw.len()) {
-            return Err(Error::meta("quantized matrix", format!("{} bytes for {rows} × {cols}", raw.len())));
+            return Err(Error::refused("quantized matrix", format!("{} bytes for {rows} × {cols}", raw.len())));
         }
         let blocks = cols / QK;
         let tiles = match q.dtype() {
@@ -395,11 +273,13 @@ impl TiledMatrix {
         Ok(Some(TiledMatrix { kernel, tiles, rows, cols, device: q.device(), transposed: Mutex::new(None) }))
     }
 
-    pub(crate) fn rows(&self) -> usize {
+    /// Rows of the matrix `(rows, cols)`: the product's output width.
+    pub fn rows(&self) -> usize {
         self.rows
     }
 
-    pub(crate) fn cols(&self) -> usize {
+    /// Columns of the matrix: the width of the activations it multiplies.
+    pub fn cols(&self) -> usize {
         self.cols
     }
 
@@ -434,12 +314,12 @@ impl TiledMatrix {
     }
 
     /// Rows `ids` of the matrix, dequantized: the embedding lookup of a tied matrix.
-    pub(crate) fn rows_f32(&self, ids: &[u32]) -> Result<Vec<f32>> {
+    pub fn rows_f32(&self, ids: &[u32]) -> Result<Vec<f32>> {
         let mut out = Vec::with_capacity(ids.len() * self.cols);
         for &id in ids {
             let row = id as usize;
             if row >= self.rows {
-                return Err(Error::meta("embedding", format!("token id {id} past {} rows", self.rows)));
+                return Err(Error::refused("embedding", format!("token id {id} past {} rows", self.rows)));
             }
             out.extend((0..self.cols).map(|c| self.weight(row, c)));
         }
@@ -447,7 +327,7 @@ impl TiledMatrix {
     }
 
     /// The whole matrix as dense f32 `(rows, cols)`.
-    pub(crate) fn dequantize(&self) -> Result<Tensor> {
+    pub fn dequantize(&self) -> Result<Tensor> {
         let ids: Vec<u32> = (0..self.rows as u32).collect();
         Ok(Tensor::from_vec(self.rows_f32(&ids)?, (self.rows, self.cols), &self.device)?)
     }
@@ -456,12 +336,12 @@ impl TiledMatrix {
     ///
     /// It reads `x`'s storage in place: a copy of the input (as `to_vec1` made) cost a
     /// prefill a fresh buffer, its page faults and its copying for every product.
-    pub(crate) fn matmul(&self, x: &Tensor) -> Result<Tensor> {
+    pub fn matmul(&self, x: &Tensor) -> Result<Tensor> {
         // No-ops for the f32, contiguous activations every caller passes.
         let x = x.to_dtype(candle_core::DType::F32)?.contiguous()?;
         let (storage, layout) = x.storage_and_layout();
         let candle_core::Storage::Cpu(storage) = &*storage else {
-            return Err(Error::meta("tiled product", "the input is not on the CPU".to_string()));
+            return Err(Error::refused("tiled product", "the input is not on the CPU".to_string()));
         };
         let (out, shape) = self.product(storage, layout)?;
         Ok(Tensor::from_vec(out, shape, x.device())?)
@@ -489,14 +369,14 @@ impl TiledMatrix {
     /// the product (`g · W = g · (Wᵀ)ᵀ`). Re-quantizing rounds the weights a second time
     /// (Q8_0 of the tiles' values, at most half a step of 1/127 of a block's largest
     /// weight), which touches only the gradient: the forward keeps the file's weights.
-    pub(crate) fn transposed(&self) -> Result<Arc<TiledMatrix>> {
+    pub fn transposed(&self) -> Result<Arc<TiledMatrix>> {
         // Built under the lock: a second caller waits for the first's copy.
         let mut slot = self.transposed.lock().expect("a transpose panicked");
         if let Some(t) = slot.as_ref() {
             return Ok(t.clone());
         }
         if self.rows % QK != 0 || self.cols % TILE_ROWS != 0 {
-            return Err(Error::meta(
+            return Err(Error::refused(
                 "transposed matrix",
                 format!("{} × {} cannot be tiled the other way round", self.rows, self.cols),
             ));
@@ -532,14 +412,14 @@ impl TiledMatrix {
 
     /// Drops the kept Wᵀ (the next gradient builds it again) and returns its bytes: between
     /// updates only the update reads it.
-    pub(crate) fn forget_transposed(&self) -> u64 {
+    pub fn forget_transposed(&self) -> u64 {
         let freed = self.transposed_bytes();
         *self.transposed.lock().expect("a transpose panicked") = None;
         freed
     }
 
     /// Bytes of the kept Wᵀ's tiles (0 when none is kept).
-    pub(crate) fn transposed_bytes(&self) -> u64 {
+    pub fn transposed_bytes(&self) -> u64 {
         let slot = self.transposed.lock().expect("a transpose panicked");
         slot.as_ref().map_or(0, |t| t.tile_bytes())
     }
@@ -558,7 +438,7 @@ impl TiledMatrix {
     /// `out (rows,)` at the rows of strips `strips` (rows `16 s .. 16 s + 16` each) of
     /// `x (cols,) · Wᵀ`; the other entries are left as they are. Each entry is bit for bit the
     /// whole product's: a row's sums depend only on its own activations and its strip's tiles.
-    pub(crate) fn row_strips_into(&self, x: &[f32], strips: &[usize], out: &mut [f32]) {
+    pub fn row_strips_into(&self, x: &[f32], strips: &[usize], out: &mut [f32]) {
         assert_eq!(x.len(), self.cols);
         assert_eq!(out.len(), self.rows);
         assert!(strips.iter().all(|&s| s < self.rows / TILE_ROWS), "strip past the matrix");
@@ -580,10 +460,10 @@ impl TiledMatrix {
     }
 
     /// Rows per strip of tiles: [`TiledMatrix::row_strips_into`] computes whole strips.
-    pub(crate) const STRIP_ROWS: usize = TILE_ROWS;
+    pub const STRIP_ROWS: usize = TILE_ROWS;
 
     /// `out (m, rows) = x (m, cols) · Wᵀ`.
-    pub(crate) fn matmul_into(&self, x: &[f32], m: usize, out: &mut [f32]) {
+    pub fn matmul_into(&self, x: &[f32], m: usize, out: &mut [f32]) {
         assert_eq!(x.len(), m * self.cols);
         assert_eq!(out.len(), m * self.rows);
         if m == 0 {
@@ -606,7 +486,7 @@ impl TiledMatrix {
 
 /// Quantizes activations `x (rows, cols)` as a product would, on the pool's threads or on
 /// this one: what `onebrain bench quantize` times. `false` where this CPU runs no kernel.
-pub(crate) fn quantize_activations(x: &[f32], rows: usize, cols: usize, on_pool: bool) -> bool {
+pub fn quantize_activations(x: &[f32], rows: usize, cols: usize, on_pool: bool) -> bool {
     let Some(kernel) = Kernel::best() else { return false };
     std::hint::black_box(Activations::quantize_on(x, rows, cols, kernel, on_pool));
     true
@@ -618,7 +498,7 @@ pub(crate) fn quantize_activations(x: &[f32], rows: usize, cols: usize, on_pool:
 /// `W` none. candle's matmul backward would also compute the weight gradient, a third of a
 /// backward's arithmetic and a matrix of memory per product, for weights nobody trains.
 #[derive(Clone, Debug)]
-pub(crate) struct FrozenProduct(pub(crate) Arc<TiledMatrix>);
+pub struct FrozenProduct(pub Arc<TiledMatrix>);
 
 impl CustomOp1 for FrozenProduct {
     fn name(&self) -> &'static str {
@@ -636,280 +516,11 @@ impl CustomOp1 for FrozenProduct {
     }
 }
 
-/// One block of 32 weights as Q8_0, as candle's `BlockQ8_0::from_float` computes it: the
-/// scale `d = max |x| / 127` (kept in f16) and `round(x / d)`, taken as `x · (1 / d)` in f32.
-fn q8_0_block(xs: &[f32; QK]) -> (f16, [i8; QK]) {
-    let amax = xs.iter().fold(0f32, |m, x| m.max(x.abs()));
-    let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    (f16::from_f32(d), xs.map(|x| f32::round(x * id) as i8))
-}
-
-/// Q8_0 blocks `(rows, blocks)` as tiles, the weights offset by +128.
-fn q8_tiles(raw: &[u8], rows: usize, blocks: usize) -> Vec<Tile> {
-    let mut tiles = Vec::with_capacity(rows / TILE_ROWS * blocks);
-    for strip in 0..rows / TILE_ROWS {
-        for b in 0..blocks {
-            let mut tile = Tile::EMPTY;
-            for r in 0..TILE_ROWS {
-                let block = &raw[((strip * TILE_ROWS + r) * blocks + b) * Q8_0_BYTES..][..Q8_0_BYTES];
-                tile.set_row(r, f16::from_le_bytes([block[0], block[1]]), block[2..].iter().map(|&w| w as i8));
-            }
-            tiles.push(tile);
-        }
-    }
-    tiles
-}
-
-/// The 4 low bits of weight `k` (row `k / 4`, column `4 g + k % 4`) of column group `g`:
-/// groups `g` and `g + 4` share the bytes of line `g % 4`, low and high nibble.
-#[inline]
-fn nibble(lo: &[u8; QK * TILE_ROWS / 2], g: usize, k: usize) -> u8 {
-    (lo[(g % 4) * 64 + k] >> (4 * (g / 4))) & 0x0f
-}
-
-/// Stores `q < 16` as [`nibble`] reads it back, for row `r` and column `c` of a tile.
-fn put_nibble(lo: &mut [u8; QK * TILE_ROWS / 2], r: usize, c: usize, q: u8) {
-    let (g, k) = (c / 4, r * 4 + c % 4);
-    lo[(g % 4) * 64 + k] |= q << (4 * (g / 4));
-}
-
-/// Q5_0 blocks `(rows, blocks)` as tiles, bit for bit.
-fn q5_tiles(raw: &[u8], rows: usize, blocks: usize) -> Vec<Tile5> {
-    let mut tiles = Vec::with_capacity(rows / TILE_ROWS * blocks);
-    for strip in 0..rows / TILE_ROWS {
-        for b in 0..blocks {
-            let mut tile = Tile5 { lo: [0; QK * TILE_ROWS / 2], hi: [0; 8], d: [f16::ZERO; TILE_ROWS] };
-            for r in 0..TILE_ROWS {
-                let block = &raw[((strip * TILE_ROWS + r) * blocks + b) * Q5_0_BYTES..][..Q5_0_BYTES];
-                tile.d[r] = f16::from_le_bytes([block[0], block[1]]);
-                let fifth = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-                let nibbles = &block[6..];
-                for c in 0..QK {
-                    let low = if c < 16 { nibbles[c] & 0x0f } else { nibbles[c - 16] >> 4 };
-                    put_nibble(&mut tile.lo, r, c, low);
-                    tile.hi[c / 4] |= u64::from((fifth >> c) & 1) << (r * 4 + c % 4);
-                }
-            }
-            tiles.push(tile);
-        }
-    }
-    tiles
-}
-
-/// Q4_K superblocks `(rows, blocks / 8)` as tiles, one per 32-column sub-block; `None` where
-/// a `d · sc` or `dmin · m` is past f16's range (no real weights come near it).
-fn q4k_tiles(raw: &[u8], rows: usize, blocks: usize) -> Option<Vec<Tile4>> {
-    let supers = blocks / (QK_K / QK);
-    let mut tiles = Vec::with_capacity(rows / TILE_ROWS * blocks);
-    for strip in 0..rows / TILE_ROWS {
-        for b in 0..blocks {
-            let mut tile = Tile4 { lo: [0; QK * TILE_ROWS / 2], d: [f16::ZERO; TILE_ROWS], m: [f16::ZERO; TILE_ROWS] };
-            let j = b % (QK_K / QK);
-            for r in 0..TILE_ROWS {
-                let sb = &raw[((strip * TILE_ROWS + r) * supers + b / (QK_K / QK)) * Q4_K_BYTES..][..Q4_K_BYTES];
-                let d = f16::from_le_bytes([sb[0], sb[1]]).to_f32();
-                let dmin = f16::from_le_bytes([sb[2], sb[3]]).to_f32();
-                let (sc, m) = scale_min_k4(j, &sb[4..16]);
-                tile.d[r] = f16::from_f32(d * sc as f32);
-                tile.m[r] = f16::from_f32(dmin * m as f32);
-                if !tile.d[r].is_finite() || !tile.m[r].is_finite() {
-                    return None;
-                }
-                // Sub-blocks 2 p and 2 p + 1 share bytes 32 p .., low and high nibble.
-                let qs = &sb[16 + 32 * (j / 2)..][..QK];
-                for (c, &byte) in qs.iter().enumerate() {
-                    put_nibble(&mut tile.lo, r, c, (byte >> (4 * (j % 2))) & 0x0f);
-                }
-            }
-            tiles.push(tile);
-        }
-    }
-    Some(tiles)
-}
-
-/// Sub-block `j`'s 6-bit scale and minimum in a Q4_K superblock's 12 packed bytes: ggml's
-/// `get_scale_min_k4`. Bytes 0–3 and 4–7 hold sub-blocks 0–3's in their low 6 bits; sub-blocks
-/// 4–7 take their low 4 bits from the nibbles of bytes 8–11 and their top 2 from the spare
-/// bits of bytes 0–3 (scales) and 4–7 (minimums).
-fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
-    if j < 4 {
-        (q[j] & 63, q[j + 4] & 63)
-    } else {
-        ((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4), (q[j + 4] >> 4) | ((q[j] >> 6) << 4))
-    }
-}
-
-/// Q6_K superblocks `(rows, blocks / 8)` as tiles, bit for bit. A superblock holds two halves
-/// of 128 columns; in half `n`, sub-block `4 n + s` takes column `l` from the low (`s < 2`)
-/// or high nibble of `ql[64 n + 32 (s % 2) + l]`, bits `2 s ..` of `qh[32 n + l]`, and scale
-/// `8 n + 2 s + l / 16`.
-fn q6k_tiles(raw: &[u8], rows: usize, blocks: usize) -> Vec<Tile6> {
-    let supers = blocks / (QK_K / QK);
-    let mut tiles = Vec::with_capacity(rows / TILE_ROWS * blocks);
-    for strip in 0..rows / TILE_ROWS {
-        for b in 0..blocks {
-            let mut tile = Tile6 {
-                lo: [0; QK * TILE_ROWS / 2],
-                hi: [0; QK * TILE_ROWS / 4],
-                d: [f16::ZERO; TILE_ROWS],
-                sc: [[0; TILE_ROWS]; 2],
-            };
-            let (n, s) = (b % (QK_K / QK) / 4, b % 4);
-            for r in 0..TILE_ROWS {
-                let sb = &raw[((strip * TILE_ROWS + r) * supers + b / (QK_K / QK)) * Q6_K_BYTES..][..Q6_K_BYTES];
-                let (ql, qh, scales) = (&sb[..128], &sb[128..192], &sb[192..208]);
-                tile.d[r] = f16::from_le_bytes([sb[208], sb[209]]);
-                for h in 0..2 {
-                    tile.sc[h][r] = scales[8 * n + 2 * s + h] as i8;
-                }
-                for c in 0..QK {
-                    put_nibble(&mut tile.lo, r, c, (ql[64 * n + 32 * (s % 2) + c] >> (4 * (s / 2))) & 0x0f);
-                    let (g, k) = (c / 4, r * 4 + c % 4);
-                    tile.hi[(g % 2) * 64 + k] |= ((qh[32 * n + c] >> (2 * s)) & 3) << (2 * (g / 2));
-                }
-            }
-            tiles.push(tile);
-        }
-    }
-    tiles
-}
-
-/// Activation rows quantized in Q8_0 blocks. Rows go in chunks of up to [`MAX_ROWS`]; within
-/// a chunk the data is ordered `[block][row]`, so each block's rows are adjacent.
-struct Activations {
-    /// The quantized values, 32 per (chunk row, block).
-    q: Vec<i8>,
-    /// The block scales.
-    d: Vec<f32>,
-    /// `Σ q` per block: takes the weights' offset (+128, or Q5_0's +16) back out, and
-    /// Q4_K's minimum.
-    sum: Vec<i32>,
-    /// `Σ q` over each block's first 16 values: Q6_K's offset (+32) comes out per half.
-    low_sum: Vec<i32>,
-    /// `d · Σ q` in f32, what Q4_K's minimum is multiplied by: computed once here rather than
-    /// per strip in the kernels' innermost loop (three instructions of about eighteen a row).
-    d_sum: Vec<f32>,
-    rows: usize,
-    blocks: usize,
-}
-
-/// A chunk of activation rows: `first .. first + len`.
-#[derive(Clone, Copy)]
-struct Chunk {
-    first: usize,
-    len: usize,
-}
-
-/// Blocks of activations worth sharing among the pool's threads: about 10 µs of one
-/// thread's quantizing, more than waking the pool costs. A prefill of 256 rows of 1,536
-/// columns has 12,288; decode's 8 rows, 384.
-const PARALLEL_QUANTIZE_BLOCKS: usize = 2048;
-
-/// One chunk's ranges of the [`Activations`] arrays (`[block][row]` within the chunk), which
-/// one thread fills.
-struct ChunkOut<'a> {
-    len: usize,
-    q: &'a mut [i8],
-    d: &'a mut [f32],
-    sum: &'a mut [i32],
-    low_sum: &'a mut [i32],
-    d_sum: &'a mut [f32],
-}
-
-/// What quantizes one block of 32 activations: the scale and `Σ q` of each half.
-type QuantizeBlock = unsafe fn(&[f32; QK], &mut [i8; QK]) -> (f32, [i32; 2]);
-
-impl ChunkOut<'_> {
-    /// Quantizes the chunk's rows `x (len, cols)` block by block with `block`. Inlined into
-    /// each kernel's `quantize_chunk`, so that `block` is inlined too (17 ns a block on the
-    /// Emerald Rapids, where the kernel's dispatch for each block took 22).
-    ///
-    /// # Safety
-    /// The CPU runs `block`'s instructions.
-    #[inline(always)]
-    unsafe fn fill(self, x: &[f32], cols: usize, block: QuantizeBlock) {
-        for row in 0..self.len {
-            for (b, xs) in x[row * cols..][..cols].chunks_exact(QK).enumerate() {
-                let at = b * self.len + row;
-                let xs: &[f32; QK] = xs.try_into().expect("a block is 32 values");
-                let q: &mut [i8; QK] = (&mut self.q[at * QK..][..QK]).try_into().expect("a block is 32 values");
-                let (d, [low, high]) = block(xs, q);
-                self.d[at] = d;
-                self.sum[at] = low + high;
-                self.low_sum[at] = low;
-                self.d_sum[at] = d * (low + high) as f32;
-            }
-        }
-    }
-}
-
-impl Activations {
-    fn quantize(x: &[f32], rows: usize, cols: usize, kernel: Kernel) -> Self {
-        Self::quantize_on(x, rows, cols, kernel, rows * (cols / QK) >= PARALLEL_QUANTIZE_BLOCKS)
-    }
-
-    /// [`Activations::quantize`], its chunks shared among the pool's threads or not.
-    fn quantize_on(x: &[f32], rows: usize, cols: usize, kernel: Kernel, on_pool: bool) -> Self {
-        let blocks = cols / QK;
-        let mut a = Activations {
-            q: vec![0; rows * cols],
-            d: vec![0.0; rows * blocks],
-            sum: vec![0; rows * blocks],
-            low_sum: vec![0; rows * blocks],
-            d_sum: vec![0.0; rows * blocks],
-            rows,
-            blocks,
-        };
-        // Each chunk's rows own a contiguous range of every array (in 32s for `q`): chunks are
-        // quantized apart, on the pool's threads where there are enough blocks to share.
-        // Addresses as integers, so that the closure the pool shares is `Sync`.
-        let addr = |p: *mut u8| p as usize;
-        let (q, d, sum, low_sum, d_sum) = (
-            addr(a.q.as_mut_ptr().cast()),
-            addr(a.d.as_mut_ptr().cast()),
-            addr(a.sum.as_mut_ptr().cast()),
-            addr(a.low_sum.as_mut_ptr().cast()),
-            addr(a.d_sum.as_mut_ptr().cast()),
-        );
-        let run = |chunks: std::ops::Range<usize>| {
-            for c in chunks {
-                let (first, len) = (c * MAX_ROWS, (rows - c * MAX_ROWS).min(MAX_ROWS));
-                let (start, n) = (first * blocks, len * blocks);
-                // SAFETY: the arrays hold `rows · blocks` entries (`q` 32 for each) and
-                // outlive the pool call; chunk `c`'s ranges are disjoint from every other
-                // chunk's, so no two threads write the same entry.
-                let out = unsafe {
-                    ChunkOut {
-                        len,
-                        q: std::slice::from_raw_parts_mut((q as *mut i8).add(start * QK), n * QK),
-                        d: std::slice::from_raw_parts_mut((d as *mut f32).add(start), n),
-                        sum: std::slice::from_raw_parts_mut((sum as *mut i32).add(start), n),
-                        low_sum: std::slice::from_raw_parts_mut((low_sum as *mut i32).add(start), n),
-                        d_sum: std::slice::from_raw_parts_mut((d_sum as *mut f32).add(start), n),
-                    }
-                };
-                // SAFETY: activations are quantized only for a `TiledMatrix`, whose kernel
-                // runs on this CPU.
-                unsafe { kernel.quantize_chunk(&x[first * cols..(first + len) * cols], cols, out) };
-            }
-        };
-        let chunks = rows.div_ceil(MAX_ROWS);
-        if on_pool {
-            candle_core::utils::barrier_pool().execute_chunked(chunks, run);
-        } else {
-            run(0..chunks);
-        }
-        a
-    }
-
-    fn chunks(&self) -> impl Iterator<Item = Chunk> + '_ {
-        (0..self.rows).step_by(MAX_ROWS).map(|first| Chunk { first, len: (self.rows - first).min(MAX_ROWS) })
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use half::f16;
+
+    use super::activations::PARALLEL_QUANTIZE_BLOCKS;
     use super::*;
 
     fn matrix(rows: usize, cols: usize) -> Tensor {

@@ -4,7 +4,7 @@
 //! the GGUF matrices with candle's `QMatMul`, whose op has no backward: a gradient reaching it
 //! would stop there. [`FrozenQuant`] is that same product (candle's own forward, so the learner
 //! computes what the sampler drew with) with a backward that gives the input its gradient
-//! `g · W` through a Q8_0 copy of Wᵀ and gives `W` none, as [`crate::cpu_matmul::FrozenProduct`]
+//! `g · W` through a Q8_0 copy of Wᵀ and gives `W` none, as [`crate::FrozenProduct`]
 //! does for our tiles.
 
 use std::collections::HashMap;
@@ -15,7 +15,7 @@ use candle_core::{CpuStorage, CustomOp1, Layout, Shape, Tensor};
 
 /// `x · Wᵀ` for a frozen quantized `W`, with an input-only backward.
 #[derive(Clone, Debug)]
-pub(crate) struct FrozenQuant(pub(crate) Arc<QTensor>);
+pub struct FrozenQuant(pub Arc<QTensor>);
 
 impl CustomOp1 for FrozenQuant {
     fn name(&self) -> &'static str {

@@ -16,7 +16,7 @@ use std::sync::Once;
 
 /// Keeps freed large blocks in the heap for reuse instead of returning them to the kernel.
 /// Idempotent; a no-op where the C library is not glibc.
-pub(crate) fn keep_large_blocks() {
+pub fn keep_large_blocks() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         #[cfg(all(target_os = "linux", target_env = "gnu"))]

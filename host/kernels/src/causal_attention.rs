@@ -21,23 +21,23 @@ use crate::attention::{seen_before, softmax_rows_in_place, visible_runs};
 /// Query `i` of each folded head sees keys `0 ..= keys − q_len + i`. Output `(b, kv_heads,
 /// rows, d)`. Every input must be contiguous.
 #[derive(Debug, Clone)]
-pub(crate) struct CausalAttention {
+pub struct CausalAttention {
     /// Queries per folded head: the causal diagonal restarts every `q_len` rows.
-    pub(crate) q_len: usize,
+    pub q_len: usize,
     /// Keys `[start, end)` that are constants of the graph (a detached prompt head's): the
     /// backward gives them a zero gradient without computing it. On a 150-token tail after a
     /// 1,300-token prompt they are most of the keys, and dK and dV two of the backward's
     /// five products.
-    pub(crate) constant_keys: (usize, usize),
+    pub constant_keys: (usize, usize),
     /// Per batch row, a run of keys `(start, len)` none of its queries sees: a padded batch's
     /// padding (the prefill of several prompts' tails at once). `None`: every key is seen
     /// causally.
-    pub(crate) hidden: Option<Arc<[(usize, usize)]>>,
+    pub hidden: Option<Arc<[(usize, usize)]>>,
 }
 
 impl CausalAttention {
     /// Plain causal attention of `q_len` queries per folded head, every key in the graph.
-    pub(crate) fn causal(q_len: usize) -> CausalAttention {
+    pub fn causal(q_len: usize) -> CausalAttention {
         CausalAttention { q_len, constant_keys: (0, 0), hidden: None }
     }
 }
@@ -195,7 +195,7 @@ fn probabilities(dims: &Dims, qb: &[f32], k: &[f32], first: usize, n: usize, col
 }
 
 /// A contiguous input's elements.
-pub(crate) fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
+pub fn slice<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
     let Some((start, end)) = l.contiguous_offsets() else {
         candle_core::bail!("a fused CPU op needs contiguous inputs, got strides {:?}", l.stride());
     };
@@ -228,7 +228,7 @@ impl<'a> Inputs<'a> {
 /// # Safety
 /// No other task touches those elements while the slice lives, and the buffer outlives the
 /// pool's run.
-pub(crate) unsafe fn span<'a>(addr: usize, start: usize, len: usize) -> &'a mut [f32] {
+pub unsafe fn span<'a>(addr: usize, start: usize, len: usize) -> &'a mut [f32] {
     std::slice::from_raw_parts_mut((addr as *mut f32).add(start), len)
 }
 

@@ -1,4 +1,4 @@
-"""llama.cpp peer for `examples/bench`: same GGUF, same prompt length, same thread count.
+"""llama.cpp peer for `examples/bench_model`: same GGUF, same prompt length, same thread count.
 
 Needs llama-cpp-python built from its PyPI sdist (it vendors llama.cpp) for this CPU, as
 `pip install` does by default (GGML_NATIVE=ON: AVX-512 and VNNI where the CPU has them;

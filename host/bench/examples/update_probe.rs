@@ -4,7 +4,7 @@
 //! are overwritten so no sample is inert.
 //!
 //! ```sh
-//! cargo run --release -p onebrain-train --example update_probe -- TRACE.jsonl [new|dense] [JUDGE_TAIL]
+//! cargo run --release -p onebrain-bench --example update_probe -- TRACE.jsonl [new|dense] [JUDGE_TAIL]
 //! ```
 //! TRACE is an eval trace (groups of four in order) or a training run's `episodes.jsonl`
 //! (its own groups).

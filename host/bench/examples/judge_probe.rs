@@ -14,7 +14,7 @@
 //! penalty, so the comparison is of features and head, not of the training schedule.
 //!
 //! ```sh
-//! cargo run --release -p onebrain-train --example judge_probe -- RUN_DIR FEATURES.jsonl
+//! cargo run --release -p onebrain-bench --example judge_probe -- RUN_DIR FEATURES.jsonl
 //! ```
 //! RUN_DIR is a training run's folder or its snapshot in `results/` (`config.json`,
 //! `episodes.jsonl[.gz]`, `heldout/update-*/trace.jsonl[.gz]`). FEATURES caches h per prompt:

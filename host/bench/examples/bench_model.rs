@@ -1,11 +1,12 @@
 //! The model benchmarks, as JSON lines:
-//! `cargo run --release -p onebrain-model --example bench -- [inference|long|rollout|train|all] [MODEL...]`.
+//! `cargo run --release -p onebrain-bench --example bench_model -- [inference|long|rollout|train|all] [MODEL...]`.
 //! Defaults: both models for inference and long prompts (cold prefill of 4k and 16k tokens
 //! where the model's context holds them); SmolLM2 4 × 512 for training (adapters, full).
 
 use std::path::PathBuf;
 
-use onebrain_model::{bench_inference, bench_long_prefill, bench_rollout_decode, bench_training, DEFAULT_MODEL_FILE, LONG_PREFILL_TOKENS, LONG_PROMPT_TOKENS, TEST_MODEL_FILE};
+use onebrain_bench::model::{bench_inference, bench_long_prefill, bench_rollout_decode, bench_training, LONG_PREFILL_TOKENS, LONG_PROMPT_TOKENS};
+use onebrain_model::{DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
