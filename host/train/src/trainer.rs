@@ -29,6 +29,7 @@ use sha2::{Digest, Sha256};
 
 use crate::batch::Batch;
 use crate::checkpoint::{self, TrainState};
+use crate::cluster::ActorOffset;
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::heldout::{HeldOut, HeldOutLog, HeldOutRow};
@@ -129,6 +130,68 @@ impl std::fmt::Debug for Trainer {
             .finish()
     }
 }
+/// Refuses to resume `run_dir` under another config than the one its checkpoint `found` was
+/// trained with, naming the keys that differ.
+pub(crate) fn check_resumed_config(
+    found: Option<&TrainState>,
+    cfg: &TrainConfig,
+    digest: &str,
+    config_json: &Path,
+    run_dir: &Path,
+) -> Result<(), TrainError> {
+    let Some(st) = found else { return Ok(()) };
+    if st.config_sha256 == digest {
+        return Ok(());
+    }
+    let changed = fs::read_to_string(config_json)
+        .ok()
+        .and_then(|t| serde_json::from_str::<TrainConfig>(&t).ok())
+        .map(|old| changed_keys(&old, cfg).join(", "))
+        .filter(|k| !k.is_empty())
+        .unwrap_or_else(|| format!("see {}", config_json.display()));
+    Err(TrainError::Config(format!(
+        "the config differs from the one {} was trained with ({changed}); only `updates`, \
+         `out-dir`, `eval-config` and `eval-every` may change on --resume",
+        run_dir.display(),
+    )))
+}
+
+/// The run's learner (with the frozen reference when the KL term needs one) and its state:
+/// restored from the newest checkpoint `found`, or new, with `actors` the per-actor offsets
+/// of a job array's learner (`None` on one machine).
+pub(crate) fn open_learner(
+    cfg: &TrainConfig,
+    base: &Path,
+    found: Option<(PathBuf, TrainState)>,
+    digest: String,
+    actors: Option<Vec<ActorOffset>>,
+) -> Result<(Learner, TrainState), TrainError> {
+    let solve = cfg.solve_config();
+    let brain = load_model(&solve, base)?;
+    let reference = if cfg.ppo.kl_coef > 0.0 { Some(load_model(&solve, base)?) } else { None };
+    let mut learner = Learner::new(brain, reference, cfg.ppo.clone(), cfg.ablation, cfg.seed)?;
+    let state = match found {
+        Some((dir, st)) => {
+            let slots = cfg.tasks_per_update() * cfg.ppo.group_size;
+            st.check_counts(&dir, cfg.tasks_per_update() as u64, slots as u64)?;
+            checkpoint::restore(&dir, &st, &mut learner)?;
+            st
+        }
+        None => TrainState {
+            format: 1,
+            updates: 0,
+            optimizer_steps: 0,
+            tasks_consumed: 0,
+            candidates_consumed: 0,
+            twins_skipped: 0,
+            episodes: 0,
+            config_sha256: digest,
+            actors,
+        },
+    };
+    Ok((learner, state))
+}
+
 
 /// sha256 of the config with `updates`, `out-dir` and the held-out keys blanked: what must
 /// not change across a resume (a run may be extended, moved to another folder, or evaluated
@@ -162,52 +225,13 @@ impl Trainer {
         }
         let config_json = run_dir.join("config.json");
         let digest = config_digest(&cfg);
-        if let Some((_, st)) = &found {
-            if st.config_sha256 != digest {
-                let changed = fs::read_to_string(&config_json)
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<TrainConfig>(&t).ok())
-                    .map(|old| changed_keys(&old, &cfg).join(", "))
-                    .filter(|k| !k.is_empty())
-                    .unwrap_or_else(|| format!("see {}", config_json.display()));
-                return Err(TrainError::Config(format!(
-                    "the config differs from the one {} was trained with ({changed}); only `updates`, \
-                     `out-dir`, `eval-config` and `eval-every` may change on --resume",
-                    run_dir.display(),
-                )));
-            }
-        }
+        check_resumed_config(found.as_ref().map(|(_, st)| st), &cfg, &digest, &config_json, &run_dir)?;
         let full = serde_json::to_string_pretty(&cfg).expect("config serialises");
         onebrain_durable::write_atomic(&config_json, full)?;
 
         let solve = cfg.solve_config();
         let services = Services::load(&solve, base)?;
-        let brain = load_model(&solve, base)?;
-        let reference = if cfg.ppo.kl_coef > 0.0 {
-            Some(load_model(&solve, base)?)
-        } else {
-            None
-        };
-        let mut learner = Learner::new(brain, reference, cfg.ppo.clone(), cfg.ablation, cfg.seed)?;
-        let state = match found {
-            Some((dir, st)) => {
-                let slots = cfg.tasks_per_update() * cfg.ppo.group_size;
-                st.check_counts(&dir, cfg.tasks_per_update() as u64, slots as u64)?;
-                checkpoint::restore(&dir, &st, &mut learner)?;
-                st
-            }
-            None => TrainState {
-                format: 1,
-                updates: 0,
-                optimizer_steps: 0,
-                tasks_consumed: 0,
-                candidates_consumed: 0,
-                twins_skipped: 0,
-                episodes: 0,
-                config_sha256: digest,
-                actors: None,
-            },
-        };
+        let (learner, state) = open_learner(&cfg, base, found, digest, None)?;
         let stream = open_stream(&cfg, base, &services)?;
         let mut notes = Vec::new();
         let metrics = MetricsLog::open_noting(&run_dir, state.updates, &mut notes)?;

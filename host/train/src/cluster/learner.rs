@@ -1,12 +1,10 @@
 //! The learner of a job array: learns update after update from the actors' groups, in the
 //! task stream's order, and publishes the parameters after each.
 
-use std::fs;
 use std::path::Path;
 use std::time::Instant;
 
 use onebrain_durable::{stop_requested, FolderLock, Stopped};
-use onebrain_roles::load_model;
 
 use super::episode_files::{ActorOffset, Inbox, Taken};
 use super::{publish, POLL};
@@ -14,9 +12,8 @@ use crate::batch::Batch;
 use crate::checkpoint::{self, TrainState};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
-use crate::learner::Learner;
 use crate::metrics::{ClusterMetrics, MetricsLog, MetricsRow, PeakMemory, StepClock};
-use crate::trainer::{changed_keys, config_digest, TrainEvent};
+use crate::trainer::{check_resumed_config, config_digest, open_learner, TrainEvent};
 
 /// Runs the learner of `actors` actors until the run's `updates` are made.
 pub(super) fn run(cfg: TrainConfig, base: &Path, actors: usize, on_event: &mut dyn FnMut(&TrainEvent)) -> Result<(), TrainError> {
@@ -28,45 +25,12 @@ pub(super) fn run(cfg: TrainConfig, base: &Path, actors: usize, on_event: &mut d
     let found = checkpoint::latest(&checkpoints)?;
     let config_json = run_dir.join("config.json");
     let digest = config_digest(&cfg);
-    if let Some((_, st)) = &found {
-        if st.config_sha256 != digest {
-            let changed = fs::read_to_string(&config_json)
-                .ok()
-                .and_then(|t| serde_json::from_str::<TrainConfig>(&t).ok())
-                .map(|old| changed_keys(&old, &cfg).join(", "))
-                .unwrap_or_default();
-            return Err(TrainError::Config(format!(
-                "the config differs from the one {} was trained with ({changed})",
-                run_dir.display()
-            )));
-        }
-    }
+    check_resumed_config(found.as_ref().map(|(_, st)| st), &cfg, &digest, &config_json, &run_dir)?;
     onebrain_durable::write_atomic(&config_json, serde_json::to_string_pretty(&cfg).expect("config serialises"))?;
 
-    let solve = cfg.solve_config();
-    let brain = load_model(&solve, base)?;
-    let reference = if cfg.ppo.kl_coef > 0.0 { Some(load_model(&solve, base)?) } else { None };
-    let mut learner = Learner::new(brain, reference, cfg.ppo.clone(), cfg.ablation, cfg.seed)?;
     let tasks_per_update = cfg.tasks_per_update() as u64;
     let slots = tasks_per_update * cfg.ppo.group_size as u64;
-    let mut state = match found {
-        Some((dir, st)) => {
-            st.check_counts(&dir, tasks_per_update, slots)?;
-            checkpoint::restore(&dir, &st, &mut learner)?;
-            st
-        }
-        None => TrainState {
-            format: 1,
-            updates: 0,
-            optimizer_steps: 0,
-            tasks_consumed: 0,
-            candidates_consumed: 0,
-            twins_skipped: 0,
-            episodes: 0,
-            config_sha256: digest,
-            actors: Some(vec![ActorOffset::default(); actors]),
-        },
-    };
+    let (mut learner, mut state) = open_learner(&cfg, base, found, digest, Some(vec![ActorOffset::default(); actors]))?;
     let offsets = match state.actors.take() {
         Some(o) if o.len() == actors => o,
         other => {
