@@ -37,13 +37,23 @@ pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), Error> {
 pub fn replace_with<E: From<Error>>(path: &Path, write: impl FnOnce(&Path) -> Result<(), E>) -> Result<(), E> {
     let tmp = partial_path(path);
     if let Err(e) = write(&tmp) {
-        let _ = std::fs::remove_file(&tmp);
+        free_and_remove(&tmp);
         return Err(e);
     }
     commit(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
+        free_and_remove(&tmp);
         E::from(e)
     })
+}
+
+/// Empties a file, then removes it. Removing alone frees nothing while any process holds the
+/// file open, and a child forked by another thread holds every open file until its exec
+/// closes them; emptying frees the blocks at once. Errors are ignored: the file may be gone.
+pub(crate) fn free_and_remove(path: &Path) {
+    if let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) {
+        let _ = f.set_len(0);
+    }
+    let _ = std::fs::remove_file(path);
 }
 
 /// Syncs the written `tmp` and renames it over `path`; errors name `path`, the file the

@@ -82,9 +82,9 @@ impl SmallDisk {
         }
     }
 
-    /// Removes the ballast [`SmallDisk::fill_to`] wrote.
+    /// Frees the space of the ballast [`SmallDisk::fill_to`] wrote, and removes it.
     pub fn unfill(&self) {
-        let _ = std::fs::remove_file(self.dir.join(BALLAST));
+        crate::atomic::free_and_remove(&self.dir.join(BALLAST));
     }
 }
 
@@ -93,5 +93,26 @@ impl Drop for SmallDisk {
         // Lazily: a file a test left open does not keep the mount.
         let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CI failed once when the space of a removed ballast stayed taken: a child process another
+    /// test thread had just forked still held the ballast open (until its exec closed it).
+    #[test]
+    fn unfill_frees_the_space_even_while_another_process_holds_the_ballast_open() {
+        let disk = match SmallDisk::mount(256 * 1024) {
+            Ok(disk) => disk,
+            Err(why) => return eprintln!("skipping: {why}"),
+        };
+        let empty = disk.available();
+        disk.fill_to(8 * 1024).unwrap();
+        let held = std::fs::File::open(disk.path().join(BALLAST)).unwrap();
+        disk.unfill();
+        assert!(disk.available() + 16 * 1024 >= empty, "{} of {empty} bytes free", disk.available());
+        drop(held);
     }
 }

@@ -25,6 +25,25 @@ fn a_full_disk_keeps_the_old_file_and_names_the_new_one() {
 }
 
 #[test]
+fn a_failed_replacement_gives_its_space_back_even_while_another_process_holds_the_partial_file() {
+    let Some(disk) = disk() else { return };
+    let path = disk.path().join("trainer.safetensors");
+    let empty = disk.available();
+    let mut held = None;
+    let err = onebrain_durable::replace_with(&path, |tmp| -> Result<(), Error> {
+        std::fs::write(tmp, vec![b'x'; 128 * 1024]).unwrap();
+        // What a child forked by another thread does until its exec: hold the file open.
+        held = Some(std::fs::File::open(tmp).unwrap());
+        Err(Error::write(tmp, std::io::Error::from(std::io::ErrorKind::StorageFull)))
+    })
+    .unwrap_err();
+    assert!(err.is_disk_full(), "{err}");
+    assert!(!partial_path(&path).exists());
+    assert!(disk.available() + 16 * 1024 >= empty, "{} of {empty} bytes free", disk.available());
+    drop(held);
+}
+
+#[test]
 fn a_full_disk_cuts_a_partial_append_back_and_the_log_goes_on_whole() {
     let Some(disk) = disk() else { return };
     let path = disk.path().join("trace.jsonl");
