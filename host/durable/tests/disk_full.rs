@@ -60,7 +60,7 @@ fn a_full_disk_cuts_a_partial_append_back_and_the_log_goes_on_whole() {
     log.append(big.as_bytes()).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.lines().count(), 2);
-    assert!(text.lines().all(|l| serde_json_like(l)), "{}", &text[..40]);
+    assert!(text.lines().all(serde_json_like), "{}", &text[..40]);
 }
 
 /// A line is one whole object (no JSON parser in this crate's tests).
