@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 mod generate;
 mod learn;
+mod prefill;
 mod prompt_heads;
 
 pub use generate::StopReason;

@@ -1,7 +1,7 @@
 //! The differentiable side: log-probabilities, Judge logits and prompt heads for the learner.
 
 use super::*;
-use super::generate::prefill_columns;
+use super::prefill::prefill_columns;
 use onebrain_kernels::TiledMatrix;
 
 use crate::{logprob::ConstrainedLogprob, transformer::Weight};
