@@ -115,63 +115,9 @@ pub mod __private {
         };
     }
 
-    /// A WIT `diagnostic` (of the bindings module `$w`) as the SDK's.
-    #[macro_export]
-    #[doc(hidden)]
-    macro_rules! __onebrain_diagnostic_from_wit {
-        ($d:expr, $w:ident) => {{
-            let d = $d;
-            $crate::Diagnostic {
-                category: $crate::__onebrain_enum!(d.category, $w::Category => $crate::Category,
-                    [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
-                severity: $crate::__onebrain_enum!(d.severity, $w::Severity => $crate::Severity, [Error, Warning]),
-                message: d.message,
-                file: d.file.map(|f| $crate::__onebrain_enum!(f, $w::SpecFile => $crate::SpecFile, [Domain, Problem, Plan])),
-                line: d.line,
-                column: d.column,
-            }
-        }};
-    }
-
-    /// An SDK `Diagnostic` as a WIT `diagnostic` (of the bindings module `$w`).
-    #[macro_export]
-    #[doc(hidden)]
-    macro_rules! __onebrain_diagnostic_to_wit {
-        ($d:expr, $w:ident) => {{
-            let d = $d;
-            $w::Diagnostic {
-                category: $crate::__onebrain_enum!(d.category, $crate::Category => $w::Category,
-                    [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
-                severity: $crate::__onebrain_enum!(d.severity, $crate::Severity => $w::Severity, [Error, Warning]),
-                message: d.message,
-                file: d.file.map(|f| $crate::__onebrain_enum!(f, $crate::SpecFile => $w::SpecFile, [Domain, Problem, Plan])),
-                line: d.line,
-                column: d.column,
-            }
-        }};
-    }
-
-    /// A WIT `solver-output` as the SDK's.
-    #[macro_export]
-    #[doc(hidden)]
-    macro_rules! __onebrain_solver_output_from_wit {
-        ($o:expr) => {{
-            let o = $o;
-            $crate::SolverOutput { exit_code: o.exit_code, stdout: o.stdout, stderr: o.stderr, timed_out: o.timed_out }
-        }};
-    }
-
-    /// Maps an enum onto its twin case by case (the WIT enums and the SDK
-    /// enums have the same cases under the same names).
-    #[macro_export]
-    #[doc(hidden)]
-    macro_rules! __onebrain_enum {
-        ($v:expr, $from:path => $to:path, [$($case:ident),* $(,)?]) => {{
-            use $from as __F;
-            use $to as __T;
-            match $v { $(__F::$case => __T::$case,)* }
-        }};
-    }
+    /// `From` both ways between the SDK's types and the plugin's generated bindings: the
+    /// same list the host converts its own bindings with.
+    pub use onebrain_core::wit_conversions;
 }
 
 /// Exports a [`Reward`] implementation as the plugin's `reward` world.
@@ -190,6 +136,7 @@ macro_rules! export_reward {
         }
         $crate::__onebrain_api_version!();
         $crate::__onebrain_instance!($ty);
+        $crate::__private::wit_conversions!(__onebrain_bindings::onebrain::plugin::types);
         #[doc(hidden)]
         struct __OnebrainExport;
         impl __onebrain_bindings::Guest for __OnebrainExport {
@@ -199,42 +146,9 @@ macro_rules! export_reward {
                 __onebrain_bindings::onebrain::plugin::types::Rewards,
                 ::std::string::String,
             > {
-                use __onebrain_bindings::onebrain::plugin::types as w;
-                let step = |s: w::Step| $crate::Step {
-                    role: $crate::__onebrain_enum!(s.role, w::StepRole => $crate::StepRole, [Actor, Editor]),
-                    spec: s.spec.map(|x| $crate::Spec { domain: x.domain, problem: x.problem }),
-                    verdict: $crate::Verdict {
-                        solved: s.verdict.solved,
-                        outcome: $crate::__onebrain_enum!(s.verdict.outcome, w::Outcome => $crate::Outcome,
-                            [Solved, Rejected, Unsolvable, Timeout, OutOfMemory, InputError, SolverError]),
-                        plan: s.verdict.plan,
-                        diagnostics: s
-                            .verdict
-                            .diagnostics
-                            .into_iter()
-                            .map(|d| $crate::__onebrain_diagnostic_from_wit!(d, w))
-                            .collect(),
-                        time_ms: s.verdict.time_ms,
-                        solver_time_ms: s.verdict.solver_time_ms,
-                        solver_output: s.verdict.solver_output.map(|o| $crate::__onebrain_solver_output_from_wit!(o)),
-                    },
-                    output_tokens: s.output_tokens,
-                };
-                let ep = $crate::FinishedEpisode {
-                    task_id: ep.task_id,
-                    domain: ep.domain,
-                    task_text: ep.task_text,
-                    steps: ep.steps.into_iter().map(step).collect(),
-                    judge_score: ep.judge_score,
-                    settings: $crate::RewardSettings {
-                        max_repairs: ep.settings.max_repairs,
-                        judge_threshold: ep.settings.judge_threshold,
-                        lambda_judge: ep.settings.lambda_judge,
-                        repair_cost: ep.settings.repair_cost,
-                    },
-                };
+                let ep: $crate::FinishedEpisode = ep.into();
                 let r = __ONEBRAIN_PLUGIN.with(|p| $crate::Reward::rewards(p, &ep))?;
-                Ok(w::Rewards { actor: r.actor, editor: r.editor, judge: r.judge, editor_steps: r.editor_steps })
+                Ok(r.into())
             }
         }
         __onebrain_bindings::export!(__OnebrainExport with_types_in __onebrain_bindings);
@@ -258,6 +172,7 @@ macro_rules! export_domain_adapter {
         }
         $crate::__onebrain_api_version!();
         $crate::__onebrain_instance!($ty);
+        $crate::__private::wit_conversions!(__onebrain_bindings::onebrain::plugin::types);
         #[doc(hidden)]
         struct __OnebrainExport;
         impl __onebrain_bindings::Guest for __OnebrainExport {
@@ -277,14 +192,8 @@ macro_rules! export_domain_adapter {
                 __onebrain_bindings::onebrain::plugin::types::Task,
                 ::std::string::String,
             > {
-                use __onebrain_bindings::onebrain::plugin::types as w;
                 let t = __ONEBRAIN_PLUGIN.with(|p| $crate::DomainAdapter::generate(p, seed, size))?;
-                Ok(w::Task {
-                    id: t.id,
-                    domain: t.domain,
-                    text: t.text,
-                    reference: t.reference.map(|s| w::Spec { domain: s.domain, problem: s.problem }),
-                })
+                Ok(t.into())
             }
             fn describe(
                 problem_pddl: ::std::string::String,
@@ -313,6 +222,7 @@ macro_rules! export_diagnostic_parser {
         }
         $crate::__onebrain_api_version!();
         $crate::__onebrain_instance!($ty);
+        $crate::__private::wit_conversions!(__onebrain_bindings::onebrain::plugin::types);
         #[doc(hidden)]
         struct __OnebrainExport;
         impl __onebrain_bindings::Guest for __OnebrainExport {
@@ -323,12 +233,10 @@ macro_rules! export_diagnostic_parser {
                 ::std::vec::Vec<__onebrain_bindings::onebrain::plugin::types::Diagnostic>,
                 ::std::string::String,
             > {
-                use __onebrain_bindings::onebrain::plugin::types as w;
-                let raw = $crate::__onebrain_solver_output_from_wit!(raw);
-                let native: ::std::vec::Vec<$crate::Diagnostic> =
-                    native.into_iter().map(|d| $crate::__onebrain_diagnostic_from_wit!(d, w)).collect();
+                let raw: $crate::SolverOutput = raw.into();
+                let native: ::std::vec::Vec<$crate::Diagnostic> = native.into_iter().map(::core::convert::Into::into).collect();
                 let out = __ONEBRAIN_PLUGIN.with(|p| $crate::DiagnosticParser::parse(p, &raw, &native))?;
-                Ok(out.into_iter().map(|d| $crate::__onebrain_diagnostic_to_wit!(d, w)).collect())
+                Ok(out.into_iter().map(::core::convert::Into::into).collect())
             }
             fn review(
                 task_text: ::std::string::String,
@@ -338,12 +246,10 @@ macro_rules! export_diagnostic_parser {
                 ::std::vec::Vec<__onebrain_bindings::onebrain::plugin::types::Diagnostic>,
                 ::std::string::String,
             > {
-                use __onebrain_bindings::onebrain::plugin::types as w;
-                let candidate = $crate::Spec { domain: candidate.domain, problem: candidate.problem };
-                let found: ::std::vec::Vec<$crate::Diagnostic> =
-                    found.into_iter().map(|d| $crate::__onebrain_diagnostic_from_wit!(d, w)).collect();
+                let candidate: $crate::Spec = candidate.into();
+                let found: ::std::vec::Vec<$crate::Diagnostic> = found.into_iter().map(::core::convert::Into::into).collect();
                 let out = __ONEBRAIN_PLUGIN.with(|p| $crate::DiagnosticParser::review(p, &task_text, &candidate, &found))?;
-                Ok(out.into_iter().map(|d| $crate::__onebrain_diagnostic_to_wit!(d, w)).collect())
+                Ok(out.into_iter().map(::core::convert::Into::into).collect())
             }
         }
         __onebrain_bindings::export!(__OnebrainExport with_types_in __onebrain_bindings);
@@ -367,6 +273,7 @@ macro_rules! export_faithfulness_checker {
         }
         $crate::__onebrain_api_version!();
         $crate::__onebrain_instance!($ty);
+        $crate::__private::wit_conversions!(__onebrain_bindings::onebrain::plugin::types);
         #[doc(hidden)]
         struct __OnebrainExport;
         impl __onebrain_bindings::Guest for __OnebrainExport {
@@ -378,29 +285,11 @@ macro_rules! export_faithfulness_checker {
                 __onebrain_bindings::onebrain::plugin::types::FaithfulnessReport,
                 ::std::string::String,
             > {
-                use __onebrain_bindings::onebrain::plugin::types as w;
-                let reference = $crate::Spec { domain: reference.domain, problem: reference.problem };
-                let candidate = $crate::Spec { domain: candidate.domain, problem: candidate.problem };
+                let (reference, candidate): ($crate::Spec, $crate::Spec) = (reference.into(), candidate.into());
                 let r = __ONEBRAIN_PLUGIN.with(|p| {
                     $crate::FaithfulnessChecker::check(p, &reference, &candidate, plan.as_deref())
                 })?;
-                Ok(w::FaithfulnessReport {
-                    solvable: r.solvable,
-                    faithful: r.faithful,
-                    goal_preserved: r.goal_preserved,
-                    objects_preserved: r.objects_preserved,
-                    schema_consistent: r.schema_consistent,
-                    plan_replay_ok: r.plan_replay_ok,
-                    schema_f1: r.schema_f1,
-                    drift: r.drift.map(|d| $crate::__onebrain_enum!(d, $crate::Drift => w::Drift,
-                        [GoalWeakening, TypeDrift, SchemaDrift, ConstraintOmission])),
-                    decision: $crate::__onebrain_enum!(r.decision, $crate::Decision => w::Decision,
-                        [Exact, Closure, Undecided]),
-                    explanation: r.explanation,
-                    undecided: r.undecided,
-                    init_preserved: r.init_preserved,
-                    work: r.work,
-                })
+                Ok(r.into())
             }
         }
         __onebrain_bindings::export!(__OnebrainExport with_types_in __onebrain_bindings);

@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod config_keys;
+mod wit_conversions;
 
 use serde::{Deserialize, Serialize};
 

@@ -125,11 +125,11 @@ impl WasmReward {
                 )
             }
             RewardSlot::Latest(slot) => {
-                let ep = latest::rewards::episode(episode);
+                let ep = latest::types::FinishedEpisode::from(episode.clone());
                 let limits = slot.limits();
                 slot.call(
                     |b, store| b.call_episode_rewards(store, &ep),
-                    |r| validate::rewards(latest::rewards::rewards(r), editor_steps, limits),
+                    |r| validate::rewards(Rewards::from(r), editor_steps, limits),
                 )
             }
         }
@@ -257,21 +257,21 @@ impl WasmDiagnosticParser {
     pub fn try_parse(&self, raw: &SolverOutput, native: &[Diagnostic]) -> Result<Vec<Diagnostic>, PluginError> {
         match &self.slot {
             ParserSlot::Latest(slot) => {
-                let raw = latest::diag::solver_output(raw);
-                let native: Vec<_> = native.iter().map(latest::diag::to_wit).collect();
+                let raw = latest::types::SolverOutput::from(raw.clone());
+                let native: Vec<_> = native.iter().cloned().map(latest::types::Diagnostic::from).collect();
                 let limits = slot.limits();
                 slot.call(
                     |b, store| b.call_parse(store, &raw, &native),
-                    |out| Ok(validate::diagnostics(out.into_iter().map(latest::diag::from_wit).collect(), limits)),
+                    |out| Ok(validate::diagnostics(out.into_iter().map(Diagnostic::from).collect(), limits)),
                 )
             }
             ParserSlot::V0_3_0(slot) => {
-                let raw = since_v0_3_0::solver_output(raw);
-                let native: Vec<_> = native.iter().map(since_v0_3_0::to_wit).collect();
+                let raw = since_v0_3_0::w::SolverOutput::from(raw.clone());
+                let native: Vec<_> = native.iter().cloned().map(since_v0_3_0::w::Diagnostic::from).collect();
                 let limits = slot.limits();
                 slot.call(
                     |b, store| b.call_parse(store, &raw, &native),
-                    |out| Ok(validate::diagnostics(out.into_iter().map(since_v0_3_0::from_wit).collect(), limits)),
+                    |out| Ok(validate::diagnostics(out.into_iter().map(Diagnostic::from).collect(), limits)),
                 )
             }
         }
@@ -281,12 +281,12 @@ impl WasmDiagnosticParser {
     /// `review`: it answers nothing, without a call.
     pub fn try_review(&self, task_text: &str, candidate: &Spec, found: &[Diagnostic]) -> Result<Vec<Diagnostic>, PluginError> {
         let ParserSlot::Latest(slot) = &self.slot else { return Ok(Vec::new()) };
-        let candidate = latest::faith::spec(candidate);
-        let found: Vec<_> = found.iter().map(latest::diag::to_wit).collect();
+        let candidate = latest::types::Spec::from(candidate.clone());
+        let found: Vec<_> = found.iter().cloned().map(latest::types::Diagnostic::from).collect();
         let limits = slot.limits();
         slot.call(
             |b, store| b.call_review(store, task_text, &candidate, &found),
-            |out| validate::review(out.into_iter().map(latest::diag::from_wit).collect(), limits),
+            |out| validate::review(out.into_iter().map(Diagnostic::from).collect(), limits),
         )
     }
 }
@@ -357,11 +357,11 @@ impl WasmChecker {
         let limits = self.limits_for(reference);
         match &self.slot {
             CheckerSlot::Latest(slot) => {
-                let (r, c) = (latest::faith::spec(reference), latest::faith::spec(candidate));
+                let (r, c) = (latest::types::Spec::from(reference.clone()), latest::types::Spec::from(candidate.clone()));
                 slot.call_with(
                     &limits,
                     |b, store| b.call_check(store, &r, &c, plan.as_deref()),
-                    |out| validate::report(latest::faith::report(out), &limits),
+                    |out| validate::report(FaithfulnessReport::from(out), &limits),
                 )
             }
             CheckerSlot::V0_2_0(slot) => {

@@ -8,8 +8,6 @@
 //! The reward and domain-adapter worlds are the same component type as in 0.2.0 and 0.3.0,
 //! and the checker as in 0.3.0, so these bindings serve those plugins of every such version.
 
-use onebrain_core as core;
-
 /// `world reward`; its `types` module is the version's shared one.
 pub(crate) mod reward {
     wasmtime::component::bindgen!({ path: "../../wit/since_v0.4.0", world: "reward" });
@@ -45,139 +43,57 @@ pub(crate) mod faithfulness_checker {
     });
 }
 
-/// Maps an enum onto its twin case by case.
-macro_rules! map_enum {
-    ($v:expr, $from:path => $to:path, [$($case:ident),* $(,)?]) => {{
-        use $from as F;
-        use $to as T;
-        match $v { $(F::$case => T::$case,)* }
-    }};
-}
+onebrain_core::wit_conversions!(types);
 
-/// A finished episode in, rewards out.
-pub(crate) mod rewards {
-    use super::core;
-    use super::types as w;
+#[cfg(test)]
+mod tests {
+    use super::types;
+    use onebrain_core as core;
 
-    fn verdict(v: &core::Verdict) -> w::Verdict {
-        w::Verdict {
-            solved: v.solved,
-            outcome: map_enum!(v.outcome, core::Outcome => w::Outcome,
-                [Solved, Rejected, Unsolvable, Timeout, OutOfMemory, InputError, SolverError]),
-            plan: v.plan.clone(),
-            diagnostics: v.diagnostics.iter().map(super::diag::to_wit).collect(),
-            time_ms: v.time_ms,
-            solver_time_ms: v.solver_time_ms,
-            solver_output: v.solver_output.as_ref().map(super::diag::solver_output),
-        }
-    }
-
-    pub(crate) fn episode(e: &core::FinishedEpisode) -> w::FinishedEpisode {
-        let s = &e.settings;
-        w::FinishedEpisode {
-            task_id: e.task_id.clone(),
-            domain: e.domain.clone(),
-            task_text: e.task_text.clone(),
-            steps: e
-                .steps
-                .iter()
-                .map(|step| w::Step {
-                    role: map_enum!(step.role, core::StepRole => w::StepRole, [Actor, Editor]),
-                    spec: step.spec.as_ref().map(super::faith::spec),
-                    verdict: verdict(&step.verdict),
-                    output_tokens: step.output_tokens,
-                })
-                .collect(),
-            judge_score: e.judge_score,
-            settings: w::RewardSettings {
-                max_repairs: s.max_repairs,
-                judge_threshold: s.judge_threshold,
-                lambda_judge: s.lambda_judge,
-                repair_cost: s.repair_cost,
-            },
-        }
-    }
-
-    pub(crate) fn rewards(r: w::Rewards) -> core::Rewards {
-        core::Rewards { actor: r.actor, editor: r.editor, judge: r.judge, editor_steps: r.editor_steps }
-    }
-}
-
-impl From<types::Task> for core::Task {
-    fn from(t: types::Task) -> Self {
-        core::Task {
-            id: t.id,
-            domain: t.domain,
-            text: t.text,
-            reference: t.reference.map(|s| core::Spec { domain: s.domain, problem: s.problem }),
-        }
-    }
-}
-
-/// Diagnostics and the planner's output, both ways.
-pub(crate) mod diag {
-    use super::types as w;
-    use super::core;
-
-    pub(crate) fn solver_output(o: &core::SolverOutput) -> w::SolverOutput {
-        w::SolverOutput {
-            exit_code: o.exit_code,
-            stdout: o.stdout.clone(),
-            stderr: o.stderr.clone(),
-            timed_out: o.timed_out,
-        }
-    }
-
-    pub(crate) fn to_wit(d: &core::Diagnostic) -> w::Diagnostic {
-        w::Diagnostic {
-            category: map_enum!(d.category, core::Category => w::Category,
-                [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
-            severity: map_enum!(d.severity, core::Severity => w::Severity, [Error, Warning]),
-            message: d.message.clone(),
-            file: d.file.map(|f| map_enum!(f, core::SpecFile => w::SpecFile, [Domain, Problem, Plan])),
-            line: d.line,
-            column: d.column,
-        }
-    }
-
-    pub(crate) fn from_wit(d: w::Diagnostic) -> core::Diagnostic {
-        core::Diagnostic {
-            category: map_enum!(d.category, w::Category => core::Category,
-                [Syntax, ObjectType, PredicateSchema, PreconditionEffect, GoalConstraint, Unreachable, SolverError]),
-            severity: map_enum!(d.severity, w::Severity => core::Severity, [Error, Warning]),
-            message: d.message,
-            file: d.file.map(|f| map_enum!(f, w::SpecFile => core::SpecFile, [Domain, Problem, Plan])),
-            line: d.line,
-            column: d.column,
-        }
-    }
-}
-
-/// Specs in, faithfulness reports out.
-pub(crate) mod faith {
-    use super::core;
-    use super::types as w;
-
-    pub(crate) fn spec(s: &core::Spec) -> w::Spec {
-        w::Spec { domain: s.domain.clone(), problem: s.problem.clone() }
-    }
-
-    pub(crate) fn report(r: w::FaithfulnessReport) -> core::FaithfulnessReport {
-        core::FaithfulnessReport {
-            solvable: r.solvable,
-            faithful: r.faithful,
-            goal_preserved: r.goal_preserved,
-            objects_preserved: r.objects_preserved,
-            schema_consistent: r.schema_consistent,
-            plan_replay_ok: r.plan_replay_ok,
-            schema_f1: r.schema_f1,
-            drift: r.drift.map(|d| map_enum!(d, w::Drift => core::Drift,
-                [GoalWeakening, TypeDrift, SchemaDrift, ConstraintOmission])),
-            decision: map_enum!(r.decision, w::Decision => core::Decision, [Exact, Closure, Undecided]),
-            explanation: r.explanation,
-            undecided: r.undecided,
-            init_preserved: r.init_preserved,
-            work: r.work,
-        }
+    /// Every record and enum of an episode goes to the WIT and comes back equal.
+    #[test]
+    fn an_episode_and_a_report_cross_the_wit_and_come_back_equal() {
+        let diag = core::Diagnostic {
+            category: core::Category::GoalConstraint,
+            severity: core::Severity::Warning,
+            message: "goal holds at init".into(),
+            file: Some(core::SpecFile::Problem),
+            line: Some(7),
+            column: None,
+        };
+        let verdict = core::Verdict {
+            solver_output: Some(core::SolverOutput { exit_code: Some(12), stdout: "o".into(), stderr: "e".into(), timed_out: true }),
+            time_ms: 5,
+            solver_time_ms: 3,
+            ..core::Verdict::new(core::Outcome::Unsolvable, vec!["(a)".into()], vec![diag.clone()])
+        };
+        let step = core::Step {
+            role: core::StepRole::Editor,
+            spec: Some(core::Spec { domain: "d".into(), problem: "p".into() }),
+            verdict,
+            output_tokens: 42,
+        };
+        let episode = core::FinishedEpisode {
+            task_id: "t".into(),
+            domain: "blocksworld".into(),
+            task_text: "stack".into(),
+            steps: vec![step],
+            judge_score: 0.25,
+            settings: core::RewardSettings { max_repairs: 5, judge_threshold: 0.5, lambda_judge: 0.3, repair_cost: 0.1 },
+        };
+        let wit = types::FinishedEpisode::from(episode.clone());
+        assert_eq!(wit.steps[0].verdict.diagnostics[0].line, Some(7));
+        assert_eq!(core::FinishedEpisode::from(wit), episode);
+        let report = core::FaithfulnessReport {
+            drift: Some(core::Drift::SchemaDrift),
+            decision: core::Decision::Closure,
+            schema_f1: 0.5,
+            explanation: vec!["why".into()],
+            work: 9,
+            ..core::FaithfulnessReport::default()
+        };
+        assert_eq!(core::FaithfulnessReport::from(types::FaithfulnessReport::from(report.clone())), report);
+        let task = core::Task { id: "i".into(), domain: "d".into(), text: "x".into(), reference: None };
+        assert_eq!(core::Task::from(types::Task::from(task.clone())), task);
     }
 }
