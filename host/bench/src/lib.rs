@@ -61,6 +61,12 @@ impl fmt::Display for Table {
     }
 }
 
+/// `value` as pretty JSON and a newline: a benchmark's figures for `--json`.
+pub(crate) fn write_json<T: serde::Serialize>(out: &mut dyn std::io::Write, value: &T) -> anyhow::Result<()> {
+    writeln!(out, "{}", serde_json::to_string_pretty(value)?)?;
+    Ok(())
+}
+
 /// The arithmetic mean (0 for no samples).
 pub fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {

@@ -11,29 +11,38 @@ use onebrain_model::{DEFAULT_MODEL_FILE, TEST_MODEL_FILE};
 use crate::kernels::{bench_attention, bench_matmul, bench_quantize};
 use crate::model::{bench_inference, bench_long_prefill, bench_training, LONG_PREFILL_TOKENS};
 use crate::plugins::{bench_plugins, BenchOptions};
-use crate::Table;
+use crate::{write_json, Table};
 
 /// The benchmark suites.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Target {
     /// The verifier: native rejection, plan validation, overhead, throughput.
     Verifier,
     /// The plugin host: call overhead, cached loads, WASM against native.
     Plugins,
-    /// Generation: load, prefill, decode, batched decode, prefix reuse; long prompts.
+    /// Generation: prefill and decode tokens/s, batching, prefix reuse, peak memory, and one cold
+    /// prefill of 4k and 16k tokens each against the memory budget's estimate (both models).
     Model,
-    /// CPU quantized products, ours against candle's.
+    /// CPU matrix products streamed from memory: Q8_0 and Q5_0 at the 0.5B's shapes (1 to 64
+    /// rows), our tiled kernel against candle's; Q4_K and Q6_K at the 1.5B's (1, 4, 8 and 256 rows),
+    /// their own tiles against their Q8_0 re-quantization's.
     Matmul,
-    /// The activations' quantization on the pool's threads against one.
+    /// The activation quantization in front of every tiled product, at the 1.5B's widths:
+    /// chunks shared among the pool's threads against one thread.
     Quantize,
-    /// The learner's fused causal attention against matmul, softmax, matmul.
+    /// The learner's causal attention, forward and backward of one layer at the 0.5B model's
+    /// training shapes: fused against matmul, causal softmax, matmul.
     Attention,
-    /// Constrained decoding: the mask's share of decode time.
-    Constraint,
-    /// One real training step of the new path and of the old one ([`crate::training`]).
+    /// One training step (rollouts of 16 episodes and the update) of the default model on the
+    /// new path and on the old one (batch-1 rollouts, a dense f32 learner), each in its own
+    /// process: seconds, episodes per hour, peak memory.
     Training,
-    /// One forward and backward of the log-probabilities, adapters and full backbone.
+    /// One forward+backward over 4 × 512 tokens with SmolLM2-135M: adapters only, then the
+    /// full backbone.
     TrainingKernel,
+    /// Grammar-constrained against free decoding of the same Actor prompts (default model):
+    /// mask time per token and its share of decode, grammar build time, forced tokens.
+    Constraint,
 }
 
 /// What the flags of `onebrain bench` set.
@@ -262,12 +271,6 @@ pub fn run(what: Target, options: &SuiteOptions, out: &mut dyn Write) -> anyhow:
             )?;
         }
     }
-    Ok(())
-}
-
-/// `value` as pretty JSON and a newline.
-pub(crate) fn write_json<T: serde::Serialize>(out: &mut dyn Write, value: &T) -> anyhow::Result<()> {
-    writeln!(out, "{}", serde_json::to_string_pretty(value)?)?;
     Ok(())
 }
 

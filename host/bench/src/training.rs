@@ -15,7 +15,7 @@ use std::process::Command;
 use anyhow::{bail, Context};
 use serde::Serialize;
 
-use crate::suite::write_json;
+use crate::write_json;
 
 /// The config of the new path: the learning run's own.
 pub const DEFAULT_CONFIG: &str = "configs/train-cpu-full.toml";

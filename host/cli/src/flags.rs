@@ -330,7 +330,7 @@ pub struct ValidateArgs {
 pub struct BenchArgs {
     /// What to measure.
     #[arg(value_enum, default_value = "verifier")]
-    pub what: BenchTarget,
+    pub what: onebrain_bench::suite::Target,
     /// Repetitions (scales the corpus and the samples).
     #[arg(long, default_value_t = 10)]
     pub reps: usize,
@@ -352,37 +352,6 @@ pub struct BenchArgs {
     /// Default `problem`.
     #[arg(long)]
     pub mode: Option<String>,
-}
-
-/// The benchmark suites.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum BenchTarget {
-    /// The verifier: native rejection, plan validation, overhead, throughput.
-    Verifier,
-    /// The plugin host: call overhead, cached loads, WASM against native.
-    Plugins,
-    /// Generation: prefill and decode tokens/s, batching, prefix reuse, peak memory, and one cold
-    /// prefill of 4k and 16k tokens each against the memory budget's estimate (both models).
-    Model,
-    /// CPU matrix products streamed from memory: Q8_0 and Q5_0 at the 0.5B's shapes (1 to 64
-    /// rows), our tiled kernel against candle's; Q4_K and Q6_K at the 1.5B's (1, 4, 8 and 256 rows),
-    /// their own tiles against their Q8_0 re-quantization's.
-    Matmul,
-    /// The activation quantization in front of every tiled product, at the 1.5B's widths:
-    /// chunks shared among the pool's threads against one thread.
-    Quantize,
-    /// The learner's causal attention, forward and backward of one layer at the 0.5B model's
-    /// training shapes: fused against matmul, causal softmax, matmul.
-    Attention,
-    /// One training step (rollouts of 16 episodes and the update) of the default model on the
-    /// new path and on the old one (batch-1 rollouts, a dense f32 learner), each in its own process: seconds, episodes
-    /// per hour, peak memory.
-    Training,
-    /// One forward+backward over 4 × 512 tokens with SmolLM2-135M: adapters only, then the full backbone.
-    TrainingKernel,
-    /// Grammar-constrained against free decoding of the same Actor prompts (default model):
-    /// mask time per token and its share of decode, grammar build time, forced tokens.
-    Constraint,
 }
 
 /// `onebrain plugins`.

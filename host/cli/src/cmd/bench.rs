@@ -4,7 +4,7 @@
 use anyhow::bail;
 use onebrain_bench::suite::{SuiteOptions, Target};
 
-use crate::flags::{BenchArgs, BenchTarget};
+use crate::flags::BenchArgs;
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if !args.data.is_dir() {
@@ -13,23 +13,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             args.data.display()
         );
     }
-    if (args.config.is_some() || args.baseline.is_some()) && !matches!(args.what, BenchTarget::Training) {
+    if (args.config.is_some() || args.baseline.is_some()) && !matches!(args.what, Target::Training) {
         bail!("--config and --baseline apply to `onebrain bench training` only");
     }
-    if args.mode.is_some() && !matches!(args.what, BenchTarget::Constraint) {
+    if args.mode.is_some() && !matches!(args.what, Target::Constraint) {
         bail!("--mode applies to `onebrain bench constraint` only");
     }
-    let what = match args.what {
-        BenchTarget::Verifier => Target::Verifier,
-        BenchTarget::Plugins => Target::Plugins,
-        BenchTarget::Model => Target::Model,
-        BenchTarget::Matmul => Target::Matmul,
-        BenchTarget::Quantize => Target::Quantize,
-        BenchTarget::Attention => Target::Attention,
-        BenchTarget::Training => Target::Training,
-        BenchTarget::TrainingKernel => Target::TrainingKernel,
-        BenchTarget::Constraint => Target::Constraint,
-    };
+    let what = args.what;
     let options = SuiteOptions {
         reps: args.reps,
         data: args.data,
