@@ -167,6 +167,7 @@ pub fn count_failures<'a>(records: impl IntoIterator<Item = &'a EpisodeRecord>) 
 mod tests {
     use super::*;
     use onebrain_core::{FaithfulnessReport, Rewards};
+    use onebrain_roles::Mode;
     use onebrain_runtime::{PluginError, PluginErrorKind, PluginId};
     use std::time::Duration;
 
@@ -187,20 +188,18 @@ mod tests {
     /// A multi-role record with `error` and the structured `failures`; the plugins answered
     /// where no failure says otherwise.
     fn record(error: Option<String>, failures: Vec<PluginFailure>) -> EpisodeRecord {
-        let line = serde_json::json!({
-            "task_id": "t", "domain": "d", "strategy": "multi-role", "mode": "problem", "model": "m",
-            "task_text": "x", "steps": [], "b0": false, "solved": false, "repairs": 0,
-            "solver_calls": 1, "planner_calls": 1, "final_plan": [],
-            "timings": { "wall_ms": 0.0, "generation_ms": 0.0, "verification_ms": 0.0,
-                         "planner_ms": 0.0, "judge_ms": 0.0, "plugins_ms": 0.0 },
-        });
-        let mut rec: EpisodeRecord = serde_json::from_value(line).unwrap();
-        let failed = |p| failures.iter().any(|f| f.plugin == p);
-        rec.rewards = (!failed(FailedPlugin::Reward)).then(Rewards::default);
-        rec.faithfulness = (!failed(FailedPlugin::Checker)).then(FaithfulnessReport::default);
-        rec.error = error;
-        rec.failures = failures;
-        rec
+        let failed = |p| failures.iter().any(|f: &PluginFailure| f.plugin == p);
+        EpisodeRecord {
+            task_id: "t".into(),
+            mode: Mode::Problem,
+            solver_calls: 1,
+            planner_calls: 1,
+            rewards: (!failed(FailedPlugin::Reward)).then(Rewards::default),
+            faithfulness: (!failed(FailedPlugin::Checker)).then(FaithfulnessReport::default),
+            error,
+            failures,
+            ..Default::default()
+        }
     }
 
     /// A record whose one failure is `f`, with the error text `Finalizer` writes for it.

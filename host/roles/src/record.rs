@@ -101,8 +101,9 @@ pub struct EpisodeTimings {
     pub plugins_ms: f64,
 }
 
-/// One task's episode: the JSON object of one trace line.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One task's episode: the JSON object of one trace line. The default is an empty record
+/// (no steps, unsolved, no verifier call), a start to fill in.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EpisodeRecord {
     /// The task's identifier.
     pub task_id: String,

@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::ActorOffset;
 use crate::error::TrainError;
 use crate::learner::Learner;
 use crate::stream::StreamCursor;
@@ -55,6 +54,17 @@ pub struct TrainState {
     /// a resumed learner reads on from there ([`crate::ClusterRole`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actors: Option<Vec<ActorOffset>>,
+}
+
+/// What a learner of a job array keeps of one actor's episode file: where it has read to
+/// and the next slice it expects. Both go into every checkpoint, so a resumed learner reads
+/// on from there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActorOffset {
+    /// Bytes of the file consumed: every group before it was learned, dropped or skipped.
+    pub offset: u64,
+    /// The next slice to learn; a group of an earlier slice is a duplicate.
+    pub next_slice: u64,
 }
 
 /// The folder of checkpoint `updates` inside `checkpoints`.

@@ -27,7 +27,7 @@ use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::trainer::TrainEvent;
 
-pub use episode_files::{actor_file, read_from, ActorOffset, GroupLine};
+pub use episode_files::{actor_file, read_from, GroupLine};
 
 /// What one process of a job array does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -184,6 +184,7 @@ pub fn read_rows(path: &Path) -> Result<Vec<HeldOutRow>, TrainError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use onebrain_roles::Mode;
 
     #[test]
     fn a_held_out_log_drops_rows_a_resumed_run_no_longer_has() {
@@ -204,16 +205,17 @@ mod tests {
     #[test]
     fn a_model_error_is_counted_apart_from_the_answers() {
         let record = |solved: bool, error: Option<&str>| -> EpisodeRecord {
-            let mut r: EpisodeRecord = serde_json::from_value(serde_json::json!({
-                "task_id": "t", "domain": "d", "strategy": "multi-role", "mode": "problem", "model": "m",
-                "task_text": "x", "steps": [], "b0": solved, "solved": solved, "repairs": 0,
-                "solver_calls": 1, "planner_calls": 1, "final_plan": ["(a)"],
-                "timings": { "wall_ms": 0.0, "generation_ms": 0.0, "verification_ms": 0.0,
-                             "planner_ms": 0.0, "judge_ms": 0.0, "plugins_ms": 0.0 },
-            }))
-            .unwrap();
-            r.error = error.map(str::to_string);
-            r
+            EpisodeRecord {
+                task_id: "t".into(),
+                mode: Mode::Problem,
+                b0: solved,
+                solved,
+                solver_calls: 1,
+                planner_calls: 1,
+                final_plan: vec!["(a)".into()],
+                error: error.map(str::to_string),
+                ..Default::default()
+            }
         };
         let refused = Some("model error (actor): the request needs 9.1 GiB, past the memory budget of 8 GiB");
         let records = [record(true, None), record(false, None), record(false, refused)];

@@ -28,8 +28,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::batch::Batch;
-use crate::checkpoint::{self, TrainState};
-use crate::cluster::ActorOffset;
+use crate::checkpoint::{self, ActorOffset, TrainState};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::heldout::{HeldOut, HeldOutLog, HeldOutRow};

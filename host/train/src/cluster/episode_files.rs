@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use onebrain_roles::EpisodeRecord;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::ActorOffset;
 use crate::error::TrainError;
 
 /// One line of an actor's file: a group of episodes of one task, sampled by one policy.
@@ -64,16 +65,6 @@ pub fn read_from(path: &Path, offset: u64) -> Result<Vec<(GroupLine, u64)>, Trai
         out.push((group, offset + start as u64));
     }
     Ok(out)
-}
-
-/// What the learner keeps of one actor's file: where it has read to and the next slice it
-/// expects. Both go into every checkpoint, so a resumed learner reads on from there.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActorOffset {
-    /// Bytes of the file consumed: every group before it was learned, dropped or skipped.
-    pub offset: u64,
-    /// The next slice to learn; a group of an earlier slice is a duplicate.
-    pub next_slice: u64,
 }
 
 /// Why a group was not learned, if it was not.
@@ -203,6 +194,7 @@ impl Inbox {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use onebrain_roles::Mode;
     use std::io::Write;
 
     fn group(actor: usize, slice: u64, version: u64) -> GroupLine {
@@ -269,14 +261,14 @@ mod tests {
     }
 
     fn with_episodes(mut g: GroupLine, n: usize) -> GroupLine {
-        let record: EpisodeRecord = serde_json::from_value(serde_json::json!({
-            "task_id": "t", "domain": "d", "strategy": "multi-role", "mode": "problem", "model": "m",
-            "task_text": "x", "steps": [], "b0": false, "solved": false, "repairs": 0,
-            "solver_calls": 1, "planner_calls": 1, "final_plan": ["(a)"],
-            "timings": { "wall_ms": 0.0, "generation_ms": 0.0, "verification_ms": 0.0,
-                         "planner_ms": 0.0, "judge_ms": 0.0, "plugins_ms": 0.0 },
-        }))
-        .unwrap();
+        let record = EpisodeRecord {
+            task_id: "t".into(),
+            mode: Mode::Problem,
+            solver_calls: 1,
+            planner_calls: 1,
+            final_plan: vec!["(a)".into()],
+            ..Default::default()
+        };
         g.episodes = vec![record; n];
         g
     }

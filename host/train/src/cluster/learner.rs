@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use onebrain_durable::{stop_requested, FolderLock, Stopped};
 
-use super::episode_files::{ActorOffset, Inbox, Taken};
+use super::episode_files::{Inbox, Taken};
 use super::{publish, POLL};
 use crate::batch::Batch;
-use crate::checkpoint::{self, TrainState};
+use crate::checkpoint::{self, ActorOffset, TrainState};
 use crate::config::TrainConfig;
 use crate::error::TrainError;
 use crate::metrics::{ClusterMetrics, MetricsLog, MetricsRow, PeakMemory, StepClock};
