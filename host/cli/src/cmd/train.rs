@@ -87,25 +87,21 @@ fn print_event(verbose: bool, e: &TrainEvent) {
             done,
             total,
             record,
-        } => {
-            if verbose {
-                errln!(
+        } => episode_progress(
+            verbose,
+            || {
+                format!(
                     "  update {} episode {done}/{total}: {} b0={} bT={} repairs={}{}",
                     update + 1,
                     record.task_id,
                     u8::from(record.b0),
                     u8::from(record.solved),
                     record.repairs,
-                    record
-                        .error
-                        .as_deref()
-                        .map(|e| format!(" error: {e}"))
-                        .unwrap_or_default()
-                );
-            } else {
-                err!("\r  update {} rollouts {done}/{total}", update + 1);
-            }
-        }
+                    record.error.as_deref().map(|e| format!(" error: {e}")).unwrap_or_default()
+                )
+            },
+            || format!("  update {} rollouts {done}/{total}", update + 1),
+        ),
         TrainEvent::Updated(row) => finish_line(verbose, &row.line()),
         TrainEvent::Checkpoint(dir) => errln!("  checkpoint {}", dir.display()),
         TrainEvent::HeldOutEpisode {
@@ -113,17 +109,24 @@ fn print_event(verbose: bool, e: &TrainEvent) {
             done,
             total,
             record,
-        } => {
-            if verbose {
-                errln!("  held-out {update}: {}", progress_line(*done, *total, record));
-            } else {
-                err!("\r  held-out after {update} updates: {done}/{total}");
-            }
-        }
+        } => episode_progress(
+            verbose,
+            || format!("  held-out {update}: {}", progress_line(*done, *total, record)),
+            || format!("  held-out after {update} updates: {done}/{total}"),
+        ),
         TrainEvent::HeldOut(row) => finish_line(verbose, &row.line()),
         TrainEvent::Note(note) => errln!("onebrain: {note}"),
     }
     let _ = std::io::stderr().flush();
+}
+
+/// One episode done: its own line when verbose, else the progress line rewritten in place.
+fn episode_progress(verbose: bool, line: impl FnOnce() -> String, bar: impl FnOnce() -> String) {
+    if verbose {
+        errln!("{}", line());
+    } else {
+        err!("\r{}", bar());
+    }
 }
 
 /// A summary line, over the progress line it ends when not verbose.
