@@ -17,6 +17,9 @@ pub struct AppendFile {
     file: File,
     /// The file's length after the last whole record: where a failed append is cut back to.
     len: u64,
+    /// The file's length at the last [`AppendFile::sync`]; 0 before one, since what another
+    /// process left may still be only in the OS's cache.
+    synced: u64,
     /// Why a failed append could not be cut back, if one could not: no more appends then.
     poisoned: Option<String>,
 }
@@ -30,7 +33,7 @@ impl AppendFile {
             .open(path)
             .map_err(|e| Error::write(path, e))?;
         let len = file.metadata().map_err(|e| Error::write(path, e))?.len();
-        Ok(AppendFile { path: path.to_path_buf(), file, len, poisoned: None })
+        Ok(AppendFile { path: path.to_path_buf(), file, len, synced: 0, poisoned: None })
     }
 
     /// Appends `bytes` (whole records, each ending in a newline) and hands them to the OS, so
@@ -54,9 +57,22 @@ impl AppendFile {
         }
     }
 
-    /// Syncs what was appended to the disk.
-    pub fn sync(&self) -> Result<(), Error> {
-        self.file.sync_data().map_err(|e| Error::write(&self.path, e))
+    /// Syncs what was appended to the disk: an OS crash or a power cut after it returns
+    /// keeps every record so far. A checkpoint that counts on the records (a trainer's) calls
+    /// this before it is written, so it can never be ahead of its logs.
+    pub fn sync(&mut self) -> Result<(), Error> {
+        if self.is_synced() {
+            return Ok(());
+        }
+        self.file.sync_data().map_err(|e| Error::write(&self.path, e))?;
+        self.synced = self.len;
+        Ok(())
+    }
+
+    /// Whether every record is synced to the disk (the file is empty, or [`AppendFile::sync`]
+    /// ran after the last append).
+    pub fn is_synced(&self) -> bool {
+        self.synced == self.len
     }
 
     /// The file.
@@ -72,5 +88,28 @@ impl AppendFile {
     /// Whether the file is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_append_is_unsynced_until_sync_and_a_reopened_log_is_not_taken_as_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut log = AppendFile::open(&path).unwrap();
+        assert!(log.is_synced(), "an empty log has nothing to sync");
+        log.append(b"{}\n").unwrap();
+        assert!(!log.is_synced());
+        log.sync().unwrap();
+        assert!(log.is_synced());
+        drop(log);
+        // What an earlier process appended may still be only in the OS's cache.
+        let mut reopened = AppendFile::open(&path).unwrap();
+        assert!(!reopened.is_synced());
+        reopened.sync().unwrap();
+        assert!(reopened.is_synced());
     }
 }

@@ -218,6 +218,17 @@ impl TraceWriter {
         Ok(self.file.append(line.as_bytes())?)
     }
 
+    /// Syncs every record so far to the disk ([`AppendFile::sync`]): a checkpoint that counts
+    /// on them is written after this, so an OS crash cannot leave it ahead of its log.
+    pub fn sync(&mut self) -> Result<(), TraceError> {
+        Ok(self.file.sync()?)
+    }
+
+    /// Whether every record so far is synced to the disk.
+    pub fn is_synced(&self) -> bool {
+        self.file.is_synced()
+    }
+
     /// The trace file.
     pub fn path(&self) -> &Path {
         self.file.path()

@@ -171,6 +171,11 @@ impl HeldOutLog {
         Ok(read_rows(&self.path)?.iter().any(|r| r.update == update))
     }
 
+    /// Syncs every row so far to the disk, before a checkpoint that counts them.
+    pub(crate) fn sync(&mut self) -> Result<(), TrainError> {
+        Ok(self.writer.sync()?)
+    }
+
     pub(crate) fn append(&mut self, row: &HeldOutRow) -> Result<(), TrainError> {
         Ok(self.writer.append(row)?)
     }

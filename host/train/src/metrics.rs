@@ -385,6 +385,11 @@ impl MetricsLog {
         Ok(self.writer.append(row)?)
     }
 
+    /// Syncs every row so far to the disk, before a checkpoint that counts them.
+    pub fn sync(&mut self) -> Result<(), TrainError> {
+        Ok(self.writer.sync()?)
+    }
+
     /// Every row so far.
     pub fn rows(&self) -> Result<Vec<MetricsRow>, TrainError> {
         read_rows(&self.path)

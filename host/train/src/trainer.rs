@@ -355,8 +355,17 @@ impl Trainer {
         self.save_checkpoint(on_event)
     }
 
-    /// Writes the checkpoint of the parameters as they stand.
+    /// Writes the checkpoint of the parameters as they stand, after syncing the logs it counts
+    /// (the checkpoint itself is synced as it is written): after an OS crash or a power cut
+    /// the newest checkpoint is never ahead of `episodes.jsonl`, `metrics.jsonl`,
+    /// `heldout.jsonl` or `skipped-twins.jsonl`.
     fn save_checkpoint(&mut self, on_event: &mut dyn FnMut(&TrainEvent)) -> Result<(), TrainError> {
+        self.episodes.sync()?;
+        self.twins.sync()?;
+        self.metrics.sync()?;
+        if let Some((_, log)) = &mut self.heldout {
+            log.sync()?;
+        }
         let dir = checkpoint::save(
             &self.run_dir.join("checkpoints"),
             &self.learner,

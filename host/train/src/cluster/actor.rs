@@ -113,7 +113,10 @@ pub(super) fn run(cfg: TrainConfig, base: &Path, k: usize, n: usize, on_event: &
             version,
             episodes: samples.into_iter().map(|r| r.expect("every sample finished")).collect(),
         };
+        // Synced before the next group: the learner's checkpoint records offsets into this
+        // file, and an OS crash must not leave the file shorter than an offset it counted.
         file.append(&line)?;
+        file.sync()?;
     }
     Ok(())
 }

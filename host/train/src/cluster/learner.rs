@@ -120,6 +120,7 @@ pub(super) fn run(cfg: TrainConfig, base: &Path, actors: usize, on_event: &mut d
         // Every update: the offsets in it are what makes a resumed learner take up the
         // same batch, and the parameters are published only once they are safe.
         let saved = TrainState { actors: Some(inbox.consumed().to_vec()), ..state.clone() };
+        metrics.sync()?;
         let dir = checkpoint::save(&checkpoints, &learner, &saved, cfg.keep_checkpoints, cfg.keep_checkpoints_every)?;
         on_event(&TrainEvent::Checkpoint(&dir));
         publish(&run_dir, learner.brain_ref(), state.updates, keep)?;
