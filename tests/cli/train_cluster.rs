@@ -171,3 +171,41 @@ fn killed_actors_and_learner_resume_and_lose_or_repeat_no_episode() {
     assert_eq!(slices(1), [0]);
     assert!(rows[2]["cluster/duplicates"].as_u64().unwrap() >= 1, "the repeat is skipped: {rows:?}");
 }
+
+/// An actor started with another version of a plugin than a peer's record is refused before
+/// it samples, naming the plugin and both digests; the peer's record is left as it was, and
+/// the refused actor records nothing of its own.
+#[test]
+fn an_actor_whose_plugin_differs_from_a_peers_is_refused() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("array");
+    let peer = out.join("actors/actor-1");
+    fs::create_dir_all(&peer).unwrap();
+    let record = r#"{"plugins": [{"name": "blocksworld", "version": "0.1.0", "sha256": "00ff"}]}"#;
+    fs::write(peer.join("plugins.json"), record).unwrap();
+    let log = dir.path().join("actor.log");
+    let mut actor = spawn(&out, &log, &["--role", "actor", "--actor", "0/2"]);
+    // An actor that is not refused loads the model and waits for a learner that never comes.
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(status) = actor.try_wait().unwrap() {
+            break status;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            actor.kill().unwrap();
+            actor.wait().unwrap();
+            panic!("the actor was not refused: {}", fs::read_to_string(&log).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("plugin `blocksworld` changed") && err.contains("sha256 00ff"), "{err}");
+    assert!(err.contains("actor-1/plugins.json"), "{err}");
+    assert_eq!(fs::read_to_string(peer.join("plugins.json")).unwrap(), record);
+    assert!(!out.join("actors/actor-0/plugins.json").exists());
+}

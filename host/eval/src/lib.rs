@@ -67,7 +67,7 @@ pub use failures::{count_failures, failures, FailedStep, Failure, FailureCause, 
 pub use report::{
     JudgeReport, Rate, Report, ReportPaths, SizeRate, StrategyReport, Summary, TimingReport, MAX_H,
 };
-pub use plugins::{check_plugins, PluginRecordError, PLUGINS_FILE};
+pub use plugins::{check_plugins, check_plugins_against, PluginRecordError, PLUGINS_FILE};
 pub use svg::line_chart;
 pub use runner::{
     merge_eval, progress_line, run_eval, run_eval_with, trace_path, write_report, EvalError, EvalOutcome,

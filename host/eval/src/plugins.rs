@@ -62,28 +62,43 @@ pub enum PluginRecordError {
 pub fn check_plugins(dir: &Path, loaded: &[PluginDigest]) -> Result<(), PluginRecordError> {
     let path = dir.join(PLUGINS_FILE);
     let mut record = read_record(&path)?;
+    same_components(&path, &record, loaded)?;
     let mut added = false;
     for p in loaded {
-        match record.plugins.iter().find(|r| r.name == p.name) {
-            Some(r) if r.sha256 != p.sha256 => {
-                return Err(PluginRecordError::Changed {
-                    record: path,
-                    name: p.name.clone(),
-                    recorded: r.sha256.clone(),
-                    loaded: p.sha256.clone(),
-                })
-            }
-            Some(_) => {}
-            None => {
-                record.plugins.push(p.clone());
-                added = true;
-            }
+        if !record.plugins.iter().any(|r| r.name == p.name) {
+            record.plugins.push(p.clone());
+            added = true;
         }
     }
     if added {
         std::fs::create_dir_all(dir).map_err(|e| onebrain_durable::Error::write(&path, e))?;
         let text = serde_json::to_string_pretty(&record).expect("a plugin record serialises") + "\n";
         onebrain_durable::write_atomic(&path, text)?;
+    }
+    Ok(())
+}
+
+/// Checks the plugins loaded now against `dir/plugins.json` without writing to it: a folder
+/// another process records into (another actor of a job array) can refuse a mix of versions
+/// without two writers of one record. A missing record agrees with anything.
+pub fn check_plugins_against(dir: &Path, loaded: &[PluginDigest]) -> Result<(), PluginRecordError> {
+    let path = dir.join(PLUGINS_FILE);
+    let record = read_record(&path)?;
+    same_components(&path, &record, loaded)
+}
+
+/// [`PluginRecordError::Changed`] for the first loaded plugin that `record` (read from
+/// `path`) names with another digest.
+fn same_components(path: &Path, record: &PluginRecord, loaded: &[PluginDigest]) -> Result<(), PluginRecordError> {
+    for p in loaded {
+        if let Some(r) = record.plugins.iter().find(|r| r.name == p.name && r.sha256 != p.sha256) {
+            return Err(PluginRecordError::Changed {
+                record: path.to_path_buf(),
+                name: p.name.clone(),
+                recorded: r.sha256.clone(),
+                loaded: p.sha256.clone(),
+            });
+        }
     }
     Ok(())
 }
@@ -116,6 +131,13 @@ mod tests {
         let err = check_plugins(dir.path(), &[digest("blocksworld", "ddd")]).unwrap_err().to_string();
         assert!(err.contains("plugin `blocksworld` changed") && err.contains("sha256 bbb") && err.contains("sha256 ddd"), "{err}");
         assert!(err.contains("plugins.json"), "{err}");
+        // Checked against without a write: a missing record agrees, a changed digest does not.
+        let other = tempfile::tempdir().unwrap();
+        check_plugins_against(other.path(), &[digest("blocksworld", "ddd")]).unwrap();
+        assert!(!other.path().join(PLUGINS_FILE).exists(), "checking against writes nothing");
+        let err = check_plugins_against(dir.path(), &[digest("blocksworld", "ddd")]).unwrap_err().to_string();
+        assert!(err.contains("plugin `blocksworld` changed"), "{err}");
+        check_plugins_against(dir.path(), &[digest("blocksworld", "bbb"), digest("new", "eee")]).unwrap();
         std::fs::write(dir.path().join(PLUGINS_FILE), "{").unwrap();
         let err = check_plugins(dir.path(), &[]).unwrap_err().to_string();
         assert!(err.contains("plugins.json: "), "{err}");

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use onebrain_durable::{stop_requested, FolderLock, Stopped};
-use onebrain_eval::TraceWriter;
+use onebrain_eval::{check_plugins, check_plugins_against, TraceWriter};
 use onebrain_roles::{load_model, EpisodeRecord, LanguageModel};
 
 use super::episode_files::{actor_file, read_from, GroupLine};
@@ -46,6 +46,14 @@ pub(super) fn run(cfg: TrainConfig, base: &Path, k: usize, n: usize, on_event: &
 
     let solve = cfg.solve_config();
     let services = onebrain_roles::Services::load(&solve, base)?;
+    // Before a group is written: a plugin whose component changed since this actor began, or
+    // that another actor of the run loaded at another version, would mix two versions'
+    // results in one batch. Each actor records into its own folder (one writer a record) and
+    // checks the others' records.
+    for other in (0..n).filter(|&o| o != k) {
+        check_plugins_against(&out.join("actors").join(format!("actor-{other}")), &services.plugins)?;
+    }
+    check_plugins(&lock_dir, &services.plugins)?;
     let brain = load_model(&solve, base)?;
     let mut learner = Learner::new(brain, None, cfg.ppo.clone(), cfg.ablation, cfg.seed)?;
     let stream = open_stream(&cfg, base, &services)?;
