@@ -8,7 +8,8 @@
 //! its metrics row, and every second update a checkpoint (`checkpoint-every = 2`). It takes a
 //! stop at the trainer's safe points: between episodes and between updates, writing a
 //! checkpoint first if its newest one is older. The parent sends SIGTERM or SIGINT a random
-//! 0-100 ms after the start of a write drawn at random (an episode's line or a checkpoint),
+//! 0-100 ms after the start of a write drawn at random (half the cases a checkpoint, the
+//! other half any write: an episode's line or a checkpoint),
 //! sometimes a second signal right after (an immediate exit, mid-write), then
 //! checks the exit status (130, 143) and the message, resumes the run to its end, and checks
 //! that the checkpoint loads with the parameters of its update and that every episode and
@@ -273,7 +274,12 @@ fn fuzz_signals_during_checkpoint_writes() {
     wait_ready(&mut proc, &lines, "calibration");
     assert!(proc.wait().unwrap().success());
     reader.join().unwrap();
-    let events = lines.lock().unwrap().iter().filter(|l| l.starts_with("event: ")).count() as u64;
+    let kinds: Vec<String> = lines.lock().unwrap().iter().filter_map(|l| l.strip_prefix("event: ")).map(|e| e.split(' ').next().unwrap_or("").to_string()).collect();
+    let events = kinds.len() as u64;
+    // Checkpoints are few of a run's writes (3 of 27) but the ones a stop must not tear: half
+    // the cases follow one of them, the other half any write.
+    let checkpoints: Vec<usize> = (0..kinds.len()).filter(|&i| kinds[i] == "checkpoint").collect();
+    assert!(!checkpoints.is_empty(), "the calibration run wrote no checkpoint");
     let span = 100;
     check_run(&calibration.path().join("run")).unwrap();
     let mut next = rng();
@@ -283,7 +289,11 @@ fn fuzz_signals_during_checkpoint_writes() {
         let run = dir.path().join("run");
         let first = if next() % 2 == 0 { StopSignal::Terminate } else { StopSignal::Interrupt };
         let second = (next() % 4 == 0).then(|| if next() % 2 == 0 { StopSignal::Terminate } else { StopSignal::Interrupt });
-        let event = (next() % events) as usize;
+        let event = if next() % 2 == 0 {
+            checkpoints[(next() % checkpoints.len() as u64) as usize]
+        } else {
+            (next() % events) as usize
+        };
         let delay = Duration::from_millis(next() % span);
         let (mut proc, lines, reader) = start(&run);
         wait_ready(&mut proc, &lines, &format!("case {case}"));
