@@ -140,6 +140,22 @@ mod tests {
     }
 
     #[test]
+    fn a_second_posthoc_of_one_set_is_refused_naming_the_holder_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        run_folder(dir.path());
+        let eval = eval_config(dir.path());
+        let held = onebrain_durable::FolderLock::acquire(&posthoc_dir(dir.path(), "eval-slice")).unwrap();
+        let err = evaluate_update(dir.path(), &eval, 10, |_| {}, &mut |_| {}).unwrap_err().to_string();
+        assert!(err.contains("posthoc/eval-slice is in use by another onebrain process (pid "), "{err}");
+        assert!(!posthoc_rows_path(dir.path(), "eval-slice").exists());
+        assert!(!posthoc_dir(dir.path(), "eval-slice").join("update-000010").exists());
+        // Released with its holder: the next one gets past the lock (and on to the evaluation).
+        drop(held);
+        let err = evaluate_update(dir.path(), &eval, 10, |_| {}, &mut |_| {}).unwrap_err().to_string();
+        assert!(!err.contains("in use"), "{err}");
+    }
+
+    #[test]
     fn a_checkpoint_the_run_did_not_keep_is_named_and_explained() {
         let dir = tempfile::tempdir().unwrap();
         run_folder(dir.path());
