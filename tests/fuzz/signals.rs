@@ -7,9 +7,9 @@
 //! those recorded before a stop), the parameters changed (a marker in the role tokens: the update's number),
 //! its metrics row, and every second update a checkpoint (`checkpoint-every = 2`). It takes a
 //! stop at the trainer's safe points: between episodes and between updates, writing a
-//! checkpoint first if its newest one is older. The parent sends SIGTERM or SIGINT a random
-//! 0-100 ms after the start of a write drawn at random (half the cases a checkpoint, the
-//! other half any write: an episode's line or a checkpoint),
+//! checkpoint first if its newest one is older. The parent sends SIGTERM or SIGINT during a
+//! write drawn at random: in three cases of four a checkpoint, 0-8 ms after its partial folder
+//! appears; else any write (an episode's line or a checkpoint), 0-100 ms after it starts;
 //! sometimes a second signal right after (an immediate exit, mid-write), then
 //! checks the exit status (130, 143) and the message, resumes the run to its end, and checks
 //! that the checkpoint loads with the parameters of its update and that every episode and
@@ -42,6 +42,8 @@ const EVERY: u64 = 2;
 /// The parameter that carries the update's number.
 const MARKER: &str = "actor.role_tokens";
 const CHILD_ENV: &str = "ONEBRAIN_SIGNAL_CHILD";
+/// The most a signal meant for a checkpoint waits once its partial folder is there.
+const CHECKPOINT_SPAN_MS: u64 = 8;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -276,8 +278,8 @@ fn fuzz_signals_during_checkpoint_writes() {
     reader.join().unwrap();
     let kinds: Vec<String> = lines.lock().unwrap().iter().filter_map(|l| l.strip_prefix("event: ")).map(|e| e.split(' ').next().unwrap_or("").to_string()).collect();
     let events = kinds.len() as u64;
-    // Checkpoints are few of a run's writes (3 of 27) but the ones a stop must not tear: half
-    // the cases follow one of them, the other half any write.
+    // Checkpoints are few of a run's writes (3 of 27) but the ones a stop must not tear: three
+    // cases in four signal one of them as it is written, the rest any write.
     let checkpoints: Vec<usize> = (0..kinds.len()).filter(|&i| kinds[i] == "checkpoint").collect();
     assert!(!checkpoints.is_empty(), "the calibration run wrote no checkpoint");
     let span = 100;
@@ -289,15 +291,24 @@ fn fuzz_signals_during_checkpoint_writes() {
         let run = dir.path().join("run");
         let first = if next() % 2 == 0 { StopSignal::Terminate } else { StopSignal::Interrupt };
         let second = (next() % 4 == 0).then(|| if next() % 2 == 0 { StopSignal::Terminate } else { StopSignal::Interrupt });
-        let event = if next() % 2 == 0 {
+        let at_checkpoint = next() % 4 != 0;
+        let event = if at_checkpoint {
             checkpoints[(next() % checkpoints.len() as u64) as usize]
         } else {
             (next() % events) as usize
         };
-        let delay = Duration::from_millis(next() % span);
+        // A checkpoint of SmolLM2's adapters is written in tens of milliseconds: a signal meant
+        // for one waits for its partial folder, then a few milliseconds at most.
+        let delay = Duration::from_millis(next() % if at_checkpoint { CHECKPOINT_SPAN_MS } else { span });
         let (mut proc, lines, reader) = start(&run);
         wait_ready(&mut proc, &lines, &format!("case {case}"));
         let after = wait_event(&mut proc, &lines, event);
+        if at_checkpoint {
+            let t0 = Instant::now();
+            while !writing_checkpoint(&run) && t0.elapsed() < Duration::from_secs(2) && proc.try_wait().unwrap().is_none() {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
         std::thread::sleep(delay);
         if writing_checkpoint(&run) {
             tally.during_checkpoint += 1;
