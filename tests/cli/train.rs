@@ -208,36 +208,26 @@ fn compare_refuses_a_run_without_a_held_out_evaluation() {
     assert!(err.contains("no held-out evaluation"), "{err}");
 }
 
-/// SIGTERM while the rollouts run: a second `train` on the folder is refused at once, naming the
-/// first; the first stops before it records another episode, exits 143 saying where it stopped,
-/// and keeps its folder's lock no longer. A plugin whose component changed since the run began
-/// is refused on resuming, naming it and both digests; with the recorded version the resume
-/// finishes the update with each episode once. Before, the signal killed the process wherever
-/// it was, and a second process trained into the same folder.
-#[test]
-fn a_signal_stops_training_at_a_safe_point_and_the_resume_finishes_it() {
+/// Starts `onebrain train` on `run` with `extra` flags, waits until it has started training,
+/// runs `meanwhile` with its pid, then sends it `signal`: its exit status and stderr.
+fn train_signalled(run: &Path, extra: &[&str], signal: i32, meanwhile: impl FnOnce(u32)) -> (std::process::ExitStatus, String) {
     use std::io::{BufRead, BufReader};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    if let Some(why) = model_ready() {
-        eprintln!("skipping: {why}");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    let mut first = std::process::Command::new(env!("CARGO_BIN_EXE_onebrain"))
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_onebrain"))
         .args(["train", "--skip-heldout", "--config"])
         .arg(fixture("configs/train-smollm.toml"))
         .arg("--out-dir")
-        .arg(&run)
+        .arg(run)
+        .args(extra)
         .current_dir(crate::harness::repo())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let said = Arc::new(Mutex::new(Vec::<String>::new()));
     let reader = {
-        let (stderr, said) = (first.stderr.take().unwrap(), Arc::clone(&said));
+        let (stderr, said) = (child.stderr.take().unwrap(), Arc::clone(&said));
         std::thread::spawn(move || {
             for l in BufReader::new(stderr).split(b'\n').map_while(Result::ok) {
                 said.lock().unwrap().push(String::from_utf8_lossy(&l).into_owned());
@@ -247,26 +237,50 @@ fn a_signal_stops_training_at_a_safe_point_and_the_resume_finishes_it() {
     let started = Instant::now();
     while !said.lock().unwrap().iter().any(|l| l.contains("0 of 1 updates done")) {
         assert!(started.elapsed() < Duration::from_secs(300), "no start: {:?}", said.lock().unwrap());
-        assert!(first.try_wait().unwrap().is_none(), "ended: {:?}", said.lock().unwrap());
+        assert!(child.try_wait().unwrap().is_none(), "ended: {:?}", said.lock().unwrap());
         std::thread::sleep(Duration::from_millis(20));
     }
-
-    let refused = train(&run, &["--resume", "--skip-heldout"]).fails_with(1);
-    let holder = format!("in use by another onebrain process (pid {}: onebrain train", first.id());
-    assert!(refused.contains(&holder), "{refused}");
-
+    meanwhile(child.id());
     // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(first.id() as i32, libc::SIGTERM) }, 0);
-    let status = first.wait().unwrap();
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    let status = child.wait().unwrap();
     reader.join().unwrap();
     let stderr = said.lock().unwrap().join("\n");
+    (status, stderr)
+}
+
+/// Where a run of one update of two episodes may stop, by its episode log.
+fn stopping_points(run: &Path) -> Vec<String> {
+    let recorded = fs::read_to_string(run.join("episodes.jsonl")).unwrap_or_default().lines().count();
+    vec![
+        "before the first update".into(),
+        format!("during update 1's rollouts, with {recorded} of 2 episodes recorded"),
+    ]
+}
+
+/// SIGTERM while the rollouts run: a second `train` on the folder is refused at once, naming the
+/// first; the first stops before it records another episode, exits 143 saying where it stopped,
+/// and keeps its folder's lock no longer. A plugin whose component changed since the run began
+/// is refused on resuming, naming it and both digests. SIGINT stops the resume the same way,
+/// exiting 130; the next resume finishes the update with each episode once. Before, the signal
+/// killed the process wherever it was, and a second process trained into the same folder.
+#[test]
+fn a_signal_stops_training_at_a_safe_point_and_the_resume_finishes_it() {
+    if let Some(why) = model_ready() {
+        eprintln!("skipping: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let (status, stderr) = train_signalled(&run, &[], libc::SIGTERM, |pid| {
+        let refused = train(&run, &["--resume", "--skip-heldout"]).fails_with(1);
+        let holder = format!("in use by another onebrain process (pid {pid}: onebrain train");
+        assert!(refused.contains(&holder), "{refused}");
+    });
     assert_eq!(status.code(), Some(143), "{stderr}");
     // The episodes that finished before the signal are recorded, none after it.
-    let recorded = fs::read_to_string(run.join("episodes.jsonl")).unwrap_or_default().lines().count();
-    let during = format!("during update 1's rollouts, with {recorded} of 2 episodes recorded");
-    let at = ["before the first update", during.as_str()];
     assert!(
-        at.iter().any(|at| stderr.contains(&format!("onebrain: stopped by SIGTERM {at}; resume with --resume"))),
+        stopping_points(&run).iter().any(|at| stderr.contains(&format!("onebrain: stopped by SIGTERM {at}; resume with --resume"))),
         "{stderr}"
     );
 
@@ -281,12 +295,21 @@ fn a_signal_stops_training_at_a_safe_point_and_the_resume_finishes_it() {
     assert!(err.contains("plugin `paper-rewards` changed since this run began") && err.contains(&sha) && err.contains(&"0".repeat(64)), "{err}");
     fs::write(&record, text).unwrap();
 
+    // SIGINT on the resume, unless both episodes were recorded before the first stop: then
+    // the resume goes straight to the update, which a signal does not cut short.
+    if lines(&run.join("episodes.jsonl")).len() < 2 {
+        let (status, stderr) = train_signalled(&run, &["--resume"], libc::SIGINT, |_| {});
+        let stopped = stopping_points(&run).iter().any(|at| stderr.contains(&format!("onebrain: stopped by SIGINT {at}; resume with --resume")));
+        // The resume may have finished its last episode and the update before the signal came.
+        let finished = status.code() == Some(0) || stderr.contains("stopped by SIGINT after update 1");
+        assert!((status.code() == Some(130) && stopped) || finished, "{status}: {stderr}");
+    }
+
     let (_, err) = train(&run, &["--resume", "--skip-heldout"]).output_text();
-    assert!(err.contains("0 of 1 updates done") && err.contains("update   1: "), "{err}");
     let episodes = lines(&run.join("episodes.jsonl"));
     let mut slots: Vec<u64> = episodes.iter().map(|e| e["slot"].as_u64().unwrap()).collect();
     slots.sort();
-    assert_eq!(slots, [0, 1], "each episode once");
+    assert_eq!(slots, [0, 1], "each episode once: {err}");
     assert_eq!(lines(&run.join("metrics.jsonl")).len(), 1);
     assert_eq!(fs::read_to_string(run.join("checkpoints/LATEST")).unwrap().trim(), "update-000001");
 }
