@@ -24,7 +24,7 @@ pub(super) fn run(cfg: TrainConfig, base: &Path, k: usize, n: usize, on_event: &
     let out = base.join(&cfg.out_dir);
     let path = actor_file(&out, k);
     // One process per actor: its own lock folder, apart from the learner's run folder lock.
-    let lock_dir = out.join("actors").join(format!("actor-{k}"));
+    let lock_dir = actor_dir(&out, k);
     std::fs::create_dir_all(&lock_dir).map_err(|e| TrainError::io(&lock_dir, e))?;
     let _lock = FolderLock::acquire(&lock_dir)?;
 
@@ -51,7 +51,7 @@ pub(super) fn run(cfg: TrainConfig, base: &Path, k: usize, n: usize, on_event: &
     // results in one batch. Each actor records into its own folder (one writer a record) and
     // checks the others' records.
     for other in (0..n).filter(|&o| o != k) {
-        check_plugins_against(&out.join("actors").join(format!("actor-{other}")), &services.plugins)?;
+        check_plugins_against(&actor_dir(&out, other), &services.plugins)?;
     }
     check_plugins(&lock_dir, &services.plugins)?;
     let brain = load_model(&solve, base)?;
@@ -127,6 +127,11 @@ pub(super) fn run(cfg: TrainConfig, base: &Path, k: usize, n: usize, on_event: &
         file.sync()?;
     }
     Ok(())
+}
+
+/// Actor `k`'s own folder in run folder `out`: its lock and its plugins' record.
+fn actor_dir(out: &Path, k: usize) -> std::path::PathBuf {
+    out.join("actors").join(format!("actor-{k}"))
 }
 
 /// Waits until the learner has published a version of at least `least` (the oldest that
