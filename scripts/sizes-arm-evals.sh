@@ -33,6 +33,14 @@ eval_into() {
     say "done already: $dir"
     return 0
   fi
+  # A machine that lost $out resumes from what scripts/arms-sync.sh committed.
+  local committed=results/train-1.5b-sizes/evals/${dir#"$out"/}
+  if [ ! -d "$dir" ] && [ -f "$committed/trace.jsonl.gz" ]; then
+    say "restoring $dir from $committed"
+    mkdir -p "$dir"
+    find "$committed" -maxdepth 1 -type f ! -name trace.jsonl.gz -exec cp {} "$dir"/ \;
+    gunzip -c "$committed/trace.jsonl.gz" > "$dir/trace.jsonl"
+  fi
   say "eval $dir"
   "$bin" eval --out-dir "$dir" "$@"
 }

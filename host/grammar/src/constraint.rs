@@ -12,6 +12,7 @@ use crate::env::{Lead, TokenEnv, BLANKS_ONLY, BLANKS_THEN_NAME, HAS_STRUCTURE, N
 use crate::domain_guard::DomainGuard;
 use crate::guard::{Candidate, Guard, OPTIONAL_RULES};
 use crate::guard_rule::GuardRule;
+use crate::stats::{ConstraintStats, Relaxation};
 use crate::lark::{self, Limits, Objects, Vocabulary};
 use crate::GrammarError;
 
@@ -90,41 +91,6 @@ pub enum ConstraintSpec {
         /// The task's objects with their types.
         objects: Vec<(String, String)>,
     },
-}
-
-/// Counters of one constrained generation, for the cost figures.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ConstraintStats {
-    /// Milliseconds spent compiling grammars (every stage).
-    pub build_ms: f64,
-    /// Microseconds spent computing masks (grammar and guard).
-    pub mask_us: f64,
-    /// Masks computed.
-    pub masks: u32,
-    /// Tokens the grammar forced (appended without sampling).
-    pub forced: u32,
-    /// Grammar stages entered after the first.
-    pub stage_switches: u32,
-    /// Tokens the guard refused (repeats, full sections, budget).
-    pub guard_refusals: u64,
-    /// Positions where the rules on top of the grammar would together have refused every
-    /// token it allowed, so that some gave way ([`ConstraintStats::relaxations`] says which).
-    /// The grammar itself never gives way.
-    pub guard_overrides: u32,
-    /// Each rule that gave way, and where: what an episode's trace records of the answers
-    /// its rules could not hold (see [`TokenConstraint::allowed`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub relaxations: Vec<Relaxation>,
-}
-
-/// Where a rule gave way.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Relaxation {
-    /// The answer's token (0-based) whose mask the rule gave way in.
-    pub position: usize,
-    /// The rule.
-    pub rule: GuardRule,
 }
 
 /// A constraint a decoder applies: ask for the allowed tokens, sample one of them, report it.
@@ -879,18 +845,5 @@ mod tests {
             assert_eq!(here, everything, "token {i} after the text");
         }
         assert_eq!(stats.guard_overrides, 5);
-    }
-
-    /// Traces written before relaxations were recorded read the same, and one with none
-    /// writes none.
-    #[test]
-    fn relaxations_are_recorded_only_where_a_rule_gave_way() {
-        let none = serde_json::to_string(&ConstraintStats::default()).unwrap();
-        assert!(!none.contains("relaxations"), "{none}");
-        assert_eq!(serde_json::from_str::<ConstraintStats>(&none).unwrap(), ConstraintStats::default());
-        let one = ConstraintStats { guard_overrides: 1, relaxations: vec![Relaxation { position: 7, rule: GuardRule::InitMutex }], ..ConstraintStats::default() };
-        let json = serde_json::to_string(&one).unwrap();
-        assert!(json.contains(r#""rule":"init-mutex""#), "{json}");
-        assert_eq!(serde_json::from_str::<ConstraintStats>(&json).unwrap(), one);
     }
 }

@@ -27,3 +27,25 @@ pub enum GuardRule {
     /// Blank runs and the share of blanks-only tokens.
     Blanks,
 }
+
+impl GuardRule {
+    /// The rules that keep an answer from gaming the planner: an impossible initial state,
+    /// or a goal that already holds. An answer one of them gave way in has a plan that
+    /// proves nothing about the task, so it is judged unsolved without one
+    /// ([`ConstraintStats::honesty_gave_way`](crate::ConstraintStats::honesty_gave_way)).
+    pub const HONESTY: [GuardRule; 2] = [GuardRule::InitMutex, GuardRule::GoalAtInit];
+
+    /// The spec option that switches the rule on, where there is one
+    /// (`forbid-init-mutex`), or what the rule holds to otherwise.
+    pub fn describe(self) -> &'static str {
+        match self {
+            GuardRule::Domain => "the domain guard",
+            GuardRule::Problem => "the problem guard",
+            GuardRule::Avoid => "avoid earlier candidates",
+            GuardRule::InitMutex => "forbid-init-mutex",
+            GuardRule::GoalAtInit => "forbid-goal-at-init",
+            GuardRule::PlanBudget => "the plan budget",
+            GuardRule::Blanks => "the blanks limit",
+        }
+    }
+}

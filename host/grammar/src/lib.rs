@@ -51,9 +51,11 @@ mod guard;
 mod guard_rule;
 mod lark;
 mod mutex;
+mod stats;
 
 pub use bounds::{parser_limits, DomainBounds, DomainSize, DOMAIN_BOUNDS, MAX_GRAMMAR_BYTES};
-pub use constraint::{ConstraintSpec, ConstraintStats, Relaxation, TokenConstraint, TokenSet};
+pub use constraint::{ConstraintSpec, TokenConstraint, TokenSet};
+pub use stats::{ConstraintStats, Relaxation};
 pub use guard_rule::GuardRule;
 pub use env::{ParserFigures, TokenEnv, Tokenize};
 pub use mutex::{MutexGroup, MutexPart};

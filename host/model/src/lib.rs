@@ -54,7 +54,7 @@ mod test_util;
 pub use budget::{MemoryEstimate, DEFAULT_MEMORY_BUDGET_MIB};
 pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopReason};
 /// Constrained decoding: what a [`SamplingConfig::constraint`] holds, and the live masks.
-pub use onebrain_grammar::{ConstraintSpec, ConstraintStats, Limits as GrammarLimits, MutexGroup, MutexPart, TokenEnv, TokenSet};
+pub use onebrain_grammar::{ConstraintSpec, ConstraintStats, GuardRule, Limits as GrammarLimits, MutexGroup, MutexPart, Relaxation, TokenEnv, TokenSet};
 pub use checkpoint::{resolve_checkpoint, with_checkpoint_shape, LATEST_FILE};
 pub use config::{LearnerWeights, ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, QUICK_MODEL_FILE, TEST_MODEL_FILE};
 pub use device::{DeviceChoice, WeightDtype};

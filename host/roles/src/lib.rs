@@ -68,6 +68,7 @@ mod driver;
 mod episode;
 mod error;
 mod extract;
+mod guard_verdict;
 mod model;
 mod plan;
 mod prompts;

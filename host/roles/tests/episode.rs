@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use onebrain_core::{BoxError, Category, FinishedEpisode, StepRole, Reward, Rewards};
+use onebrain_model::{ConstraintStats, GuardRule, Relaxation};
 use onebrain_roles::{
     EpisodeConfig, Event, Finalizer, Mode, RepeatPolicy, Role, Select, Strategy, MAX_RESAMPLES,
 };
@@ -130,6 +131,48 @@ fn a_broken_spec_then_its_repair() {
         ),
         (2, &rec.final_spec, rec.rewards, &rec.steps[0].verdict)
     );
+}
+
+/// An answer in which `forbid-init-mutex` gave way (every token the grammar allowed led to an
+/// impossible initial state) is unsolved with that as its reason, even though a planner would
+/// solve it, and no planner is called for it; the Editor sees the reason and repairs it.
+#[test]
+fn an_answer_an_honesty_guard_gave_way_in_is_unsolved_with_its_reason() {
+    let cfg = problem_mode(Strategy::MultiRole);
+    let mut model = Scripted::new(&[GOOD_TAIL, GOOD_TAIL_REORDERED]);
+    let gave_way = ConstraintStats {
+        guard_overrides: 1,
+        relaxations: vec![Relaxation { position: 12, rule: GuardRule::InitMutex }],
+        ..ConstraintStats::default()
+    };
+    // A relaxation of a rule that is not about honesty (a repeat of an earlier candidate)
+    // leaves the answer to the planner.
+    let repeat_gave_way = ConstraintStats {
+        guard_overrides: 1,
+        relaxations: vec![Relaxation { position: 30, rule: GuardRule::Avoid }],
+        ..ConstraintStats::default()
+    };
+    model.constraints = VecDeque::from([Some(gave_way), Some(repeat_gave_way)]);
+    let verifier = NativeVerifier::default();
+    let (rec, _) = run(&cfg, &mut model, &verifier, &Finalizer::default());
+
+    let verdict = rec.steps[0].verdict.as_ref().unwrap();
+    assert!(!verdict.solved && verdict.plan.is_empty(), "{verdict:?}");
+    assert_eq!(verdict.diagnostics.len(), 1);
+    let reason = &verdict.diagnostics[0];
+    assert_eq!(reason.category, Category::GoalConstraint);
+    assert!(
+        reason.message.starts_with("forbid-init-mutex left no token at answer token 12: ")
+            && reason.message.contains("mutex group"),
+        "{}",
+        reason.message
+    );
+    assert!(!rec.steps[0].solver_call);
+    assert!(model.calls[1].1.contains("forbid-init-mutex left no token"), "the Editor sees why");
+    // The repair reached the planner and was solved.
+    assert!(rec.steps[1].solver_call && rec.solved && !rec.b0);
+    assert_eq!(verifier.calls.load(Ordering::SeqCst), 1);
+    assert_eq!((rec.solver_calls, rec.planner_calls, rec.first_success), (2, 1, Some(1)));
 }
 
 #[test]

@@ -6,6 +6,7 @@ use onebrain_model::{ConstraintSpec, Generation, MutexGroup, MutexPart, Role, Sa
 
 use super::{Episode, Phase, Request};
 use crate::extract::{extract_spec, Mode};
+use crate::guard_verdict::honesty_gave_way_verdict;
 use crate::plan::validate_answer;
 use crate::prompts::prompt_hash;
 use crate::record::{Event, StepRecord, StepTimings};
@@ -304,12 +305,16 @@ impl Episode {
         }
         let ex = extract_spec(&text, self.cfg.mode, self.input.domain_pddl.as_deref());
         step.spec = ex.spec.clone();
-        let failure = ex.failure_verdict();
+        // No PDDL is a syntax failure; an answer an honesty guard gave way in is unsolved
+        // by that alone. Either spends its budget unit without a planner call.
+        let failure = ex
+            .failure_verdict()
+            .or_else(|| g.constraint.as_ref().and_then(honesty_gave_way_verdict));
         step.extraction = Some(ex);
         self.record.steps.push(step);
         let at = self.record.steps.len() - 1;
         match failure {
-            // No PDDL: a syntax failure that spends its budget unit without a planner call.
+            // Judged without the planner: spends its budget unit all the same.
             Some(v) => self.on_verified(at, v),
             None => {
                 self.phase = Phase::Verifying { step: at };
@@ -321,11 +326,11 @@ impl Episode {
     }
 
     pub(super) fn on_verified(&mut self, at: usize, verdict: Verdict) -> Request {
-        // A no-PDDL output spends its budget unit without reaching the verifier.
-        let real_call = self.record.steps[at]
-            .extraction
-            .as_ref()
-            .is_none_or(|e| e.failure.is_none());
+        // A no-PDDL output, or one an honesty guard gave way in, spends its budget unit
+        // without reaching the verifier.
+        let step = &self.record.steps[at];
+        let real_call = step.extraction.as_ref().is_none_or(|e| e.failure.is_none())
+            && step.constraint.as_ref().is_none_or(|c| c.honesty_gave_way().is_none());
         let writes_plan = self.cfg.strategy.writes_plan();
         let rec = &mut self.record;
         rec.solver_calls += 1;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use onebrain_core::{
     BoxError, FinishedEpisode, Outcome, Reward, Rewards, Spec, Task, Verdict, Verifier,
 };
+use onebrain_model::ConstraintStats;
 use onebrain_roles::{
     run_episode, Episode, EpisodeConfig, EpisodeInput, Event, Finalizer, Generation, LanguageModel,
     Mode, RepeatPolicy, Role, SamplingConfig, StopReason, Strategy,
@@ -43,6 +44,8 @@ pub struct Scripted {
     /// Milliseconds each generation takes (for the overlap test).
     pub delay_ms: u64,
     pub log: Option<Arc<Mutex<Vec<(String, Instant)>>>>,
+    /// The decoding constraint's counters each generation reports, in order (none after).
+    pub constraints: VecDeque<Option<ConstraintStats>>,
 }
 
 impl Scripted {
@@ -79,7 +82,7 @@ impl LanguageModel for Scripted {
             decode_secs: 0.02,
             stop_reason: StopReason::Eos,
             logprobs: Vec::new(),
-            constraint: None,
+            constraint: self.constraints.pop_front().flatten(),
         })
     }
 
