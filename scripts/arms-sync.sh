@@ -22,7 +22,7 @@ for run in "$RUNS"/train-1.5b-*/; do
   arm=$(basename "$run")
   out=results/$arm
   mkdir -p "$out"
-  for f in config.json metrics.jsonl heldout.jsonl curves.svg; do
+  for f in config.json metrics.jsonl heldout.jsonl curves.svg skipped-twins.jsonl; do
     [ -f "$run/$f" ] && cp "$run/$f" "$out/$f"
   done
   # The episode log, gzipped (about 60 KB an update): scripts/train-stream.py reads it.
