@@ -12,13 +12,15 @@
 #   posthoc   the arm's kept checkpoints (updates 20, 40, 60) on the large set and the slice
 #   trained   the combined method with the arm's last checkpoint, SEEDS draws on both sets
 # RUN (default /work/runs/train-1.5b-sizes) is the arm's run folder, OUT (default /work/runs)
-# where the evaluations go, SEEDS (default "0 1 2") the draws. The tables come from
+# where the evaluations go, COMMITTED (default results/train-1.5b-sizes/evals) where
+# scripts/arms-sync.sh keeps their copies, to restore a missing one from, SEEDS (default "0 1 2") the draws. The tables come from
 # scripts/draws.py over the folders this writes (results/train-1.5b-sizes/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${ONEBRAIN_BIN:-target/release/onebrain}
 run=${RUN:-/work/runs/train-1.5b-sizes}
 out=${OUT:-/work/runs}
+committed_root=${COMMITTED:-results/train-1.5b-sizes/evals}
 seeds=${SEEDS:-0 1 2}
 parts=${*:-base posthoc trained}
 
@@ -34,7 +36,7 @@ eval_into() {
     return 0
   fi
   # A machine that lost $out resumes from what scripts/arms-sync.sh committed.
-  local committed=results/train-1.5b-sizes/evals/${dir#"$out"/}
+  local committed=$committed_root/${dir#"$out"/}
   if [ ! -d "$dir" ] && [ -f "$committed/trace.jsonl.gz" ]; then
     say "restoring $dir from $committed"
     mkdir -p "$dir"
