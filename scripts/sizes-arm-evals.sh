@@ -13,8 +13,9 @@
 #   trained   the combined method with the arm's last checkpoint, SEEDS draws on both sets
 # RUN (default /work/runs/train-1.5b-sizes) is the arm's run folder, OUT (default /work/runs)
 # where the evaluations go, COMMITTED (default results/train-1.5b-sizes/evals) where
-# scripts/arms-sync.sh keeps their copies, to restore a missing one from, SEEDS (default "0 1 2") the draws. The tables come from
-# scripts/draws.py over the folders this writes (results/train-1.5b-sizes/README.md).
+# scripts/arms-sync.sh keeps their copies, to restore a missing one from, SEEDS (default
+# "0 1 2") the draws. The tables come from scripts/draws.py over the folders this writes
+# (results/train-1.5b-sizes/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${ONEBRAIN_BIN:-target/release/onebrain}

@@ -34,18 +34,4 @@ impl GuardRule {
     /// proves nothing about the task, so it is judged unsolved without one
     /// ([`ConstraintStats::honesty_gave_way`](crate::ConstraintStats::honesty_gave_way)).
     pub const HONESTY: [GuardRule; 2] = [GuardRule::InitMutex, GuardRule::GoalAtInit];
-
-    /// The spec option that switches the rule on, where there is one
-    /// (`forbid-init-mutex`), or what the rule holds to otherwise.
-    pub fn describe(self) -> &'static str {
-        match self {
-            GuardRule::Domain => "the domain guard",
-            GuardRule::Problem => "the problem guard",
-            GuardRule::Avoid => "avoid earlier candidates",
-            GuardRule::InitMutex => "forbid-init-mutex",
-            GuardRule::GoalAtInit => "forbid-goal-at-init",
-            GuardRule::PlanBudget => "the plan budget",
-            GuardRule::Blanks => "the blanks limit",
-        }
-    }
 }

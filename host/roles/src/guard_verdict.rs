@@ -14,14 +14,14 @@ use onebrain_model::{ConstraintStats, GuardRule};
 /// The verdict on an answer decoded under `stats`: `None` unless an honesty rule gave way.
 pub(crate) fn honesty_gave_way_verdict(stats: &ConstraintStats) -> Option<Verdict> {
     let gave_way = stats.honesty_gave_way()?;
-    let broken = match gave_way.rule {
-        GuardRule::InitMutex => "put two `:init` facts in one mutex group (an impossible initial state)",
-        _ => "closed the goal while it holds in `:init` (a goal with an empty plan)",
+    // The spec option that switched the rule on, and what every way on would have written.
+    let (option, broken) = match gave_way.rule {
+        GuardRule::InitMutex => ("forbid-init-mutex", "put two `:init` facts in one mutex group (an impossible initial state)"),
+        _ => ("forbid-goal-at-init", "closed the goal while it holds in `:init` (a goal with an empty plan)"),
     };
     let message = format!(
-        "{} left no token at answer token {}: every way on {broken}, so the answer is unsolved \
-         and the planner was not called",
-        gave_way.rule.describe(),
+        "{option} left no token at answer token {}: every way on {broken}, so the answer is \
+         unsolved and the planner was not called",
         gave_way.position,
     );
     Some(Verdict::new(Outcome::Rejected, Vec::new(), vec![Diagnostic::error(Category::GoalConstraint, message)]))
