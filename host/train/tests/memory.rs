@@ -1,8 +1,8 @@
 //! Training's resident memory stays flat: ten PPO updates on SmolLM2-135M, each on new
 //! prompts of a realistic length (as rollouts bring), one of them six times as long, and
-//! the memory after update 10 is within 10 % of the memory after update 2 and within 5 % of
-//! the memory after update 6, the first after the long one (a transient spike aside). A run of the 0.5B model grew by about 0.25 GB an update before this
-//! was fixed: its memory followed the largest update so far.
+//! the memory after update 10 is within 10 % of the memory after update 2 (a transient
+//! spike aside). A run of the 0.5B model grew by about 0.25 GB an update before this was
+//! fixed: its memory followed the largest update so far.
 //!
 //! Its own test binary: resident memory is the process's, and tests of one binary run on
 //! threads of one process.
@@ -103,22 +103,22 @@ fn resident_memory_stays_flat_after_the_longest_update() {
     // the lowest of updates 8, 9 and 10.
     //
     // Since the heap keeps large freed blocks for reuse (`onebrain_model`'s heap policy, 22 %
-    // faster updates), the long update may leave one such block behind for good: 750 MiB
-    // after update 2, then 791 from update 5 to 10, flat to 0.1 % (2026-11-26, Zen 5). That
-    // is a level, not a leak, so it is bounded at 10 %. What a leak does, growing after the
-    // long update, is bounded from update 6 to update 10 at 5 %: one retained activation-sized
-    // block may still appear after update 6 for good (CI, 2026-11-27: 751 MiB at updates 3-6,
-    // then 776 from update 7 on, 3.3 %). Under a leak the lowest of updates 8 to 10 is update
-    // 8, two updates after 6, so a leak of 20 MiB an update (2.7 % each) or more still fails
-    // it. Before `malloc_trim`, a run of the 0.5B model grew by about 0.25 GB an update, and
-    // both bounds catch that.
-    let (at2, at6, at10) = (rss[0].max(rss[1]), rss[5], rss[7].min(rss[8]).min(rss[9]));
+    // faster updates), the long update may leave one such block behind for good, and one
+    // activation-sized block (about 25 MiB) may join it, at whichever update thread timing
+    // decides: 750 MiB after update 2, then 791 from update 5 to 10, flat to 0.1 % (Zen 5,
+    // 2026-11-26); 751 at updates 3-6, then 776 from update 7 on (CI, 2026-11-27); 752 at
+    // updates 2-6, 797 at 7, then 809 at 8-10, flat to 0.05 % (CI, 2026-12-06). Those are
+    // levels, not leaks: up to 7.7 % above update 2, so the bound is 10 %.
+    //
+    // A leak grows at every update. From update 2 to the lowest of updates 8 to 10 (update 8
+    // under a leak) there are six updates, so a leak of 13 MiB an update (1.7 % each) or more
+    // fails this bound, and the one it was written for (memory that follows the largest
+    // update so far, 0.25 GB an update on the 0.5B model before `malloc_trim`) fails it at
+    // the long update. A second bound, 5 % from update 6, caught only leaks of 20 MiB an
+    // update or more, weaker than this one, and failed CI on the late block above.
+    let (at2, at10) = (rss[0].max(rss[1]), rss[7].min(rss[8]).min(rss[9]));
     assert!(
         at10 <= at2 * 1.10,
         "resident memory grew from {at2:.0} MiB after update 2 (the higher of updates 1 and 2) to {at10:.0} MiB after update 10 (the lowest of updates 8 to 10): {rss:?}"
-    );
-    assert!(
-        at10 <= at6 * 1.05,
-        "resident memory kept growing after the long update: {at6:.0} MiB after update 6, {at10:.0} MiB after update 10 (the lowest of updates 8 to 10): {rss:?}"
     );
 }
