@@ -32,15 +32,15 @@ for run in "$RUNS"/train-1.5b-*/; do
     [ -d "$eval" ] || continue
     copy_eval "$eval" "$out/heldout/$(basename "$eval")"
   done
-  # Post-hoc evaluations (`onebrain posthoc`): each set's rows, reports and traces.
+  # Post-hoc evaluations (`onebrain posthoc`): each set's rows, and each evaluation's
+  # report and trace, finished or not (scripts/sizes-arm-evals.sh resumes from them).
   for rows in "$run"/posthoc/*.jsonl; do
-    [ -f "$rows" ] || continue
-    set=$(basename "$rows" .jsonl)
-    mkdir -p "$out/posthoc" && cp "$rows" "$out/posthoc/"
-    for eval in "$run"/posthoc/"$set"/update-*/; do
-      [ -d "$eval" ] || continue
-      copy_eval "$eval" "$out/posthoc/$set/$(basename "$eval")"
-    done
+    [ -f "$rows" ] && mkdir -p "$out/posthoc" && cp "$rows" "$out/posthoc/"
+  done
+  for eval in "$run"/posthoc/*/update-*/; do
+    [ -f "$eval/trace.jsonl" ] || continue
+    set=$(basename "$(dirname "$eval")")
+    copy_eval "$eval" "$out/posthoc/$set/$(basename "$eval")"
   done
   echo "arms-sync: $out"
 done

@@ -5,27 +5,53 @@
 #
 #   ONEBRAIN_BIN=/work/runs/arm-src/target/release/onebrain scripts/sizes-arm-evals.sh [PART...]
 #
-# PARTs (default: all, in this order):
-#   base      the base model on the large set and the slice: the single greedy answer
-#             (configs/eval-large.toml; the slice's is the run's own update-0 row), then
-#             best-of-k and the combined method, SEEDS draws each
-#   posthoc   the arm's kept checkpoints (updates 20, 40, 60) on the large set and the slice
-#   trained   the combined method with the arm's last checkpoint, SEEDS draws on both sets
+# PARTs (default: all, in this order, which is the order of what the tables need most):
+#   greedy      the base model's single greedy answer on the large set
+#               (configs/eval-large.toml; the slice's is the run's own update-0 row)
+#   posthoc     the arm's kept checkpoints (updates 20, 40, 60) on the large set and the
+#               slice, each one as soon as its checkpoint exists (the others are skipped)
+#   combined    the base model with the combined method on both sets, SEEDS draws each
+#   trained     the combined method with the arm's update-60 checkpoint, SEEDS draws on both
+#               sets (skipped until that checkpoint exists)
+#   best-of-k   the base model with best-of-k on both sets, SEEDS draws each
+#   base        greedy, combined and best-of-k
 # RUN (default /work/runs/train-1.5b-sizes) is the arm's run folder, OUT (default /work/runs)
-# where the evaluations go, COMMITTED (default results/train-1.5b-sizes/evals) where
-# scripts/arms-sync.sh keeps their copies, to restore a missing one from, SEEDS (default
-# "0 1 2") the draws. The tables come from scripts/draws.py over the folders this writes
-# (results/train-1.5b-sizes/README.md).
+# where the evaluations go, COMMITTED (default results/train-1.5b-sizes) where
+# scripts/arms-sync.sh keeps their copies (evals/ and posthoc/), to restore a missing one
+# from, SEEDS (default "0 1 2") the draws. The tables come from scripts/draws.py over the
+# folders this writes (results/train-1.5b-sizes/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${ONEBRAIN_BIN:-target/release/onebrain}
 run=${RUN:-/work/runs/train-1.5b-sizes}
 out=${OUT:-/work/runs}
-committed_root=${COMMITTED:-results/train-1.5b-sizes/evals}
+committed_root=${COMMITTED:-results/train-1.5b-sizes}
 seeds=${SEEDS:-0 1 2}
-parts=${*:-base posthoc trained}
+parts=${*:-greedy posthoc combined trained best-of-k}
+last_update=60
 
 say() { echo "== $(date -u +%FT%TZ) $*" >&2; }
+
+# A machine that lost the evaluation folder $1 resumes it from what scripts/arms-sync.sh
+# committed in $2: its files, and its trace unzipped.
+restore() {
+  local dir=$1 committed=$2
+  if [ ! -d "$dir" ] && [ -f "$committed/trace.jsonl.gz" ]; then
+    say "restoring $dir from $committed"
+    mkdir -p "$dir"
+    find "$committed" -maxdepth 1 -type f ! -name trace.jsonl.gz -exec cp {} "$dir"/ \;
+    gunzip -c "$committed/trace.jsonl.gz" > "$dir/trace.jsonl"
+  fi
+}
+
+# The base model's evaluations with the sampled method $1 on both sets, SEEDS draws each.
+sampled_base() {
+  local method=$1 seed
+  for seed in $seeds; do
+    eval_into "$out/eval-large-$method-base/seed-$seed" --config "configs/eval-large-$method.toml" --seed "$seed"
+    eval_into "$out/eval-heldout-$method-base/seed-$seed" --config "configs/eval-heldout-$method.toml" --seed "$seed"
+  done
+}
 
 # One evaluation into $1 with the rest as `onebrain eval` arguments; skipped when its report
 # is written (a finished run), resumed from its trace otherwise.
@@ -36,42 +62,47 @@ eval_into() {
     say "done already: $dir"
     return 0
   fi
-  # A machine that lost $out resumes from what scripts/arms-sync.sh committed.
-  local committed=$committed_root/${dir#"$out"/}
-  if [ ! -d "$dir" ] && [ -f "$committed/trace.jsonl.gz" ]; then
-    say "restoring $dir from $committed"
-    mkdir -p "$dir"
-    find "$committed" -maxdepth 1 -type f ! -name trace.jsonl.gz -exec cp {} "$dir"/ \;
-    gunzip -c "$committed/trace.jsonl.gz" > "$dir/trace.jsonl"
-  fi
+  restore "$dir" "$committed_root/evals/${dir#"$out"/}"
   say "eval $dir"
   "$bin" eval --out-dir "$dir" "$@"
 }
 
-last_checkpoint() {
-  ls -d "$run"/checkpoints/update-* 2>/dev/null | sort | tail -1
+checkpoint() {
+  printf '%s/checkpoints/update-%06d' "$run" "$1"
 }
 
+[ "$parts" = base ] && parts="greedy combined best-of-k"
 for part in $parts; do
   case $part in
-    base)
+    greedy)
       eval_into "$out/eval-large-base" --config configs/eval-large.toml
-      for method in best-of-k combined; do
-        for seed in $seeds; do
-          eval_into "$out/eval-large-$method-base/seed-$seed" --config "configs/eval-large-$method.toml" --seed "$seed"
-          eval_into "$out/eval-heldout-$method-base/seed-$seed" --config "configs/eval-heldout-$method.toml" --seed "$seed"
+      ;;
+    posthoc)
+      for update in 20 40 $last_update; do
+        if [ ! -d "$(checkpoint "$update")" ]; then
+          say "posthoc: no checkpoint of update $update in $run yet, skipped"
+          continue
+        fi
+        for set in eval-large eval-heldout; do
+          restore "$(printf '%s/posthoc/%s/update-%06d' "$run" "$set" "$update")" \
+            "$(printf '%s/posthoc/%s/update-%06d' "$committed_root" "$set" "$update")"
+          say "posthoc $run $set update $update"
+          "$bin" posthoc --run "$run" --config "configs/$set.toml" --updates "$update"
         done
       done
       ;;
-    posthoc)
-      for set in eval-large eval-heldout; do
-        say "posthoc $run $set"
-        "$bin" posthoc --run "$run" --config "configs/$set.toml" --updates 20,40,60
-      done
+    combined)
+      sampled_base combined
+      ;;
+    best-of-k)
+      sampled_base best-of-k
       ;;
     trained)
-      ckpt=$(last_checkpoint)
-      [ -n "$ckpt" ] || { echo "sizes-arm-evals: $run has no checkpoint yet" >&2; exit 1; }
+      ckpt=$(checkpoint $last_update)
+      if [ ! -d "$ckpt" ]; then
+        say "trained: no checkpoint of update $last_update in $run yet, skipped"
+        continue
+      fi
       tag=$(basename "$ckpt")
       for seed in $seeds; do
         eval_into "$out/eval-large-combined-$tag/seed-$seed" --config configs/eval-large-combined.toml --seed "$seed" --checkpoint "$ckpt"
@@ -79,7 +110,7 @@ for part in $parts; do
       done
       ;;
     *)
-      echo "sizes-arm-evals: unknown part $part (base, posthoc, trained)" >&2
+      echo "sizes-arm-evals: unknown part $part (greedy, posthoc, combined, trained, best-of-k, base)" >&2
       exit 2
       ;;
   esac
