@@ -9,7 +9,8 @@ only between answers of the same draw.
 them; `NAME=FOLDER[,FOLDER…]` works too): the evaluation folders of one method, each with
 its `trace.jsonl` (or `.gz`), all over the same tasks. A greedy method has one draw; a sampled
 method has one per `--seed`. For each method it prints, per draw, solved and Faithful with
-their 95 % Wilson intervals, then the mean and the range over draws, overall and per domain
+their 95 % Wilson intervals and the answers whose goal already holds in their own initial
+state (the goal copied into `:init`, also per domain), then the mean and the range over draws, overall and per domain
 and size bucket (3–5, 6–9, 10+ objects in the reference problem, where the trace records
 them). Against the `--against` method (default: the first), draw j is paired with its draw j
 (or with its one draw when it is greedy): the difference of Faithful with its Newcombe
@@ -46,6 +47,8 @@ def outcomes(folder):
             "domain": rec.get("domain", "?"),
             "bucket": bucket(rec.get("reference_objects")),
             "error": bool(rec.get("error")) and rec.get("final_spec") is None,
+            # The answer's goal holds in its own initial state (the goal copied into `:init`).
+            "goal_at_init": bool((rec.get("fact_agreement") or {}).get("goal_holds_initially")),
         }
     return out
 
@@ -98,15 +101,16 @@ def main():
                 sys.exit(f"draws: {name} draw {j} ({methods[name][j]}) has other tasks than {names[0]}'s first draw")
 
     print(f"# {len(tasks)} tasks; draws: " + ", ".join(f"{n} {len(ds)}" for n, ds in draws.items()) + "\n")
-    print("| method | draw | solved | Faithful | errors |")
-    print("|---|---:|---:|---:|---:|")
+    print("| method | draw | solved | Faithful | goal holds at init | errors |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, ds in draws.items():
         for j, d in enumerate(ds):
             n = len(d)
             solved = sum(o["solved"] for o in d.values())
             faithful = sum(o["faithful"] for o in d.values())
             errors = sum(o["error"] for o in d.values())
-            print(f"| {name} | {j} | {pct(solved, n)} | {pct(faithful, n)} | {errors} |")
+            at_init = sum(o["goal_at_init"] for o in d.values())
+            print(f"| {name} | {j} | {pct(solved, n)} | {pct(faithful, n)} | {at_init}/{n} | {errors} |")
     print("\n| method | solved over draws | Faithful over draws |")
     print("|---|---|---|")
     for name, ds in draws.items():
@@ -127,6 +131,17 @@ def main():
             shares = [sum(d[t]["faithful"] for t in ts) / len(ts) for d in draws[name]]
             cells.append(f"{100 * statistics.mean(shares):.0f} %" + ("" if len(shares) == 1 else f" ({100 * min(shares):.0f}–{100 * max(shares):.0f})"))
         print(f"| {dom} | {b} | {len(ts)} | " + " | ".join(cells) + " |")
+
+    domains = sorted({o["domain"] for o in draws[names[0]][0].values()})
+    print("\n| domain | n | " + " | ".join(f"{n} goal holds at init" for n in names) + " |")
+    print("|---|---:|" + "---:|" * len(names))
+    for dom in domains:
+        ts = [t for t in tasks if draws[names[0]][0][t]["domain"] == dom]
+        cells = []
+        for name in names:
+            counts = [sum(d[t]["goal_at_init"] for t in ts) for d in draws[name]]
+            cells.append(f"{statistics.mean(counts):.1f}" + ("" if len(counts) == 1 else f" ({min(counts)}–{max(counts)})"))
+        print(f"| {dom} | {len(ts)} | " + " | ".join(cells) + " |")
 
     base = draws[against]
     for name in names:
