@@ -115,6 +115,22 @@ pub mod __private {
         };
     }
 
+    /// Natively (a plugin's own unit tests) there is nothing to export, so without this the
+    /// plugin's type, its methods and what they call would read as dead code there: it
+    /// names the type's constructor, which the export would call.
+    #[macro_export]
+    #[doc(hidden)]
+    macro_rules! __onebrain_native_use {
+        ($ty:ty) => {
+            #[cfg(not(target_family = "wasm"))]
+            #[doc(hidden)]
+            #[allow(dead_code)]
+            fn __onebrain_native_use() {
+                let _: fn() -> $ty = <$ty as ::core::default::Default>::default;
+            }
+        };
+    }
+
     /// `From` both ways between the SDK's types and the plugin's generated bindings: the
     /// same list the host converts its own bindings with.
     pub use onebrain_core::wit_conversions;
@@ -124,7 +140,7 @@ pub mod __private {
 #[macro_export]
 macro_rules! export_reward {
     ($ty:ty) => {
-        // Natively (a plugin's own unit tests) there is nothing to export.
+        $crate::__onebrain_native_use!($ty);
         #[cfg(target_family = "wasm")]
         #[doc(hidden)]
         mod __onebrain_export {
@@ -160,7 +176,7 @@ macro_rules! export_reward {
 #[macro_export]
 macro_rules! export_domain_adapter {
     ($ty:ty) => {
-        // Natively (a plugin's own unit tests) there is nothing to export.
+        $crate::__onebrain_native_use!($ty);
         #[cfg(target_family = "wasm")]
         #[doc(hidden)]
         mod __onebrain_export {
@@ -210,7 +226,7 @@ macro_rules! export_domain_adapter {
 #[macro_export]
 macro_rules! export_diagnostic_parser {
     ($ty:ty) => {
-        // Natively (a plugin's own unit tests) there is nothing to export.
+        $crate::__onebrain_native_use!($ty);
         #[cfg(target_family = "wasm")]
         #[doc(hidden)]
         mod __onebrain_export {
@@ -261,7 +277,7 @@ macro_rules! export_diagnostic_parser {
 #[macro_export]
 macro_rules! export_faithfulness_checker {
     ($ty:ty) => {
-        // Natively (a plugin's own unit tests) there is nothing to export.
+        $crate::__onebrain_native_use!($ty);
         #[cfg(target_family = "wasm")]
         #[doc(hidden)]
         mod __onebrain_export {
