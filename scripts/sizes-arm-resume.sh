@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Puts the sizes arm and its evaluations back to work on this machine, from whatever is
+# left of them: run it from `main` at the start of a session.
+#
+#   scripts/sizes-arm-resume.sh            RUNS=/work/runs by default
+#
+# - The arm's own tree: a worktree of ARM_COMMIT (a9bdb2e, the commit the arm runs on) in
+#   RUNS/arm-src, with its release binary and plugins built there (about 10 min cold), and
+#   the models and Python environment of `main` linked in. Kept when it is there.
+# - The run folder RUNS/train-1.5b-sizes: restored from results/train-1.5b-sizes when it is
+#   missing (config, metrics, held-out lines, twins, the committed checkpoints and the
+#   episode log unzipped), so that `--resume` goes on from the newest committed checkpoint.
+# - The arm: `onebrain train --resume` in the background (log RUNS/train-1.5b-sizes.log),
+#   unless it has all its updates. A second one cannot start beside a running one: the run
+#   folder's lock (`flock`) refuses it, naming the holder.
+# - The evaluations: scripts/sizes-arm-evals.sh (main's copy) from the arm's tree, `nice -n
+#   10` so the arm keeps the cores (log RUNS/evals.log), SEEDS="0 1" unless SEEDS says more.
+#   Each resumes from its trace, or from the copy scripts/arms-sync.sh committed.
+# Before stopping a session: `RUNS=/work/runs scripts/arms-sync.sh` and commit
+# (results/train-1.5b-sizes/README.md says what to trim and keep).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+main=$PWD
+runs=${RUNS:-/work/runs}
+arm_commit=${ARM_COMMIT:-a9bdb2e}
+src=$runs/arm-src
+run=$runs/train-1.5b-sizes
+results=$main/results/train-1.5b-sizes
+updates=60
+
+say() { echo "== $(date -u +%FT%TZ) sizes-arm-resume: $*" >&2; }
+
+mkdir -p "$runs"
+if [ ! -x "$src/target/release/onebrain" ]; then
+  say "building the arm's tree ($arm_commit) in $src"
+  scripts/setup.sh --models default --no-plugins &
+  setup=$!
+  [ -d "$src" ] || git worktree add "$src" "$arm_commit"
+  (cd "$src" && cargo build --release -p onebrain-cli && scripts/build-plugins.sh)
+  wait "$setup"
+fi
+mkdir -p "$src/.cache"
+ln -sfn "$main/.cache/models" "$src/.cache/models"
+ln -sfn "$main/.venv" "$src/.venv"
+# The configs name the data as ../../shared/data from RUNS/arm-src/configs.
+[ -e "$runs/shared" ] || ln -sfn "$(cd "$main/../shared" && pwd)" "$runs/shared"
+# A new file, not the old one rewritten: a running copy of the script reads its file as it goes.
+cp "$main/scripts/sizes-arm-evals.sh" "$src/scripts/.sizes-arm-evals.sh.$$"
+mv "$src/scripts/.sizes-arm-evals.sh.$$" "$src/scripts/sizes-arm-evals.sh"
+
+if [ ! -d "$run" ]; then
+  say "restoring $run from $results"
+  mkdir -p "$run"
+  cp -r "$results"/{config.json,metrics.jsonl,heldout.jsonl,heldout,skipped-twins.jsonl,checkpoints} "$run"/
+  gunzip -c "$results/episodes.jsonl.gz" > "$run/episodes.jsonl"
+fi
+
+done_updates=$(wc -l < "$run/metrics.jsonl")
+if [ "$done_updates" -ge "$updates" ]; then
+  say "the arm has all $updates updates"
+elif pgrep -f "onebrain train .*--out-dir $run" > /dev/null; then
+  say "the arm is running already"
+else
+  say "resuming the arm at update $((done_updates + 1)) of $updates"
+  (cd "$src" && setsid nohup target/release/onebrain train --config configs/train-1.5b-sizes.toml \
+    --out-dir "$run" --resume >> "$runs/train-1.5b-sizes.log" 2>&1 < /dev/null &)
+fi
+
+if pgrep -f "sizes-arm-evals.sh" > /dev/null; then
+  say "the evaluations are running already"
+else
+  say "starting the evaluations (log $runs/evals.log)"
+  (cd "$src" && COMMITTED="$results" OUT="$runs" RUN="$run" SEEDS="${SEEDS:-0 1}" \
+    ONEBRAIN_BIN=target/release/onebrain setsid nohup nice -n 10 scripts/sizes-arm-evals.sh \
+    >> "$runs/evals.log" 2>&1 < /dev/null &)
+fi
