@@ -48,10 +48,25 @@ side_by_side=()
 if [ -n "$TRAINED" ]; then
   side_by_side=(--side-by-side "$TRAINED")
 fi
+# Each task's output is kept too, to count the faithful answers at the end: a task's first
+# `faithful:` line is the base model's, its second the trained parameters'.
+outputs=$(mktemp -d)
+trap 'rm -rf "$outputs"' EXIT
+n=0
 for task in $TASKS; do
+  n=$((n + 1))
   step "PlanBench $task: Actor -> verifier -> Judge -> Editor, grammar-constrained (at most 5 repairs, 6 verifier calls)${TRAINED:+, base and trained}" \
-    "$BIN" solve --config "$CONFIG" --domain "$(domain_of "$task")" --planbench "$task" --data "$DATA" "${side_by_side[@]}"
+    "$BIN" solve --config "$CONFIG" --domain "$(domain_of "$task")" --planbench "$task" --data "$DATA" "${side_by_side[@]}" \
+    | tee "$outputs/$n"
 done
+faithful_of() { # the tasks whose answer number $1 (1: base, 2: trained) is faithful
+  awk -v k="$1" 'FNR == 1 { i = 0 } /^ *faithful: / { i++; if (i == k && $2 == "yes") c++ } END { print c + 0 }' "$outputs"/*
+}
+printf '\n\033[1m== Faithful (solved, and the same task as the reference) on these %d tasks\033[0m\n' "$n"
+printf 'base model: %d of %d\n' "$(faithful_of 1)" "$n"
+if [ -n "$TRAINED" ]; then
+  printf 'with the role parameters of %s: %d of %d\n' "$TRAINED" "$(faithful_of 2)" "$n"
+fi
 
 first=${TASKS%% *}
 step "PlanBench $first with the LLM+P baseline (an in-context example, then the planner): solvable is not the same as faithful" \
