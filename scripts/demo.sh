@@ -48,8 +48,7 @@ side_by_side=()
 if [ -n "$TRAINED" ]; then
   side_by_side=(--side-by-side "$TRAINED")
 fi
-# Each task's output is kept too, to count the faithful answers at the end: a task's first
-# `faithful:` line is the base model's, its second the trained parameters'.
+# Each task's output is kept too, to count the faithful answers at the end.
 outputs=$(mktemp -d)
 trap 'rm -rf "$outputs"' EXIT
 n=0
@@ -59,8 +58,14 @@ for task in $TASKS; do
     "$BIN" solve --config "$CONFIG" --domain "$(domain_of "$task")" --planbench "$task" --data "$DATA" "${side_by_side[@]}" \
     | tee "$outputs/$n"
 done
-faithful_of() { # the tasks whose answer number $1 (1: base, 2: trained) is faithful
-  awk -v k="$1" 'FNR == 1 { i = 0 } /^ *faithful: / { i++; if (i == k && $2 == "yes") c++ } END { print c + 0 }' "$outputs"/*
+# The tasks whose answer in column $1 (1: base, 2: trained) is faithful: the `faithful` row
+# of each side-by-side table, or without one each episode's `faithful:` line.
+faithful_of() {
+  if [ -n "$TRAINED" ]; then
+    awk -v k="$1" '/^faithful / && $(k + 1) == "yes" { c++ } END { print c + 0 }' "$outputs"/*
+  else
+    awk '/^ *faithful: yes/ { c++ } END { print c + 0 }' "$outputs"/*
+  fi
 }
 printf '\n\033[1m== Faithful (solved, and the same task as the reference) on these %d tasks\033[0m\n' "$n"
 printf 'base model: %d of %d\n' "$(faithful_of 1)" "$n"
