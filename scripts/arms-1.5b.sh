@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 47's three 1.5B arms, one after the other, each resumable: rerun this script after a
-# stop and every arm continues from its newest checkpoint (an empty out-dir starts it).
+# The three 1.5B arms of the reward comparison (results/arms-1.5b), one after the other,
+# each resumable: rerun this script after a stop and every arm continues from its newest
+# checkpoint (an empty out-dir starts it).
 # ONEBRAIN_BIN: the binary (one for all three arms); RUNS: where the run folders go (outside the work tree).
 set -u
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 47's held-out rows after the runs, every arm's by one binary: the parameters each arm
+# The reward comparison's held-out rows after the runs, every arm's by one binary: the parameters each arm
 # started from (update 0) and its kept checkpoints, on the held-out slice (greedy, K = 3) and
 # on the update-0 set (64 generated tasks, T = 0.7, seeds per episode). Resumable: rerun it
 # after a stop and each evaluation continues from its trace.

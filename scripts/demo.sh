@@ -6,7 +6,7 @@
 # Judge's score, the Editor's repair, then the rewards, faithfulness, final PDDL and plan.
 #
 # Each task runs twice, side by side: the base model, then the same model with the role
-# parameters of the best finished 1.5B arm (issue 47; committed under results/). The table
+# parameters of the best finished 1.5B arm (committed under results/). The table
 # after each pair says, for both, whether it was solved, how long the plan is, and whether the
 # answer still means the task; if not, what differs (a goal that already holds, objects or
 # facts missing or invented). DEMO_TRAINED= (empty) runs the base model alone, in half the time.

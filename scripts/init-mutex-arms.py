@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compare `onebrain eval` arms on what their answers' initial states and goals say (issue 34).
+"""Compare `onebrain eval` arms on what their answers' initial states and goals say.
 
     scripts/init-mutex-arms.py results/eval-update0/trace.jsonl.gz results/eval-update0-mutex-guard/trace.jsonl.gz ...
 

@@ -5,7 +5,7 @@
 
 RUN is a run folder (its `metrics.jsonl`). Prints a markdown table: the training stream's
 success and Actor reward, PPO's approx KL and clip fraction, and the update's wall time, of
-each update in both runs, then the means over those updates. Issue 47 used it to set 4
+each update in both runs, then the means over those updates. It set 4
 epochs against 1 on the same tasks and seeds (their first update's rollouts are the same).
 """
 import argparse

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pass@k and best-of-k without gold over k sampling draws of one eval (issue 46).
+"""pass@k and best-of-k without gold over k sampling draws of one eval.
 
     scripts/pass-at-k.py RUN/seed-0/ RUN/seed-1/ ...      (what scripts/pass-at-k.sh runs)
 

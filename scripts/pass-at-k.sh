@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pass@k and best-of-k without gold (issue 46): run one sampling eval config k times, draw j
+# pass@k and best-of-k without gold: run one sampling eval config k times, draw j
 # with `--seed j`, then score the k draws of every task together.
 #
 #   scripts/pass-at-k.sh configs/eval-update0-pass8.toml 8 ../runs/eval-update0-pass8

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs training arms one after another in the background of a session, each resumed where
 # its run folder stands, and snapshots each into results/ when it stops (finished or not),
-# so the machine keeps training while the session does other work (issue 34).
+# so the machine keeps training while the session does other work.
 #
 #   scripts/run-arms.sh RUNS_DIR ARM [ARM...]     # e.g. /work/runs text-agreement solver-only
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Whether evaluations wrote the same first answers: the batch-invariance check of issue 47.
+"""Whether evaluations wrote the same first answers: the batch-invariance check.
 
     scripts/same-answers.py RUN_A RUN_B [RUN_C ...]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Keeps a training run across sessions (issue 34: a machine lost mid-run costs at most that
-# session's updates).
+# Keeps a training run across sessions: a machine lost mid-run costs at most the updates
+# since the last snapshot.
 #
 #   scripts/snapshot-run.sh RUN_DIR RESULTS_DIR            # run folder -> results (to commit)
 #   scripts/snapshot-run.sh --restore RESULTS_DIR RUN_DIR  # results -> a run folder to --resume

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a training run's own episodes say about faithfulness, update by update (issue 47).
+"""What a training run's own episodes say about faithfulness, update by update.
 
     scripts/train-stream.py RUN/episodes.jsonl[.gz] [--window 5] [--by-domain]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 49: does what `onebrain export` writes load in the real consumers, and do they
+# Does what `onebrain export` writes load in the real consumers, and do they
 # reproduce onebrain's logits and greedy answer? Results go to results/export/.
 #
 #   scripts/verify-export.sh [CASE...]      CASE: smollm (default), qwen05, or both

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks `onebrain export` against the real consumers (issue 49); run by
+"""Checks `onebrain export` against the real consumers; run by
 scripts/verify-export.sh, which prepares onebrain's side.
 
 For one case (a base GGUF, an exported Actor, onebrain's logits for each prompt) it loads:

@@ -1,4 +1,4 @@
-//! Issue 35: the binary loads and calls its plugins under `ulimit -v 8000000`, a limit shared
+//! The binary loads and calls its plugins under `ulimit -v 8000000`, a limit shared
 //! clusters often set. wasmtime reserved 4 GiB of address space per plugin memory, and
 //! `solve` failed with "mmap failed to reserve 0x104000000 bytes". (`solve` itself runs under
 //! the same limit in `solve.rs`.)

@@ -244,7 +244,7 @@ fn the_array_script_shards_an_eval_over_two_processes_and_merges_it() {
     assert!(err.contains("K/N"), "{err}");
 }
 
-/// Issue 35: the fault-injection soak (`configs/eval-soak.toml`) cut to 8 episodes. Its
+/// The fault-injection soak (`configs/eval-soak.toml`) cut to 8 episodes. Its
 /// reward and checker (`chaos-reward`, `chaos-checker`) trap, answer NaN or hang until the
 /// host's limits stop them, each on 10 % of calls. Every episode reaches the trace, the run
 /// ends normally, and the report's failure table counts exactly the plugin calls the records
@@ -323,7 +323,7 @@ fn soak_records_every_episode_and_counts_each_failed_step() {
     assert!(md.contains("## Failed steps (by step and cause)"), "{md}");
 }
 
-/// Issue 46: with every request refused by the memory budget, `eval` wrote each episode as
+/// With every request refused by the memory budget, `eval` wrote each episode as
 /// an unsolved answer ("the model wrote no PDDL"), reported 0 % solved and exited 0. Now the
 /// episodes are errors apart from the answers, and the run exits 1 with the refusal.
 #[test]

@@ -1,4 +1,4 @@
-//! Issue 35: a reader that closes the pipe early (`onebrain plugins check | head -1`)
+//! A reader that closes the pipe early (`onebrain plugins check | head -1`)
 //! ends the command quietly with status 0, as ripgrep's does, in every subcommand
 //! that prints. Before, `println!` panicked on the broken pipe (status 101) in
 //! some runs, depending on when `head` exited.

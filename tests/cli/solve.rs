@@ -141,7 +141,7 @@ fn solve_generated_task_shows_each_role_and_keeps_the_budget() {
     );
 }
 
-/// Issue 18: a task from any problem file of a plugin's domain. The plugin states it in words,
+/// A task from any problem file of a plugin's domain. The plugin states it in words,
 /// the file is the reference, and under the grammar every answer parses and none runs to the
 /// token cap.
 #[test]
@@ -194,7 +194,7 @@ fn bad_pddl_task_sources_name_the_file_and_the_line() {
     assert!(err.contains("gripper-problem.pddl") && err.contains("of domain"), "{err}");
 }
 
-/// Issue 35: a domain file past the grammar's bounds (here the issue's 300 predicates of arity
+/// A domain file past the grammar's bounds (here 300 predicates of arity
 /// 8 over a 50-type chain, with 200 constants) is refused before the model loads, naming the
 /// file, the figure and the limit. The host used to pass 6 GB within 9 s on it.
 #[test]
@@ -238,7 +238,7 @@ fn solve_full(extra: &[&str]) -> TestCommand {
     TestCommand::new(&["solve", "--config"]).arg(fixture("configs/solve-smollm-full.toml")).args(extra)
 }
 
-/// Issue 15: a domain given only in prose. The model writes the domain and the problem
+/// A domain given only in prose. The model writes the domain and the problem
 /// (`full` mode, under the full grammar), the verifier and the Judge work as for a plugin's
 /// task, and the reference files turn on the faithfulness check.
 #[test]
@@ -270,7 +270,7 @@ fn solve_a_domain_given_in_prose() {
     }
 }
 
-/// Issue 15: bad input to `--domain-text` is a clear error naming the file, before any model
+/// Bad input to `--domain-text` is a clear error naming the file, before any model
 /// time is spent.
 #[test]
 fn bad_domain_text_input_names_the_file() {
