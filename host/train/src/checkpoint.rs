@@ -414,6 +414,12 @@ mod tests {
         assert!(err.contains("15 candidates looked at, but 16 tasks consumed and 1 twins skipped"), "{err}");
     }
 
+    /// A learner on SmolLM2 with the default PPO settings.
+    fn smol_learner() -> Learner {
+        let brain = Brain::load(&ModelConfig::test_model()).expect("SmolLM2 test model (run scripts/setup.sh)");
+        Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap()
+    }
+
     /// A copy of `dir` beside it (`NAME.copy`), as a kill would have left it.
     fn copy_folder(dir: &Path) -> PathBuf {
         let copy = dir.with_extension("copy");
@@ -428,9 +434,7 @@ mod tests {
     fn a_kill_during_a_checkpoint_write_leaves_the_previous_one_loadable() {
         let dir = tempfile::tempdir().unwrap();
         let ckpts = dir.path().join("checkpoints");
-        let brain = Brain::load(&ModelConfig::test_model())
-            .expect("SmolLM2 test model (run scripts/setup.sh)");
-        let mut learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
+        let mut learner = smol_learner();
         save(&ckpts, &learner, &state(1), 2, 0).unwrap();
         // The next write fails after each of its files in turn (a full disk): its partial
         // folder is removed, giving the space back, and the previous checkpoint is the newest.
@@ -484,9 +488,7 @@ mod tests {
     fn non_finite_state_is_never_saved_and_never_resumed() {
         let dir = tempfile::tempdir().unwrap();
         let ckpts = dir.path().join("checkpoints");
-        let brain = Brain::load(&ModelConfig::test_model())
-            .expect("SmolLM2 test model (run scripts/setup.sh)");
-        let mut learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
+        let mut learner = smol_learner();
         save(&ckpts, &learner, &state(1), 2, 0).unwrap();
 
         let var = learner.brain_ref().trainable().data().lock().unwrap()["actor.role_tokens"].clone();
@@ -537,8 +539,7 @@ mod tests {
             Err(why) => return eprintln!("skipping: {why}"),
         };
         let ckpts = disk.path().join("run/checkpoints");
-        let brain = Brain::load(&ModelConfig::test_model()).expect("SmolLM2 test model (run scripts/setup.sh)");
-        let mut learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
+        let mut learner = smol_learner();
         let free = disk.available();
         save(&ckpts, &learner, &state(1), 2, 0).unwrap();
         let size = free - disk.available();
@@ -561,9 +562,7 @@ mod tests {
     fn checkpoints_at_multiples_of_keep_every_stay() {
         let dir = tempfile::tempdir().unwrap();
         let ckpts = dir.path().join("checkpoints");
-        let brain = Brain::load(&ModelConfig::test_model())
-            .expect("SmolLM2 test model (run scripts/setup.sh)");
-        let learner = Learner::new(brain, None, PpoArgs::default(), Ablation::Full, 0).unwrap();
+        let learner = smol_learner();
         for u in 0..=7 {
             save(&ckpts, &learner, &state(u), 2, 3).unwrap();
         }
