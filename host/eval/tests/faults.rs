@@ -12,61 +12,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use onebrain_core::{BoxError, DomainAdapter, Outcome, Spec, Task, Verdict, Verifier};
+use onebrain_core::{BoxError, DomainAdapter};
 use onebrain_durable::{FolderLock, SmallDisk, StopSignal};
 use onebrain_eval::{read_trace, run_eval_with, EvalConfig, EvalError, EvalOutcome, PluginRecordError, TraceError};
-use onebrain_roles::{Finalizer, Generation, LanguageModel, Role, SamplingConfig, Services, StopReason, Strategy};
+use onebrain_roles::{Finalizer, Generation, LanguageModel, Role, SamplingConfig, Services, Strategy};
 use onebrain_runtime::PluginDigest;
 
-const DOMAIN: &str = "(define (domain bw) (:predicates (clear ?x) (ontable ?x) (handempty) (holding ?x) (on ?x ?y))
-  (:action pick-up :parameters (?ob) :precondition (and (clear ?ob) (ontable ?ob) (handempty))
-    :effect (and (holding ?ob) (not (clear ?ob)) (not (ontable ?ob)) (not (handempty))))
-  (:action stack :parameters (?ob ?underob) :precondition (and (clear ?underob) (holding ?ob))
-    :effect (and (handempty) (clear ?ob) (on ?ob ?underob) (not (clear ?underob)) (not (holding ?ob)))))";
-/// The answer after the problem-mode primer `(define (problem task) (:domain bw) (:objects `.
-const TAIL: &str = "a b) (:init (clear a) (clear b) (ontable a) (ontable b) (handempty)) (:goal (on a b)))";
-
-struct Toy;
-impl DomainAdapter for Toy {
-    fn name(&self) -> String {
-        "toy".into()
-    }
-    fn description(&self) -> Result<String, BoxError> {
-        Ok("Blocks.".into())
-    }
-    fn domain_pddl(&self) -> Result<String, BoxError> {
-        Ok(DOMAIN.into())
-    }
-    fn generate(&self, seed: u64, _size: u32) -> Result<Task, BoxError> {
-        Ok(Task {
-            id: format!("toy/seed-{seed}"),
-            domain: "toy".into(),
-            text: format!("Task {seed}: put a on b."),
-            reference: Some(Spec { domain: DOMAIN.into(), problem: format!("(define (problem p) (:domain bw) (:objects {TAIL}") }),
-        })
-    }
-    fn describe(&self, _: &str) -> Result<String, BoxError> {
-        Ok(String::new())
-    }
-}
-
-/// Solves what parses, without a planner.
-struct Native;
-impl Verifier for Native {
-    fn verify(&self, spec: &Spec) -> Verdict {
-        let errs: Vec<_> = onebrain_pddl::check_sources(&spec.domain, &spec.problem).into_iter().filter(|d| d.is_error()).collect();
-        let solved = errs.is_empty();
-        Verdict {
-            solved,
-            outcome: if solved { Outcome::Solved } else { Outcome::Rejected },
-            plan: if solved { vec!["(pick-up a)".into(), "(stack a b)".into()] } else { vec![] },
-            diagnostics: errs,
-            time_ms: 1,
-            solver_time_ms: 1,
-            solver_output: None,
-        }
-    }
-}
+mod common;
+use common::{scripted, Native, Toy, TAIL};
 
 /// Writes the right problem, except for the task with seed 4, after `delay` (so that a signal
 /// lands while episodes run).
@@ -77,18 +30,7 @@ impl LanguageModel for Echo {
     fn generate(&mut self, _: Role, prompt: &str, _: &SamplingConfig) -> Result<Generation, BoxError> {
         std::thread::sleep(self.delay);
         let text = if prompt.contains("Task 4:") { TAIL.replace("(on a b)", "(on a c)") } else { TAIL.to_string() };
-        Ok(Generation {
-            text,
-            tokens: vec![1, 2, 3],
-            prompt_tokens: 9,
-            cached_prompt_tokens: 0,
-            prefill_tokens: 9,
-            prefill_secs: 0.0,
-            decode_secs: 0.0,
-            stop_reason: StopReason::Eos,
-            logprobs: Vec::new(),
-            constraint: None,
-        })
+        Ok(scripted(text))
     }
     fn judge(&mut self, _: &str) -> Result<f32, BoxError> {
         Ok(0.7)
