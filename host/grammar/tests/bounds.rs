@@ -16,23 +16,8 @@ use onebrain_grammar::{
     TokenEnv, Vocabulary, DOMAIN_BOUNDS, MAX_GRAMMAR_BYTES,
 };
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn data() -> Option<PathBuf> {
-    let d = repo().join("../shared/data");
-    if d.is_dir() {
-        Some(d)
-    } else {
-        eprintln!("skipping the benchmark domains: {} is absent", d.display());
-        None
-    }
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+mod common;
+use common::{data, read, repo};
 
 /// (name, domain text, a few reference problems) of every domain there is.
 fn domains() -> Vec<(String, String, Vec<String>)> {

@@ -10,23 +10,8 @@ use onebrain_grammar::{
     domain_file, full_continuation, problem_file, ConstraintSpec, Limits, Objects, TokenEnv, Vocabulary,
 };
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn data() -> Option<PathBuf> {
-    let d = repo().join("../shared/data");
-    if d.is_dir() {
-        Some(d)
-    } else {
-        eprintln!("skipping: {} is absent", d.display());
-        None
-    }
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
+mod common;
+use common::{data, read, repo};
 
 /// (domain text, problem texts) of every PlanBench set.
 fn planbench(data: &Path) -> Vec<(String, String, Vec<(String, String)>)> {
