@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The reward comparison's held-out rows after the runs, every arm's by one binary: the parameters each arm
-# started from (update 0) and its kept checkpoints, on the held-out slice (greedy, K = 3) and
-# on the update-0 set (64 generated tasks, T = 0.7, seeds per episode). Resumable: rerun it
-# after a stop and each evaluation continues from its trace.
+# The reward comparison's held-out rows after the runs, every arm's by one binary: the
+# parameters each arm started from (update 0) and its kept checkpoints, on the held-out
+# slice (greedy, K = 3) and on the update-0 set (64 generated tasks, T = 0.7, seeds per
+# episode). Resumable: rerun it after a stop and each evaluation continues from its trace.
 #
 #   ONEBRAIN_BIN=target/release/onebrain scripts/arms-posthoc.sh RUN [RUN...]
 #

@@ -10,8 +10,8 @@ them; `NAME=FOLDER[,FOLDER…]` works too): the evaluation folders of one method
 its `trace.jsonl` (or `.gz`), all over the same tasks. A greedy method has one draw; a sampled
 method has one per `--seed`. For each method it prints, per draw, solved and Faithful with
 their 95 % Wilson intervals and the answers whose goal already holds in their own initial
-state (the goal copied into `:init`, also per domain), then the mean and the range over draws, overall and per domain
-and size bucket (3–5, 6–9, 10+ objects in the reference problem, where the trace records
+state (the goal copied into `:init`, also per domain), then the mean and the range over
+draws, overall and per domain and size bucket (3–5, 6–9, 10+ objects in the reference problem, where the trace records
 them). Against the `--against` method (default: the first), draw j is paired with its draw j
 (or with its one draw when it is greedy): the difference of Faithful with its Newcombe
 interval, and task by task the tasks gained and lost with the exact McNemar p. Draws are never

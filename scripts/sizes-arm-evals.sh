@@ -71,7 +71,7 @@ checkpoint() {
   printf '%s/checkpoints/update-%06d' "$run" "$1"
 }
 
-[ "$parts" = base ] && parts="greedy combined best-of-k"
+parts=${parts//base/greedy combined best-of-k}
 for part in $parts; do
   case $part in
     greedy)
