@@ -16,6 +16,11 @@
 # - The evaluations: scripts/sizes-arm-evals.sh (main's copy) from the arm's tree, `nice -n
 #   10` so the arm keeps the cores (log RUNS/evals.log), SEEDS="0 1" unless SEEDS says more.
 #   Each resumes from its trace, or from the copy scripts/arms-sync.sh committed.
+#   They run on one compute thread (RAYON_NUM_THREADS=1, which candle's pool follows): its
+#   barrier waits spin, so a second process of two threads on the arm's two cores spends
+#   most of its time spinning on a descheduled worker, and takes that time from the arm.
+#   Beside the arm, a SmolLM2 answer took 52 s of wall time and 36 CPU-s on two threads,
+#   11 s and 4.2 CPU-s on one, with the same tokens and log-probabilities bit for bit.
 # Before stopping a session: `RUNS=/work/runs scripts/arms-sync.sh` and commit
 # (results/train-1.5b-sizes/README.md says what to trim and keep).
 set -euo pipefail
@@ -70,7 +75,7 @@ if pgrep -f "sizes-arm-evals.sh" > /dev/null; then
   say "the evaluations are running already"
 else
   say "starting the evaluations (log $runs/evals.log)"
-  (cd "$src" && COMMITTED="$results" OUT="$runs" RUN="$run" SEEDS="${SEEDS:-0 1}" \
+  (cd "$src" && COMMITTED="$results" OUT="$runs" RUN="$run" SEEDS="${SEEDS:-0 1}" RAYON_NUM_THREADS=1 \
     ONEBRAIN_BIN=target/release/onebrain setsid nohup nice -n 10 scripts/sizes-arm-evals.sh \
     >> "$runs/evals.log" 2>&1 < /dev/null &)
 fi

@@ -192,7 +192,8 @@ fn the_array_script_shards_an_eval_over_two_processes_and_merges_it() {
     let split_cfg = write_config(split.path());
     let array_task = |env: &[(&str, &str)]| {
         let mut cmd = std::process::Command::new("bash");
-        cmd.arg(repo().join("scripts/eval-array.sbatch"))
+        crate::harness::one_compute_thread(&mut cmd)
+            .arg(repo().join("scripts/eval-array.sbatch"))
             .current_dir(repo())
             .env("CONFIG", &split_cfg)
             .env("ONEBRAIN", env!("CARGO_BIN_EXE_onebrain"));

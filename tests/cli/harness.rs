@@ -41,6 +41,27 @@ pub fn model_ready() -> Option<&'static str> {
     onebrain_roles::test_setup_missing(&repo(), &["blocksworld", "gripper", "paper-rewards"])
 }
 
+/// The binary under test, run from the repository root on one compute thread unless the
+/// caller's environment names a count (see [`one_compute_thread`]).
+pub fn onebrain_command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_onebrain"));
+    cmd.current_dir(repo());
+    one_compute_thread(&mut cmd);
+    cmd
+}
+
+/// Gives `cmd` (and every process it starts) one compute thread (`RAYON_NUM_THREADS=1`,
+/// which candle's pool follows), unless the caller's environment names a count. Tests run two
+/// at a time, often each with a model process, and candle's pool waits at its barriers by
+/// spinning: two processes of two threads on two cores spend most of their time spinning on a
+/// descheduled worker. One thread gives the same tokens bit for bit (docs/performance.md).
+pub fn one_compute_thread(cmd: &mut Command) -> &mut Command {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        cmd.env("RAYON_NUM_THREADS", "1");
+    }
+    cmd
+}
+
 /// One `onebrain` invocation.
 pub struct TestCommand {
     cmd: Command,
@@ -48,8 +69,8 @@ pub struct TestCommand {
 
 impl TestCommand {
     pub fn new(args: &[&str]) -> TestCommand {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_onebrain"));
-        cmd.args(args).current_dir(repo());
+        let mut cmd = onebrain_command();
+        cmd.args(args);
         TestCommand { cmd }
     }
 

@@ -15,9 +15,9 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-use crate::harness::{build_plugins, fixture, repo};
+use crate::harness::{build_plugins, fixture, onebrain_command};
 
 fn runs() -> usize {
     std::env::var("ONEBRAIN_PIPE_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(8)
@@ -53,8 +53,8 @@ enum Reader {
 /// Runs `args` into `reader`; returns the exit code and what stderr said.
 fn run(args: &[String], reader: Reader) -> (Option<i32>, String) {
     let (pipe_r, pipe_w) = std::io::pipe().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_onebrain"));
-    cmd.args(args).current_dir(repo()).stdin(Stdio::null());
+    let mut cmd = onebrain_command();
+    cmd.args(args).stdin(Stdio::null());
     match reader {
         Reader::BothStreamsClosedAtOnce => cmd.stdout(pipe_w.try_clone().unwrap()).stderr(pipe_w),
         _ => cmd.stdout(pipe_w).stderr(Stdio::piped()),

@@ -12,7 +12,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::harness::{model_ready, repo, shared_data};
+use crate::harness::{model_ready, one_compute_thread, repo, shared_data};
 
 /// The shell commands of the README's tour, in order.
 fn tour_commands(readme: &str) -> Vec<String> {
@@ -105,7 +105,7 @@ fn the_readme_tour_runs_as_written() {
         "set -euo pipefail -x\nonebrain() {{ \"$ONEBRAIN_UNDER_TEST\" \"$@\"; }}\n{}\n",
         commands.join("\n")
     );
-    let out = Command::new("bash")
+    let out = one_compute_thread(&mut Command::new("bash"))
         .arg("-c")
         .arg(&script)
         .current_dir(&root)

@@ -215,13 +215,12 @@ fn train_signalled(run: &Path, extra: &[&str], signal: i32, meanwhile: impl FnOn
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_onebrain"))
+    let mut child = crate::harness::onebrain_command()
         .args(["train", "--skip-heldout", "--config"])
         .arg(fixture("configs/train-smollm.toml"))
         .arg("--out-dir")
         .arg(run)
         .args(extra)
-        .current_dir(crate::harness::repo())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();

@@ -3,23 +3,22 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::{fixture, model_ready, repo, TestCommand};
+use crate::harness::{fixture, model_ready, onebrain_command, TestCommand};
 
 const CONFIG: &str = "configs/train-cluster-smollm.toml";
 
 /// A process of the array (or one machine's run) on the cluster fixture, its stderr in
 /// `log` for the failure messages.
 fn spawn(out: &Path, log: &Path, extra: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_onebrain"))
+    onebrain_command()
         .args(["train", "--config"])
         .arg(fixture(CONFIG))
         .arg("--out-dir")
         .arg(out)
         .args(extra)
-        .current_dir(repo())
         .stdout(Stdio::null())
         .stderr(fs::File::create(log).unwrap())
         .spawn()
