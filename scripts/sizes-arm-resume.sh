@@ -19,8 +19,8 @@
 #   They run on one compute thread (RAYON_NUM_THREADS=1, which candle's pool follows): its
 #   barrier waits spin, so a second process of two threads on the arm's two cores spends
 #   most of its time spinning on a descheduled worker, and takes that time from the arm.
-#   Beside the arm, a SmolLM2 answer took 52 s of wall time and 36 CPU-s on two threads,
-#   11 s and 4.2 CPU-s on one, with the same tokens and log-probabilities bit for bit.
+#   One thread gives the same tokens bit for bit, in a fraction of the CPU time
+#   (docs/performance.md, "Beside another process").
 # Before stopping a session: `RUNS=/work/runs scripts/arms-sync.sh` and commit
 # (results/train-1.5b-sizes/README.md says what to trim and keep).
 set -euo pipefail
