@@ -22,6 +22,7 @@ pub mod constraint;
 pub mod kernels;
 pub mod model;
 pub mod plugins;
+pub mod pool;
 pub mod suite;
 pub mod training;
 pub mod verifier;

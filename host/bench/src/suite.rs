@@ -40,6 +40,9 @@ pub enum Target {
     /// One forward+backward over 4 × 512 tokens with SmolLM2-135M: adapters only, then the
     /// full backbone.
     TrainingKernel,
+    /// Our compute pool against candle's barrier pool: greedy decode of the default model, one
+    /// row and four, quiet and beside one and two busy processes; tokens/s and CPU per token.
+    Pool,
     /// Grammar-constrained against free decoding of the same Actor prompts (default model):
     /// mask time per token and its share of decode, grammar build time, forced tokens.
     Constraint,
@@ -254,6 +257,28 @@ pub fn run(what: Target, options: &SuiteOptions, out: &mut dyn Write) -> anyhow:
                 r.mask_us_per_token(),
                 100.0 * r.mask_share()
             )?;
+        }
+        Target::Pool => {
+            let r = crate::pool::bench_pool(Path::new(DEFAULT_MODEL_FILE), 32, options.reps.max(1))?;
+            if options.json {
+                return write_json(out, &r);
+            }
+            writeln!(out, "## Our compute pool against candle's barrier pool, {DEFAULT_MODEL_FILE}, 32 greedy tokens (onebrain bench pool)\n")?;
+            let mut t = Table::new(["decode", "busy neighbours", "tok/s ours", "tok/s candle's", "speed-up", "CPU ms/token ours", "CPU ms/token candle's", "CPU saved", "same tokens"]);
+            for p in &r {
+                t.row([
+                    p.shape.clone(),
+                    p.busy_neighbours.to_string(),
+                    format!("{:.2}", p.own_tok_per_s),
+                    format!("{:.2}", p.candle_tok_per_s),
+                    format!("{:.2}×", p.own_tok_per_s / p.candle_tok_per_s),
+                    format!("{:.0}", p.own_cpu_ms_per_token),
+                    format!("{:.0}", p.candle_cpu_ms_per_token),
+                    format!("{:.2}×", p.candle_cpu_ms_per_token / p.own_cpu_ms_per_token),
+                    if p.same_tokens { "yes".into() } else { "NO".into() },
+                ]);
+            }
+            write!(out, "{t}")?;
         }
         Target::Training => {
             crate::training::run(options.config.as_deref(), options.baseline.as_deref(), options.json, out)?;

@@ -406,7 +406,7 @@ impl CustomOp3 for DecodeAttention {
         let mut partials: Vec<Partial> = (0..items * per_item).map(|_| Partial { max: f32::NEG_INFINITY, sum: 0.0 }).collect();
         let mut outs = vec![0f32; items * per_item * d];
         let (partials_addr, outs_addr) = (partials.as_mut_ptr() as usize, outs.as_mut_ptr() as usize);
-        candle_core::utils::barrier_pool().execute_chunked(items, |range| {
+        crate::pool::execute_chunked(items, |range| {
             let mut p = vec![0f32; POSITION_BLOCK];
             for &item in &order[range] {
                 let (bi, kh, blk) = item_of(item);
@@ -813,7 +813,7 @@ fn causal_rows(layout: &Layout) -> candle_core::Result<(usize, usize, usize, usi
 fn for_each_row(out: &mut [f32], kv: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let rows = out.len() / kv.max(1);
     let addr = out.as_mut_ptr() as usize;
-    candle_core::utils::barrier_pool().execute_chunked(rows.div_ceil(SOFTMAX_ROWS), |items| {
+    crate::pool::execute_chunked(rows.div_ceil(SOFTMAX_ROWS), |items| {
         for item in items {
             for r in item * SOFTMAX_ROWS..((item + 1) * SOFTMAX_ROWS).min(rows) {
                 // SAFETY: each row index is visited once, by one task; `out` outlives the pool's run.

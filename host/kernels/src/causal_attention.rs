@@ -261,7 +261,7 @@ impl CustomOp3 for CausalAttention {
         // keys a row sees (the hidden ones left out), so that each row's sum splits the same
         // way.
         let score_keys = keys.max(MIN_SCORE_KEYS);
-        candle_core::utils::barrier_pool().execute_chunked(heads * blocks, |items| {
+        crate::pool::execute_chunked(heads * blocks, |items| {
             let (mut p, mut qb, mut ob) = (vec![0f32; ROWS * score_keys], vec![0f32; ROWS * d], vec![0f32; ROWS * d]);
             // A step's probabilities and values gathered where its keys are not one run of
             // KEYS (across the hidden run, or the last keys), zeros past them.
@@ -373,7 +373,7 @@ impl CustomOp3 for CausalAttentionGrad {
         let mut dq = vec![0f32; nq];
         let mut partial = vec![0f32; heads * parts * 2 * keys * d];
         let (dq_addr, partial_addr) = (dq.as_mut_ptr() as usize, partial.as_mut_ptr() as usize);
-        candle_core::utils::barrier_pool().execute_chunked(heads * parts, |items| {
+        crate::pool::execute_chunked(heads * parts, |items| {
             let mut p = vec![0f32; ROWS * keys];
             let mut dp = vec![0f32; ROWS * keys];
             for item in items {

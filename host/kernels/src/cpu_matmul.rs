@@ -455,7 +455,7 @@ impl TiledMatrix {
         if strips.len() < 64 {
             run(0..strips.len());
         } else {
-            candle_core::utils::barrier_pool().execute_chunked(strips.len(), run);
+            crate::pool::execute_chunked(strips.len(), run);
         }
     }
 
@@ -472,7 +472,7 @@ impl TiledMatrix {
         let acts = Activations::quantize(x, m, self.cols, self.kernel);
         let out_ptr = out.as_mut_ptr() as usize;
         let strips = self.rows / TILE_ROWS;
-        candle_core::utils::barrier_pool().execute_chunked(strips, |range| {
+        crate::pool::execute_chunked(strips, |range| {
             for strip in range {
                 for chunk in acts.chunks() {
                     // SAFETY: a `TiledMatrix`'s kernel runs on this CPU; each strip

@@ -26,6 +26,7 @@ mod attention;
 mod causal_attention;
 mod cpu_matmul;
 mod error;
+pub mod pool;
 mod frozen;
 mod swiglu;
 

@@ -22,12 +22,12 @@ use crate::{
 #[derive(Debug, Clone, Copy)]
 pub struct SwiGlu;
 
-/// Elements per task of candle's pool: a few pages, so both cores share even a short tail.
+/// Elements per task of the compute pool: a few pages, so both cores share even a short tail.
 const CHUNK: usize = 16 * 1024;
 
-/// Runs `f(range)` over `0..n` in chunks on candle's pool, each chunk's outputs its own.
+/// Runs `f(range)` over `0..n` in chunks on the compute pool, each chunk's outputs its own.
 fn in_chunks(n: usize, f: impl Fn(std::ops::Range<usize>) + Sync) {
-    candle_core::utils::barrier_pool().execute_chunked(n.div_ceil(CHUNK), |items| {
+    crate::pool::execute_chunked(n.div_ceil(CHUNK), |items| {
         for item in items {
             f(item * CHUNK..((item + 1) * CHUNK).min(n));
         }

@@ -84,7 +84,7 @@ impl Sampler {
 
 /// The token of each batch row in `active` (`logits[slot]` is row `active[slot]`, which
 /// `samplers[row]` samples) and its log-probability at that sampler's temperature
-/// ([`Sampler::logprob`]), rows spread over candle's CPU pool:
+/// ([`Sampler::logprob`]), rows spread over the compute pool ([`onebrain_kernels::pool`]):
 /// each row reads its vocabulary-sized logits twice, which at batch 4 was a fifth of a
 /// decode step done on one core. Each row's draws come from its own sampler, so the
 /// result does not depend on the spread. `active` is ascending, as the decode loop keeps it.
@@ -107,7 +107,7 @@ pub(crate) fn sample_rows(logits: &[Vec<f32>], active: &[usize], samplers: &mut 
         .map(|(_, s)| Mutex::new((s, (0, 0.0))))
         .collect();
     assert_eq!(jobs.len(), active.len(), "active rows are ascending and have samplers");
-    candle_core::utils::barrier_pool().execute_chunked(jobs.len(), |range| {
+    onebrain_kernels::pool::execute_chunked(jobs.len(), |range| {
         for slot in range {
             let mut job = jobs[slot].lock().expect("a row is sampled by one thread");
             job.1 = pick(&logits[slot], job.0);

@@ -667,8 +667,8 @@ fn replay_masks(brain: &Brain, batch: &Batch) -> Result<HashMap<usize, Vec<Token
     let todo: Vec<usize> = (0..batch.policy.len()).filter(|&i| batch.policy[i].constraint.is_some()).collect();
     let slots: Vec<std::sync::Mutex<Option<onebrain_model::Result<Vec<TokenSet>>>>> =
         todo.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    // candle's CPU pool, as the sampler's own per-row work.
-    candle_core::utils::barrier_pool().execute_chunked(todo.len(), |range| {
+    // The compute pool, as the sampler's own per-row work.
+    onebrain_kernels::pool::execute_chunked(todo.len(), |range| {
         for k in range {
             let s = &batch.policy[todo[k]];
             let (spec, max_tokens) = s.constraint.as_ref().expect("constrained");

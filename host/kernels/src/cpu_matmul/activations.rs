@@ -124,7 +124,7 @@ impl Activations {
         };
         let chunks = rows.div_ceil(MAX_ROWS);
         if on_pool {
-            candle_core::utils::barrier_pool().execute_chunked(chunks, run);
+            crate::pool::execute_chunked(chunks, run);
         } else {
             run(0..chunks);
         }

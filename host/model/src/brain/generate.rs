@@ -506,7 +506,7 @@ fn decode_step(next_pos: &[u32], pads: &[usize], pad_start: &[usize], fronts: &[
 }
 
 /// Masks each row's logits with its constraint's allowed set ([`TokenConstraint::allowed`],
-/// then [`apply_mask`]), the rows spread over candle's CPU pool: a mask takes 1–3 ms on
+/// then [`apply_mask`]), the rows spread over the compute pool: a mask takes 1–3 ms on
 /// Qwen's 151,936-token vocabulary (`onebrain bench constraint`), which a batch of 16 rows
 /// would otherwise spend one after the other on one core. Each row's mask depends on its
 /// constraint alone, so the result does not depend on the spread.
@@ -517,7 +517,7 @@ fn mask_rows(rows: Vec<(&mut [f32], &mut dyn TokenConstraint)>) -> Vec<Result<()
     }
     let jobs: Vec<Mutex<(&mut [f32], &mut dyn TokenConstraint, Option<Result<(), GrammarError>>)>> =
         rows.into_iter().map(|(l, c)| Mutex::new((l, c, None))).collect();
-    candle_core::utils::barrier_pool().execute_chunked(jobs.len(), |range| {
+    onebrain_kernels::pool::execute_chunked(jobs.len(), |range| {
         for j in range {
             let mut job = jobs[j].lock().expect("a row is masked by one thread");
             let (logits, c, out) = &mut *job;

@@ -266,7 +266,7 @@ impl candle_core::CustomOp1 for LoraRows {
             }
         };
         let addr = y.as_mut_ptr() as usize;
-        candle_core::utils::barrier_pool().execute_chunked(m.div_ceil(LORA_ROWS_PER_TASK), |items| {
+        onebrain_kernels::pool::execute_chunked(m.div_ceil(LORA_ROWS_PER_TASK), |items| {
             for item in items {
                 for r in item * LORA_ROWS_PER_TASK..((item + 1) * LORA_ROWS_PER_TASK).min(m) {
                     // SAFETY: each row is visited once, by one task; `y` outlives the pool's run.
