@@ -6,7 +6,11 @@
 #
 # - The arm's own tree: a worktree of ARM_COMMIT (a9bdb2e, the commit the arm runs on) in
 #   RUNS/arm-src, with its release binary and plugins built there (about 10 min cold), and
-#   the models and Python environment of `main` linked in. Kept when it is there.
+#   the models and Python environment of `main` linked in. Kept when it is there. From
+#   update 34 on, the binary has one change on top of a9bdb2e: the compute pool of
+#   host/kernels/src/pool.rs (as of POOL_COMMIT) in place of candle's barrier pool at the
+#   same 13 call sites. Its chunks are candle's, so its numbers are too; its waits give the
+#   core away, so the arm loses less to whatever runs beside it (results/bench-pool).
 # - The run folder RUNS/train-1.5b-sizes: restored from results/train-1.5b-sizes when it is
 #   missing (config, metrics, held-out lines, twins, the committed checkpoints and the
 #   episode log unzipped), so that `--resume` goes on from the newest committed checkpoint.
@@ -28,6 +32,7 @@ cd "$(dirname "$0")/.."
 main=$PWD
 runs=${RUNS:-/work/runs}
 arm_commit=${ARM_COMMIT:-a9bdb2e}
+pool_commit=${POOL_COMMIT:-e0836bc}
 src=$runs/arm-src
 run=$runs/train-1.5b-sizes
 results=$main/results/train-1.5b-sizes
@@ -40,7 +45,16 @@ if [ ! -x "$src/target/release/onebrain" ]; then
   say "building the arm's tree ($arm_commit) in $src"
   scripts/setup.sh --models default --no-plugins &
   setup=$!
-  [ -d "$src" ] || git worktree add "$src" "$arm_commit"
+  if [ ! -d "$src" ]; then
+    git worktree add "$src" "$arm_commit"
+    grep -rl 'barrier_pool().execute_chunked' "$src/host/model/src" | xargs sed -i \
+      's/candle_core::utils::barrier_pool().execute_chunked(/crate::pool::execute_chunked(/'
+    sed -i 's/candle_core::utils::barrier_pool().execute_chunked(/onebrain_model::pool::execute_chunked(/' \
+      "$src/host/train/src/learner.rs"
+    # After the call sites, so that the pool's own way back to candle's stays as it is.
+    git show "$pool_commit:host/kernels/src/pool.rs" > "$src/host/model/src/pool.rs"
+    sed -i 's/^mod paths;/mod paths;\npub mod pool;/' "$src/host/model/src/lib.rs"
+  fi
   (cd "$src" && cargo build --release -p onebrain-cli && scripts/build-plugins.sh)
   wait "$setup"
 fi
