@@ -782,7 +782,7 @@ mod tests {
 /// Softmax over the last axis of `(.., q, kv)` scores with the causal mask built in:
 /// query `i` sees keys `0 ..= kv - q + i`, the rest get probability 0. Has a backward.
 ///
-/// One pass per row for each direction, rows spread over candle's pool. The learner's
+/// One pass per row for each direction, rows spread over the compute pool. The learner's
 /// scores are `heads × tail × (head + tail)` per layer; through candle's ops (a mask add, a
 /// softmax, and a backward of a product, a sum and a broadcast product) they took 14 % of a
 /// 0.5B update on one core with libm's `expf`.

@@ -97,8 +97,8 @@ impl Brain {
             return Ok(());
         }
         let tiled = Self::tiles_of(backbones, false);
-        // Threads of their own, not candle's pool: a transpose runs candle ops, and the pool's
-        // calling thread would deadlock on a call from inside its own share.
+        // Threads of their own, not a pool's: a transpose runs candle ops, whose calls into
+        // candle's barrier pool from inside its own share would deadlock.
         let next = std::sync::atomic::AtomicUsize::new(0);
         let workers = candle_core::utils::get_num_threads().clamp(1, tiled.len().max(1));
         std::thread::scope(|scope| {
