@@ -15,7 +15,7 @@ if [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
 fi
 for arm in text-agreement solver-only full; do
   echo "== $(date -u +%FT%TZ) arm $arm" >> $RUNS/arms.log
-  RAYON_NUM_THREADS=2 "$BIN" train --config configs/train-cpu-$arm.toml \
+  RAYON_NUM_THREADS=2 "$BIN" train --config configs/train-1.5b-$arm.toml \
     --out-dir $RUNS/train-1.5b-$arm --resume >> $RUNS/train-1.5b-$arm.log 2>&1
   rc=$?
   echo "== $(date -u +%FT%TZ) arm $arm exited $rc" >> $RUNS/arms.log

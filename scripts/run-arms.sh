@@ -5,8 +5,8 @@
 #
 #   scripts/run-arms.sh RUNS_DIR ARM [ARM...]     # e.g. /work/runs text-agreement solver-only
 #
-# ARM names configs/train-cpu-ARM.toml; its run folder is RUNS_DIR/train-cpu-ARM and its
-# snapshot results/train-cpu-ARM (scripts/snapshot-run.sh; commit it). An arm whose folder
+# ARM names configs/train-1.5b-ARM.toml; its run folder is RUNS_DIR/train-1.5b-ARM and its
+# snapshot results/train-1.5b-ARM (scripts/snapshot-run.sh; commit it). An arm whose folder
 # is gone but whose snapshot is committed is restored from the snapshot first. Run it from
 # a clean checkout (a worktree of main) so edits elsewhere cannot change the binary mid-run:
 #   ONEBRAIN=target/release/onebrain (default).
@@ -17,7 +17,7 @@ shift
 bin=${ONEBRAIN:-target/release/onebrain}
 [[ -x "$bin" ]] || { echo "run-arms: $bin is not built (cargo build --release -p onebrain-cli)" >&2; exit 2; }
 for arm in "$@"; do
-  cfg=configs/train-cpu-$arm.toml dir=$runs/train-cpu-$arm results=results/train-cpu-$arm
+  cfg=configs/train-1.5b-$arm.toml dir=$runs/train-1.5b-$arm results=results/train-1.5b-$arm
   [[ -f "$cfg" ]] || { echo "run-arms: no $cfg" >&2; exit 2; }
   if [[ ! -e "$dir" && -f "$results/checkpoints/LATEST" ]]; then
     scripts/snapshot-run.sh --restore "$results" "$dir" || exit 2

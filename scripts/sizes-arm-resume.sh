@@ -18,7 +18,8 @@
 #   unless it has all its updates. A second one cannot start beside a running one: the run
 #   folder's lock (`flock`) refuses it, naming the holder.
 # - The evaluations: scripts/sizes-arm-evals.sh (main's copy) from the arm's tree, `nice -n
-#   10` so the arm keeps the cores (log RUNS/evals.log), SEEDS="0 1" unless SEEDS says more.
+#   10` so the arm keeps the cores, and the same for their session's autogroup where the
+#   kernel groups by session (log RUNS/evals.log), SEEDS="0 1" unless SEEDS says more.
 #   Each resumes from its trace, or from the copy scripts/arms-sync.sh committed.
 #   They run on one compute thread (RAYON_NUM_THREADS=1, which candle's pool follows): its
 #   barrier waits spin, so a second process of two threads on the arm's two cores spends
@@ -92,4 +93,15 @@ else
   (cd "$src" && COMMITTED="$results" OUT="$runs" RUN="$run" SEEDS="${SEEDS:-0 1}" RAYON_NUM_THREADS=1 \
     ONEBRAIN_BIN=target/release/onebrain setsid nohup nice -n 10 scripts/sizes-arm-evals.sh \
     >> "$runs/evals.log" 2>&1 < /dev/null &)
+fi
+
+# With autogroup scheduling on (Debian's default), the scheduler shares the CPU between
+# sessions first, and `nice` orders threads only within a session: the evaluations, a session
+# of their own (setsid), took a whole core beside the arm whatever their nice value. Their
+# session's own nice value is what puts them behind the arm.
+if [ "$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)" = 1 ]; then
+  sleep 1
+  for pid in $(pgrep -f "sizes-arm-evals.sh"); do
+    echo 10 > "/proc/$pid/autogroup" 2>/dev/null && say "the evaluations' session: $(cat "/proc/$pid/autogroup")"
+  done
 fi

@@ -8,7 +8,7 @@
 # A snapshot holds the run's small files (config.json, metrics.jsonl, heldout.jsonl,
 # curves.svg), its episode log and held-out traces gzipped, the held-out reports, and its
 # newest checkpoint (role parameters and optimizer state, about 19 MB for the CPU configs), so
-#   onebrain train --config configs/train-cpu-ARM.toml --out-dir RUN_DIR --resume
+#   onebrain train --config configs/train-1.5b-ARM.toml --out-dir RUN_DIR --resume
 # continues exactly where it stood. Safe while the run trains: the trainer writes a checkpoint
 # whole before it names it in LATEST.
 set -euo pipefail

@@ -1,6 +1,6 @@
 //! Times one learner update of the default model on recorded multi-role episodes, without the
 //! rollouts: a probe used while building the learner on the sampler's weights (the benchmark
-//! is `onebrain bench training`), with `configs/train-cpu-full.toml`'s PPO settings. Rewards
+//! is `onebrain bench training`), with `configs/train-1.5b-full.toml`'s PPO settings. Rewards
 //! are overwritten so no sample is inert.
 //!
 //! ```sh

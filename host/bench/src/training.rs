@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::write_json;
 
 /// The config of the new path: the learning run's own.
-pub const DEFAULT_CONFIG: &str = "configs/train-cpu-full.toml";
+pub const DEFAULT_CONFIG: &str = "configs/train-1.5b-full.toml";
 /// The config of the old path (batch-1 rollouts, a dense f32 learner, adapters on
 /// every projection, the 384-token Judge tail).
 pub const DEFAULT_BASELINE: &str = "configs/train-old-path.toml";

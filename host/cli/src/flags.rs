@@ -340,7 +340,7 @@ pub struct BenchArgs {
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    /// `training` only: the config of the new path (default configs/train-cpu-full.toml).
+    /// `training` only: the config of the new path (default configs/train-1.5b-full.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// `training` only: the config of the path it is compared with (default

@@ -32,7 +32,7 @@ fn every_train_and_eval_config_parses() {
 #[test]
 fn the_four_arms_differ_only_in_their_arm() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
-    let load = |arm: &str| TrainConfig::from_file(&dir.join(format!("train-cpu-{arm}.toml"))).unwrap();
+    let load = |arm: &str| TrainConfig::from_file(&dir.join(format!("train-1.5b-{arm}.toml"))).unwrap();
     let full = load("full");
     for arm in ["solver-only", "grounded", "text-agreement"] {
         let mut other = load(arm);

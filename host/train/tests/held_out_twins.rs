@@ -5,7 +5,7 @@
 //! sets: none may match.
 //!
 //! The check can fail: with the skip turned off, the stream of
-//! `configs/train-cpu-text-agreement.toml` (BlocksWorld, Mystery BlocksWorld, Logistics and
+//! `configs/train-1.5b-text-agreement.toml` (BlocksWorld, Mystery BlocksWorld, Logistics and
 //! Gripper in turn, sizes 3 and 4, first seed 1) yields `mystery-blocksworld` seed 158 of
 //! size 4, which is PlanBench `mystery_blocksworld/102` of its held-out slice with the
 //! blocks renamed.
@@ -216,7 +216,7 @@ fn without_the_skip_the_known_twin_is_yielded() {
         eprintln!("SKIPPED: {why}");
         return;
     }
-    let path = configs().join("train-cpu-text-agreement.toml");
+    let path = configs().join("train-1.5b-text-agreement.toml");
     let cfg = TrainConfig::from_file(&path).unwrap();
     let base = config_base(&path);
     let adapters = Plugins(HashMap::new()).domains(&cfg.plugins, &base);

@@ -1,7 +1,7 @@
 //! PPO's π_old against the policy that sampled.
 //!
 //! Each test takes the arms' `[ppo]` options and `[model]` adapters
-//! (`configs/train-cpu-full.toml`, cut to one group of four samples), samples four answers to
+//! (`configs/train-1.5b-full.toml`, cut to one group of four samples), samples four answers to
 //! one BlocksWorld prompt under the problem grammar at T = 0.7 (seeds 0..4) with trained-looking
 //! (non-zero) adapters, and runs one [`Learner::update`] on them, as the trainer does. Each
 //! checks that PPO runs as PPO: π_old is the first minibatch's own forward for its samples and
@@ -161,12 +161,12 @@ fn sampled_batch(brain: &mut Brain, max_tokens: usize) -> Batch {
     Batch { policy, judge: vec![], stats: Default::default() }
 }
 
-/// The PPO arguments and adapters of the arms' config (`configs/train-cpu-full.toml`: every
+/// The PPO arguments and adapters of the arms' config (`configs/train-1.5b-full.toml`: every
 /// training config shares its `[ppo]` and `[model]` options but for the rewards), cut to the
 /// one group these tests sample. So the tests run the path training runs: its ablation,
 /// minibatches, epochs, scoring pass, prompt heads and allowed-logits option.
 fn training_config() -> TrainConfig {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/train-cpu-full.toml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/train-1.5b-full.toml");
     let mut cfg = TrainConfig::from_file(&path).expect("the arms' config parses");
     cfg.ppo.batch_size = 4;
     cfg.ppo.group_size = 4;
