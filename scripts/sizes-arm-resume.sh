@@ -21,11 +21,8 @@
 #   10` so the arm keeps the cores, and the same for their session's autogroup where the
 #   kernel groups by session (log RUNS/evals.log), SEEDS="0 1" unless SEEDS says more.
 #   Each resumes from its trace, or from the copy scripts/arms-sync.sh committed.
-#   They run on one compute thread (RAYON_NUM_THREADS=1, which candle's pool follows): its
-#   barrier waits spin, so a second process of two threads on the arm's two cores spends
-#   most of its time spinning on a descheduled worker, and takes that time from the arm.
-#   One thread gives the same tokens bit for bit, in a fraction of the CPU time
-#   (docs/performance.md, "Beside another process").
+#   They run on one compute thread (RAYON_NUM_THREADS=1): beside the arm on two busy cores
+#   a second thread buys nothing (results/bench-pool, "One SmolLM2 answer beside the 1.5B arm").
 # Before stopping a session: `RUNS=/work/runs scripts/arms-sync.sh` and commit
 # (results/train-1.5b-sizes/README.md says what to trim and keep).
 set -euo pipefail
@@ -46,8 +43,9 @@ if [ ! -x "$src/target/release/onebrain" ]; then
   say "building the arm's tree ($arm_commit) in $src"
   scripts/setup.sh --models default --no-plugins &
   setup=$!
-  if [ ! -d "$src" ]; then
-    git worktree add "$src" "$arm_commit"
+  [ -d "$src" ] || git worktree add "$src" "$arm_commit"
+  # The pool's port, once: a kept tree without it (made before update 34) gets it too.
+  if [ ! -f "$src/host/model/src/pool.rs" ]; then
     grep -rl 'barrier_pool().execute_chunked' "$src/host/model/src" | xargs sed -i \
       's/candle_core::utils::barrier_pool().execute_chunked(/crate::pool::execute_chunked(/'
     sed -i 's/candle_core::utils::barrier_pool().execute_chunked(/onebrain_model::pool::execute_chunked(/' \
@@ -95,7 +93,7 @@ else
     >> "$runs/evals.log" 2>&1 < /dev/null &)
 fi
 
-# With autogroup scheduling on (Debian's default), the scheduler shares the CPU between
+# With autogroup scheduling on (as on these machines' kernels), the scheduler shares the CPU between
 # sessions first, and `nice` orders threads only within a session: the evaluations, a session
 # of their own (setsid), took a whole core beside the arm whatever their nice value. Their
 # session's own nice value is what puts them behind the arm.

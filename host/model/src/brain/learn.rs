@@ -97,8 +97,8 @@ impl Brain {
             return Ok(());
         }
         let tiled = Self::tiles_of(backbones, false);
-        // Threads of their own, not a pool's: a transpose runs candle ops, whose calls into
-        // candle's barrier pool from inside its own share would deadlock.
+        // Threads of their own, not candle's barrier pool: a transpose runs candle ops, which
+        // call that pool, and a call from inside its own share deadlocks.
         let next = std::sync::atomic::AtomicUsize::new(0);
         let workers = candle_core::utils::get_num_threads().clamp(1, tiled.len().max(1));
         std::thread::scope(|scope| {
