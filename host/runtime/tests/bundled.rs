@@ -80,6 +80,18 @@ fn solvable(domain: &str, problem: &str) -> bool {
     false
 }
 
+/// A domain's description is PlanBench's `domain_intro` alone: no key of the YAML file it came
+/// from, and no sentence twice (Mystery's once carried its `domain_intro_state_tracking`
+/// variant as well, some 330 tokens of every Mystery prompt).
+fn assert_description_is_one_text(name: &str, description: &str) {
+    let mut seen = HashSet::new();
+    for line in description.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let yaml_key = line.ends_with(": |") || line.ends_with(":|");
+        assert!(!yaml_key, "{name}: the description holds a YAML key: {line:?}");
+        assert!(seen.insert(line), "{name}: the description says this twice: {line:?}");
+    }
+}
+
 #[test]
 fn domain_adapters_generate_and_describe_through_wasm() {
     let host = common::host(Limits::default());
@@ -91,7 +103,9 @@ fn domain_adapters_generate_and_describe_through_wasm() {
     ] {
         let d = WasmDomainAdapter::new(&common::bundled(&host, name), InstancePolicy::Reuse).unwrap();
         assert_eq!(d.name(), name);
-        assert!(d.description().unwrap().len() > 200, "{name}: description");
+        let description = d.description().unwrap();
+        assert!(description.len() > 200, "{name}: description");
+        assert_description_is_one_text(name, &description);
         let domain = d.domain_pddl().unwrap();
         pddl::parse_domain(&domain).unwrap();
         for size in sizes {
