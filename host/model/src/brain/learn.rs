@@ -97,24 +97,16 @@ impl Brain {
             return Ok(());
         }
         let tiled = Self::tiles_of(backbones, false);
-        // Threads of their own, not candle's barrier pool: a transpose runs candle ops, which
-        // call that pool, and a call from inside its own share deadlocks.
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let workers = candle_core::utils::get_num_threads().clamp(1, tiled.len().max(1));
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    scope.spawn(|| -> Result<()> {
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(t) = tiled.get(i) else { return Ok(()) };
-                            t.transposed()?;
-                        }
-                    })
-                })
-                .collect();
-            handles.into_iter().try_for_each(|h| h.join().expect("a transpose worker panicked"))
-        })
+        let failed = std::sync::Mutex::new(None);
+        onebrain_kernels::pool::execute_chunked(tiled.len(), |range| {
+            for t in &tiled[range] {
+                if let Err(e) = t.transposed() {
+                    failed.lock().expect("a transpose panicked").get_or_insert(e);
+                    return;
+                }
+            }
+        });
+        failed.into_inner().expect("a transpose panicked").map_or(Ok(()), |e| Err(e.into()))
     }
 
     /// The tiled matrices of `backbones`' blocks, and of their output matrices `with_output`.
