@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The verifier E(y) alone, on bundled specs and on PlanBench tasks read in place from
-# ../shared/data (no model). `make demo` runs scripts/demo.sh, the multi-role episode.
+# ../shared/data (no model). `make demo` runs scripts/demo.sh, the combined method.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${ONEBRAIN_BIN:-target/release/onebrain}

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The main job (`make demo`): the multi-role episode (Actor -> verifier -> Judge
-# -> Editor) under grammar-constrained decoding, with the default model (Qwen2.5-Coder-1.5B) on a few PlanBench tasks read in
-# place from ../shared/data, in `problem` mode (the domain plugin gives the domain). Each step
-# is printed as it happens: the model's output, the verifier's verdict and diagnostics, the
-# Judge's score, the Editor's repair, then the rewards, faithfulness, final PDDL and plan.
+# The main job (`make demo`): the combined inference method (configs/solve-combined.toml:
+# four Actor answers, each verified and scored by the Judge, one picked by its agreement with
+# the task's text, and the Editor's repairs of a pick worth nothing, under the grammar and its
+# guards), with the default model (Qwen2.5-Coder-1.5B) on a few PlanBench tasks read in place
+# from ../shared/data, in `problem` mode (the domain plugin gives the domain). Each step is
+# printed as it happens: the model's output, the verifier's verdict and diagnostics, the
+# Judge's score, the pick, the Editor's repair, then faithfulness, final PDDL and plan.
 #
 # Each task runs twice, side by side: the base model, then the same model with the role
-# parameters of the best finished 1.5B arm (committed under results/). The table
-# after each pair says, for both, whether it was solved, how long the plan is, and whether the
-# answer still means the task; if not, what differs (a goal that already holds, objects or
-# facts missing or invented). DEMO_TRAINED= (empty) runs the base model alone, in half the time.
+# parameters of the 1.5B arm measured best on the held-out sets (committed under results/;
+# results/train-1.5b-sizes/README.md has its tables). The table after each pair says, for
+# both, whether it was solved, how long the plan is, and whether the answer still means the
+# task; if not, what differs (a goal that already holds, objects or facts missing or
+# invented). DEMO_TRAINED= (empty) runs the base model alone, in half the time.
 #
 # Then the LLM+P baseline on the first task: the planner solves what it writes, and the
 # reference checker says whether it still means the task. scripts/demo-verifier.sh shows the
@@ -21,11 +24,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${ONEBRAIN_BIN:-target/release/onebrain}
 DATA=${ONEBRAIN_DATA:-../shared/data}
-CONFIG=${DEMO_CONFIG:-configs/solve-demo.toml}
-TRAINED=${DEMO_TRAINED-results/train-1.5b-text-agreement/checkpoints/update-000040}
-# Three tasks of three domains: a 3-block BlocksWorld, a held-out Mystery BlocksWorld row (the
-# same states with obfuscated names) that the arm learned to answer faithfully, and a
-# one-package Logistics task.
+CONFIG=${DEMO_CONFIG:-configs/solve-combined.toml}
+TRAINED=${DEMO_TRAINED-results/train-1.5b-sizes/checkpoints/update-000020}
+# Three tasks of three domains: a 3-block BlocksWorld, and a Mystery BlocksWorld row (the same
+# states with obfuscated names) and a one-package Logistics task of the 40-task held-out
+# slice, which the arm never trained on, up to a renaming of objects.
 TASKS=${DEMO_TASKS:-"blocksworld_3/2 mystery_blocksworld/52 logistics/2"}
 
 step() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
@@ -54,7 +57,7 @@ trap 'rm -rf "$outputs"' EXIT
 n=0
 for task in $TASKS; do
   n=$((n + 1))
-  step "PlanBench $task: Actor -> verifier -> Judge -> Editor, grammar-constrained (at most 5 repairs, 6 verifier calls)${TRAINED:+, base and trained}" \
+  step "PlanBench $task: the combined method (4 answers verified and judged, one picked by its agreement with the text, at most 2 repairs, 6 verifier calls, grammar and guards)${TRAINED:+, base and trained}" \
     "$BIN" solve --config "$CONFIG" --domain "$(domain_of "$task")" --planbench "$task" --data "$DATA" "${side_by_side[@]}" \
     | tee "$outputs/$n"
 done
@@ -75,4 +78,4 @@ fi
 
 first=${TASKS%% *}
 step "PlanBench $first with the LLM+P baseline (an in-context example, then the planner): solvable is not the same as faithful" \
-  "$BIN" solve --config "$CONFIG" --strategy llm+p --domain "$(domain_of "$first")" --planbench "$first" --data "$DATA"
+  "$BIN" solve --config configs/solve-demo.toml --strategy llm+p --domain "$(domain_of "$first")" --planbench "$first" --data "$DATA"
