@@ -9,7 +9,8 @@
 #   greedy      the base model's single greedy answer on the large set
 #               (configs/eval-large.toml; the slice's is the run's own update-0 row)
 #   posthoc     the arm's kept checkpoints (updates 20, 40, 60) on the large set and the
-#               slice, each one as soon as its checkpoint exists (the others are skipped)
+#               slice, those that exist; every later evaluation of any part checks again
+#               before it starts, so a checkpoint written meanwhile goes first
 #   combined    the base model with the combined method on both sets, SEEDS draws each
 #   trained     the combined method with the arm's update-60 checkpoint, SEEDS draws on both
 #               sets (skipped until that checkpoint exists)
@@ -54,7 +55,8 @@ sampled_base() {
 }
 
 # One evaluation into $1 with the rest as `onebrain eval` arguments; skipped when its report
-# is written (a finished run), resumed from its trace otherwise.
+# is written (a finished run), resumed from its trace otherwise. A kept checkpoint that the
+# arm wrote while the evaluation before ran gets its post-hoc evaluations first.
 eval_into() {
   local dir=$1
   shift
@@ -62,6 +64,7 @@ eval_into() {
     say "done already: $dir"
     return 0
   fi
+  posthoc_kept
   restore "$dir" "$committed_root/evals/${dir#"$out"/}"
   say "eval $dir"
   "$bin" eval --out-dir "$dir" "$@"
@@ -71,6 +74,26 @@ checkpoint() {
   printf '%s/checkpoints/update-%06d' "$run" "$1"
 }
 
+# The post-hoc evaluations (large set and slice) of every kept checkpoint that exists: one
+# already evaluated is read back from its report in a second, so this runs before each
+# evaluation and catches a checkpoint as soon as the evaluation before it ends.
+posthoc_kept() {
+  local update set report
+  for update in 20 40 $last_update; do
+    if [ ! -d "$(checkpoint "$update")" ]; then
+      continue
+    fi
+    for set in eval-large eval-heldout; do
+      report=$(printf '%s/posthoc/%s/update-%06d/report.md' "$run" "$set" "$update")
+      [ -f "$report" ] && continue
+      restore "$(printf '%s/posthoc/%s/update-%06d' "$run" "$set" "$update")" \
+        "$(printf '%s/posthoc/%s/update-%06d' "$committed_root" "$set" "$update")"
+      say "posthoc $run $set update $update"
+      "$bin" posthoc --run "$run" --config "configs/$set.toml" --updates "$update"
+    done
+  done
+}
+
 parts=${parts//base/greedy combined best-of-k}
 for part in $parts; do
   case $part in
@@ -78,18 +101,7 @@ for part in $parts; do
       eval_into "$out/eval-large-base" --config configs/eval-large.toml
       ;;
     posthoc)
-      for update in 20 40 $last_update; do
-        if [ ! -d "$(checkpoint "$update")" ]; then
-          say "posthoc: no checkpoint of update $update in $run yet, skipped"
-          continue
-        fi
-        for set in eval-large eval-heldout; do
-          restore "$(printf '%s/posthoc/%s/update-%06d' "$run" "$set" "$update")" \
-            "$(printf '%s/posthoc/%s/update-%06d' "$committed_root" "$set" "$update")"
-          say "posthoc $run $set update $update"
-          "$bin" posthoc --run "$run" --config "configs/$set.toml" --updates "$update"
-        done
-      done
+      posthoc_kept
       ;;
     combined)
       sampled_base combined
