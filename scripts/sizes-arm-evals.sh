@@ -33,6 +33,16 @@ last_update=60
 
 say() { echo "== $(date -u +%FT%TZ) $*" >&2; }
 
+# Compute threads for the next evaluation: one while the arm trains (beside it on two busy
+# cores a second buys nothing: results/bench-pool), every core once it has finished.
+threads() {
+  if pgrep -f "onebrain train .*--out-dir $run" > /dev/null; then
+    echo 1
+  else
+    nproc
+  fi
+}
+
 # A machine that lost the evaluation folder $1 resumes it from what scripts/arms-sync.sh
 # committed in $2: its files, and its trace unzipped.
 restore() {
@@ -67,7 +77,7 @@ eval_into() {
   posthoc_kept
   restore "$dir" "$committed_root/evals/${dir#"$out"/}"
   say "eval $dir"
-  "$bin" eval --out-dir "$dir" "$@"
+  RAYON_NUM_THREADS=$(threads) "$bin" eval --out-dir "$dir" "$@"
 }
 
 checkpoint() {
@@ -89,7 +99,7 @@ posthoc_kept() {
       restore "$(printf '%s/posthoc/%s/update-%06d' "$run" "$set" "$update")" \
         "$(printf '%s/posthoc/%s/update-%06d' "$committed_root" "$set" "$update")"
       say "posthoc $run $set update $update"
-      "$bin" posthoc --run "$run" --config "configs/$set.toml" --updates "$update"
+      RAYON_NUM_THREADS=$(threads) "$bin" posthoc --run "$run" --config "configs/$set.toml" --updates "$update"
     done
   done
 }

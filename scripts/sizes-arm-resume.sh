@@ -21,8 +21,9 @@
 #   10` so the arm keeps the cores, and the same for their session's autogroup where the
 #   kernel groups by session (log RUNS/evals.log), SEEDS="0 1" unless SEEDS says more.
 #   Each resumes from its trace, or from the copy scripts/arms-sync.sh committed.
-#   They run on one compute thread (RAYON_NUM_THREADS=1): beside the arm on two busy cores
-#   a second thread buys nothing (results/bench-pool, "One SmolLM2 answer beside the 1.5B arm").
+#   Each evaluation runs on one compute thread while the arm trains (beside the arm on two
+#   busy cores a second buys nothing: results/bench-pool, "One SmolLM2 answer beside the
+#   1.5B arm"), and on every core once the arm has finished.
 # Before stopping a session: `RUNS=/work/runs scripts/arms-sync.sh` and commit
 # (results/train-1.5b-sizes/README.md says what to trim and keep).
 set -euo pipefail
@@ -88,7 +89,7 @@ if pgrep -f "sizes-arm-evals.sh" > /dev/null; then
   say "the evaluations are running already"
 else
   say "starting the evaluations (log $runs/evals.log)"
-  (cd "$src" && COMMITTED="$results" OUT="$runs" RUN="$run" SEEDS="${SEEDS:-0 1}" RAYON_NUM_THREADS=1 \
+  (cd "$src" && COMMITTED="$results" OUT="$runs" RUN="$run" SEEDS="${SEEDS:-0 1}" \
     ONEBRAIN_BIN=target/release/onebrain setsid nohup nice -n 10 scripts/sizes-arm-evals.sh \
     >> "$runs/evals.log" 2>&1 < /dev/null &)
 fi
