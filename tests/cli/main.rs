@@ -10,6 +10,7 @@ mod faithful;
 mod hostile;
 mod pipes;
 mod plugins;
+mod run_scripts;
 mod setup_scripts;
 mod solve;
 mod tour;
