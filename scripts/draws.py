@@ -11,10 +11,12 @@ its `trace.jsonl` (or `.gz`), all over the same tasks. A greedy method has one d
 method has one per `--seed`. For each method it prints, per draw, solved and Faithful with
 their 95 % Wilson intervals and the answers whose goal already holds in their own initial
 state (the goal copied into `:init`, also per domain), then the mean and the range over
-draws, overall and per domain and size bucket (3–5, 6–9, 10+ objects in the reference problem, where the trace records
+draws (each rate of one draw with its Wilson interval), overall, per size bucket, and per
+domain and size bucket (3–5, 6–9, 10+ objects in the reference problem, where the trace records
 them). Against the `--against` method (default: the first), draw j is paired with its draw j
 (or with its one draw when it is greedy): the difference of Faithful with its Newcombe
-interval, and task by task the tasks gained and lost with the exact McNemar p. Draws are never
+interval, and task by task the tasks gained and lost with the exact McNemar p, over all tasks
+and per size bucket. Draws are never
 pooled into one paired test: answers of one task across draws are not independent.
 Episodes that stopped on an error (no answer) count as not faithful and are listed apart.
 """
@@ -56,6 +58,30 @@ def outcomes(folder):
 def pct(k, n):
     lo, hi = wilson(k, n)
     return f"{k}/{n} = {100 * k / max(n, 1):.1f} % [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def rate(counts, n):
+    """Cell of a rate over draws: one draw k/n with its Wilson interval; several, the mean
+    and range of the shares and each draw's count."""
+    if len(counts) == 1:
+        k = counts[0]
+        lo, hi = wilson(k, n)
+        return f"{k}/{n} [{100 * lo:.0f}, {100 * hi:.0f}]"
+    shares = [k / max(n, 1) for k in counts]
+    return (f"{100 * statistics.mean(shares):.0f} % ({100 * min(shares):.0f}–{100 * max(shares):.0f}; "
+            + ", ".join(str(k) for k in counts) + f" of {n})")
+
+
+def paired(b, d, tasks):
+    """Faithful of draw `d` against draw `b` over `tasks`: difference, Newcombe interval,
+    gained, lost, exact McNemar p."""
+    n = len(tasks)
+    k1 = sum(b[t]["faithful"] for t in tasks)
+    k2 = sum(d[t]["faithful"] for t in tasks)
+    gained = sum(d[t]["faithful"] and not b[t]["faithful"] for t in tasks)
+    lost = sum(b[t]["faithful"] and not d[t]["faithful"] for t in tasks)
+    lo, hi = newcombe(k1, n, k2, n)
+    return (k2 - k1) / n, lo, hi, gained, lost, mcnemar_exact(gained, lost)
 
 
 def spread(values):
@@ -123,13 +149,23 @@ def main():
     for t in sorted(tasks):
         o = draws[names[0]][0][t]
         groups[(o["domain"], o["bucket"] or "unknown")].append(t)
+    order = BUCKETS + ("unknown",)
+    by_size = defaultdict(list)
+    for t in sorted(tasks):
+        by_size[draws[names[0]][0][t]["bucket"] or "unknown"].append(t)
+    sizes = sorted(by_size, key=order.index)
+    for what in ("faithful", "solved"):
+        print(f"\n| objects | n | " + " | ".join(f"{n} {what}" for n in names) + " |")
+        print("|---|---:|" + "---:|" * len(names))
+        for b in sizes:
+            ts = by_size[b]
+            cells = [rate([sum(d[t][what] for t in ts) for d in draws[name]], len(ts)) for name in names]
+            print(f"| {b} | {len(ts)} | " + " | ".join(cells) + " |")
+
     print("\n| domain | objects | n | " + " | ".join(f"{n} Faithful" for n in names) + " |")
     print("|---|---|---:|" + "---:|" * len(names))
-    for (dom, b), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], (BUCKETS + ("unknown",)).index(kv[0][1]))):
-        cells = []
-        for name in names:
-            shares = [sum(d[t]["faithful"] for t in ts) / len(ts) for d in draws[name]]
-            cells.append(f"{100 * statistics.mean(shares):.0f} %" + ("" if len(shares) == 1 else f" ({100 * min(shares):.0f}–{100 * max(shares):.0f})"))
+    for (dom, b), ts in sorted(groups.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
+        cells = [rate([sum(d[t]["faithful"] for t in ts) for d in draws[name]], len(ts)) for name in names]
         print(f"| {dom} | {b} | {len(ts)} | " + " | ".join(cells) + " |")
 
     domains = sorted({o["domain"] for o in draws[names[0]][0].values()})
@@ -151,22 +187,26 @@ def main():
         print("| draw | Faithful difference, Newcombe 95 % | gained | lost | exact McNemar |")
         print("|---:|---|---:|---:|---|")
         diffs = []
+        pairs = []
         for j, d in enumerate(draws[name]):
             b = base[j] if len(base) > 1 else base[0]
             if len(base) > 1 and j >= len(base):
                 print(f"| {j} | no draw {j} of {against} to pair with | | | |")
                 continue
-            n = len(tasks)
-            k1 = sum(b[t]["faithful"] for t in tasks)
-            k2 = sum(d[t]["faithful"] for t in tasks)
-            gained = sum(d[t]["faithful"] and not b[t]["faithful"] for t in tasks)
-            lost = sum(b[t]["faithful"] and not d[t]["faithful"] for t in tasks)
-            lo, hi = newcombe(k1, n, k2, n)
-            diffs.append((k2 - k1) / n)
-            print(f"| {j} | {100 * (k2 - k1) / n:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}] | {gained} | {lost} | {p_text(mcnemar_exact(gained, lost))} |")
+            pairs.append((j, b, d))
+            diff, lo, hi, gained, lost, p = paired(b, d, sorted(tasks))
+            diffs.append(diff)
+            print(f"| {j} | {100 * diff:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}] | {gained} | {lost} | {p_text(p)} |")
         if len(diffs) > 1:
             print(f"\nOver the {len(diffs)} draws: difference mean {100 * statistics.mean(diffs):+.1f} points, "
                   f"range {100 * min(diffs):+.1f} to {100 * max(diffs):+.1f}.")
+        print("\n| draw | objects | n | Faithful difference, Newcombe 95 % | gained | lost | exact McNemar |")
+        print("|---:|---|---:|---|---:|---:|---|")
+        for j, b, d in pairs:
+            for size in sizes:
+                diff, lo, hi, gained, lost, p = paired(b, d, by_size[size])
+                print(f"| {j} | {size} | {len(by_size[size])} | {100 * diff:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}] "
+                      f"| {gained} | {lost} | {p_text(p)} |")
 
 
 if __name__ == "__main__":
