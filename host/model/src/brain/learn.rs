@@ -89,8 +89,9 @@ impl Brain {
     /// Builds the differentiable backbone now (it is otherwise built on first use), and on
     /// the sampler's weights the transposed tiles every block's backward reads: built on the
     /// first backward, one matrix after another, they were 14 s of the first update of the
-    /// 0.5B model on 2 cores; here they build on every core, once per process. (The output
-    /// matrix's transpose, needed only where a position allows many tokens, stays lazy.)
+    /// 0.5B model on 2 cores; here they build on every core (the compute pool), once per
+    /// process, or before every update under `free-transposed`. (The output matrix's
+    /// transpose, needed only where a position allows many tokens, stays lazy.)
     pub fn prepare_training(&self) -> Result<()> {
         let backbones = self.build_dense(None)?;
         if !self.learns_on_sampler_weights() {
