@@ -145,14 +145,13 @@ def main():
         f = [sum(o["faithful"] for o in d.values()) / n for d in ds]
         print(f"| {name} | {spread(s)} | {spread(f)} |")
 
-    groups = defaultdict(list)
+    # Tasks by domain and size bucket, and by size bucket alone (as the first draw records them).
+    groups, by_size = defaultdict(list), defaultdict(list)
     for t in sorted(tasks):
         o = draws[names[0]][0][t]
         groups[(o["domain"], o["bucket"] or "unknown")].append(t)
+        by_size[o["bucket"] or "unknown"].append(t)
     order = BUCKETS + ("unknown",)
-    by_size = defaultdict(list)
-    for t in sorted(tasks):
-        by_size[draws[names[0]][0][t]["bucket"] or "unknown"].append(t)
     sizes = sorted(by_size, key=order.index)
     for what in ("faithful", "solved"):
         print(f"\n| objects | n | " + " | ".join(f"{n} {what}" for n in names) + " |")

@@ -84,20 +84,24 @@ checkpoint() {
   printf '%s/checkpoints/update-%06d' "$run" "$1"
 }
 
-# The post-hoc evaluations (large set and slice) of every kept checkpoint that exists: one
-# already evaluated is read back from its report in a second, so this runs before each
+# The post-hoc evaluation folder of set $2 at update $3 under the run folder (or its
+# committed copy) $1.
+posthoc_dir() {
+  printf '%s/posthoc/%s/update-%06d' "$1" "$2" "$3"
+}
+
+# The post-hoc evaluations (large set and slice) of every kept checkpoint that exists. One
+# with its report written is skipped without starting the binary, so this runs before each
 # evaluation and catches a checkpoint as soon as the evaluation before it ends.
 posthoc_kept() {
-  local update set report
+  local update set
   for update in 20 40 $last_update; do
     if [ ! -d "$(checkpoint "$update")" ]; then
       continue
     fi
     for set in eval-large eval-heldout; do
-      report=$(printf '%s/posthoc/%s/update-%06d/report.md' "$run" "$set" "$update")
-      [ -f "$report" ] && continue
-      restore "$(printf '%s/posthoc/%s/update-%06d' "$run" "$set" "$update")" \
-        "$(printf '%s/posthoc/%s/update-%06d' "$committed_root" "$set" "$update")"
+      [ -f "$(posthoc_dir "$run" "$set" "$update")/report.md" ] && continue
+      restore "$(posthoc_dir "$run" "$set" "$update")" "$(posthoc_dir "$committed_root" "$set" "$update")"
       say "posthoc $run $set update $update"
       RAYON_NUM_THREADS=$(threads) "$bin" posthoc --run "$run" --config "configs/$set.toml" --updates "$update"
     done
