@@ -42,7 +42,10 @@ fn main() {
         ModelConfig { learner_weights: LearnerWeights::Dense, ..Default::default() }
     } else {
         let allowed_logits = std::env::var("PROBE_ALLOWED_LOGITS").is_ok_and(|v| v == "1");
-        let recompute_blocks = std::env::var("PROBE_RECOMPUTE").is_ok_and(|v| v == "1");
+        let recompute_blocks = match std::env::var("PROBE_RECOMPUTE").is_ok_and(|v| v == "1") {
+            true => onebrain_model::RecomputeBlocks::Always,
+            false => onebrain_model::RecomputeBlocks::Never,
+        };
         ModelConfig { lora_rank: Some(8), lora_targets: Some(vec!["q_proj".into(), "v_proj".into()]), allowed_logits, recompute_blocks, ..Default::default() }
     };
     let brain = Brain::load(&cfg).unwrap();

@@ -56,7 +56,7 @@ pub use brain::{BatchLogprobs, Brain, Generation, ParamCounts, PromptHead, StopR
 /// Constrained decoding: what a [`SamplingConfig::constraint`] holds, and the live masks.
 pub use onebrain_grammar::{ConstraintSpec, ConstraintStats, GuardRule, Limits as GrammarLimits, MutexGroup, MutexPart, Relaxation, TokenEnv, TokenSet};
 pub use checkpoint::{resolve_checkpoint, with_checkpoint_shape, LATEST_FILE};
-pub use config::{LearnerWeights, ModelConfig, Role, SamplingConfig, DEFAULT_MODEL_FILE, QUICK_MODEL_FILE, TEST_MODEL_FILE};
+pub use config::{LearnerWeights, ModelConfig, RecomputeBlocks, Role, SamplingConfig, DEFAULT_MODEL_FILE, QUICK_MODEL_FILE, TEST_MODEL_FILE};
 pub use device::{DeviceChoice, WeightDtype};
 pub use error::{Error, Result};
 pub use gguf::{check_gguf, GgufHeader};

@@ -9,7 +9,7 @@ mod common;
 use common::seeded_normal;
 
 use onebrain_model::{
-    resolve_model, Brain, Error, ExportFormat, Generation, LearnerWeights, ModelConfig, Role, SamplingConfig, StopReason, Tensor,
+    resolve_model, Brain, Error, ExportFormat, Generation, LearnerWeights, ModelConfig, RecomputeBlocks, Role, SamplingConfig, StopReason, Tensor,
     TEST_MODEL_FILE,
 };
 
@@ -677,7 +677,7 @@ fn recomputed_blocks_give_the_plain_graphs_logprobs_and_gradients() {
         recompute_blocks,
         ..Default::default()
     };
-    let (Some(plain), Some(recomputed)) = (smol(cfg(false)), smol(cfg(true))) else { return };
+    let (Some(plain), Some(recomputed)) = (smol(cfg(RecomputeBlocks::Never)), smol(cfg(RecomputeBlocks::Always))) else { return };
     perturb_adapters(&plain, 0.01);
     perturb_adapters(&recomputed, 0.01);
     let prompt = plain.encode(&plain.chat_prompt(SYSTEM, QUESTION)).unwrap();

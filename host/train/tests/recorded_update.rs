@@ -116,7 +116,7 @@ fn two_by_two() -> PpoArgs {
 fn group_advantages_on_detached_prompts() {
     let b = load(&ModelConfig {
         free_transposed: true,
-        recompute_blocks: true,
+        recompute_blocks: onebrain_model::RecomputeBlocks::Always,
         ..ModelConfig::test_model()
     });
     let args = PpoArgs {

@@ -4,7 +4,7 @@ use super::*;
 use super::prefill::prefill_columns;
 use onebrain_kernels::TiledMatrix;
 
-use crate::{logprob::ConstrainedLogprob, transformer::Weight};
+use crate::{logprob::ConstrainedLogprob, transformer::Weight, RecomputeBlocks};
 
 /// The keys and values of a prompt head, with no graph: see [`Brain::prompt_head`].
 #[derive(Debug, Clone)]
@@ -346,10 +346,33 @@ impl Brain {
         let step = step.with_constant_keys(in_graph.min(kv.len)..kv.len);
         let ids = Tensor::new(tokens, self.device())?.unsqueeze(0)?;
         let x = backbone.embed(&ids)?;
-        if self.cfg.recompute_blocks && x.device().is_cpu() && x.dtype() == DType::F32 {
+        if x.device().is_cpu() && x.dtype() == DType::F32 && self.recomputes_blocks(kv.len, tokens.len()) {
             return Ok(backbone.forward_recomputed(&x, &step, Some(&kv), in_graph.min(kv.len), &view)?.squeeze(0)?);
         }
         Ok(backbone.forward(&x, &step, Some(&mut kv), &view, Mode::Diff)?.squeeze(0)?)
+    }
+
+    /// What a differentiable forward over `positions` positions after `past` constant ones
+    /// keeps in every block for its backward, MiB, as estimated from the model's shape: what
+    /// `recompute-blocks` saves. The rest of a backward (logits, gradients) is the same either
+    /// way and not counted.
+    pub fn kept_activations_mib(&self, past: usize, positions: usize) -> f64 {
+        crate::budget::kept_activations_mib(&self.base.cfg, past, positions)
+    }
+
+    /// Whether a forward over `positions` positions after `past` runs its blocks again in the
+    /// backward ([`RecomputeBlocks`]).
+    fn recomputes_blocks(&self, past: usize, positions: usize) -> bool {
+        match self.cfg.recompute_blocks {
+            RecomputeBlocks::Never => false,
+            RecomputeBlocks::Always => true,
+            RecomputeBlocks::OverBudget => {
+                // The heap's count where the binary keeps one; else the resident set, which
+                // also holds freed blocks the heap kept, and so errs toward recomputing.
+                let held = onebrain_meter::heap_live_mib().or_else(onebrain_meter::rss_mib).unwrap_or(f64::INFINITY);
+                held + self.kept_activations_mib(past, positions) > self.memory_budget_mib() as f64
+            }
+        }
     }
 
     /// Differentiable logits `(len, vocab)` at every position of one token sequence.
