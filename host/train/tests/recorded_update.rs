@@ -101,6 +101,24 @@ fn check(mut learner: Learner, recorded: [&str; 2]) {
     assert!(found.iter().all(|&ok| ok), "an update differs from its recording (printed above): {found:?}");
 }
 
+/// The recording for this CPU's level: `gemm`'s f32 kernels (the backward's products and the
+/// optimizer's inputs) sum in another order with AVX-512 (x86-64-v4, as `pulp` detects it)
+/// than with AVX2 (v3), so each level has its own bits. The int8 kernels agree across levels
+/// bit for bit (`cpu_matmul::tests`).
+fn by_level(v4: [&'static str; 2], v3: [&'static str; 2]) -> [&'static str; 2] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let v4_cpu = is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512cd")
+            && is_x86_feature_detected!("avx512dq")
+            && is_x86_feature_detected!("avx512vl");
+        if v4_cpu { v4 } else { v3 }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    panic!("updates are recorded on x86-64 only (levels v3 and v4)")
+}
+
 fn two_by_two() -> PpoArgs {
     PpoArgs {
         learning_rate: 1e-3,
@@ -125,7 +143,7 @@ fn group_advantages_on_detached_prompts() {
         judge_head_only: true,
         ..two_by_two()
     };
-    check(Learner::new(b, None, args, Ablation::Full, 5).unwrap(), GROUP_DETACHED);
+    check(Learner::new(b, None, args, Ablation::Full, 5).unwrap(), by_level(GROUP_DETACHED_V4, GROUP_DETACHED_V3));
 }
 
 #[test]
@@ -137,12 +155,13 @@ fn value_head_entropy_and_kl_on_the_full_path() {
         ..two_by_two()
     };
     let reference: Brain = brain();
-    check(Learner::new(brain(), Some(reference), args, Ablation::Full, 7).unwrap(), VALUE_KL_FULL);
+    check(Learner::new(brain(), Some(reference), args, Ablation::Full, 7).unwrap(), by_level(VALUE_KL_FULL_V4, VALUE_KL_FULL_V3));
 }
 
-// Recorded on the code before the rewrite (commit 1475a48), twice with the same result;
-// f32 and f64 print as the shortest text that reads back to the same bits.
-const GROUP_DETACHED: [&str; 2] = [
+// Recorded on x86-64-v4 CPUs (a Zen 4 and a Xeon, the same bits) on the code before the
+// rewrite, twice with the same result; f32 and f64 print as the shortest text that reads
+// back to the same bits.
+const GROUP_DETACHED_V4: [&str; 2] = [
     concat!(
         "UpdateStats { policy_actor: Some(-0.35490987), policy_editor: Some(-0.010666672), value: None, judge: Some(1.0708055), total: -0.039001524, total_first: Some(0.8195025), entropy: Some(5.2735014), approx_kl: 0.79917675, clipfrac: 0.65217394, first_abs_log_ratio: Some(0.0), old_logp_source: \"first-forward+scoring-pass\", sampler_gap: None, kl_ref: None, explained_variance: None, grad_norm: 11.913776, epochs: 2, steps: 4, dropped_steps: 0, tokens: 139, skipped: 0, score_secs: 0.0, judge_states_secs: 0.0, prompt_heads_kept: 0, prompt_heads_computed: 9, secs: 0.0 }\n",
         "params sum -3.9413598334363776e1 sumsq 1.5612792085786846e3 fnv 8e9379daf9e4c879\n",
@@ -157,7 +176,7 @@ const GROUP_DETACHED: [&str; 2] = [
     ),
 ];
 
-const VALUE_KL_FULL: [&str; 2] = [
+const VALUE_KL_FULL_V4: [&str; 2] = [
     concat!(
         "UpdateStats { policy_actor: Some(0.6974993), policy_editor: Some(-0.010691198), value: Some(0.10280844), judge: Some(0.51137155), total: 0.8455652, total_first: Some(1.1647192), entropy: Some(5.068853), approx_kl: 0.9617893, clipfrac: 0.73913044, first_abs_log_ratio: Some(0.0), old_logp_source: \"scoring-pass\", sampler_gap: None, kl_ref: Some(4.770091), explained_variance: Some(0.0), grad_norm: 17.29762, epochs: 2, steps: 4, dropped_steps: 0, tokens: 714, skipped: 0, score_secs: 0.0, judge_states_secs: 0.0, prompt_heads_kept: 0, prompt_heads_computed: 0, secs: 0.0 }\n",
         "params sum -3.998139573499111e1 sumsq 1.5610261217940001e3 fnv 218f89a3e7d2e746\n",
@@ -169,5 +188,38 @@ const VALUE_KL_FULL: [&str; 2] = [
         "params sum -3.670438588470746e1 sumsq 1.576819040932097e3 fnv 2ada20abbbff6acf\n",
         "optimizer steps 8 sum -1.7646822430542256e-1 sumsq 2.0701609727302263e-2 fnv a9936490ca1d50fb\n",
         "batch fnv e7ebbd71c80ec113"
+    ),
+];
+
+// Recorded on an x86-64-v3 CPU (a Zen 3, AVX2 and no AVX-512) on the same code as the v4
+// recordings: the first update's scored batch is the same bits, and the f32 kernels' other
+// order of sums shows in what the update computes from it.
+const GROUP_DETACHED_V3: [&str; 2] = [
+    concat!(
+        "UpdateStats { policy_actor: Some(-0.3576027), policy_editor: Some(-0.010666672), value: None, judge: Some(1.0713632), total: -0.041527033, total_first: Some(0.8195025), entropy: Some(5.2544127), approx_kl: 0.84157944, clipfrac: 0.65217394, first_abs_log_ratio: Some(0.0), old_logp_source: \"first-forward+scoring-pass\", sampler_gap: None, kl_ref: None, explained_variance: None, grad_norm: 11.919051, epochs: 2, steps: 4, dropped_steps: 0, tokens: 139, skipped: 0, score_secs: 0.0, judge_states_secs: 0.0, prompt_heads_kept: 0, prompt_heads_computed: 9, secs: 0.0 }\n",
+        "params sum -3.9370738981795895e1 sumsq 1.5613965907422396e3 fnv c270ff8c959ad08f\n",
+        "optimizer steps 4 sum -5.3788714985597216e-2 sumsq 2.0170416759800196e-3 fnv 2563ce9a75c5e190\n",
+        "batch fnv 6ae994a82bfe519d"
+    ),
+    concat!(
+        "UpdateStats { policy_actor: Some(-0.09223293), policy_editor: Some(0.46101803), value: None, judge: Some(1.1216576), total: 0.4747734, total_first: Some(-0.071816966), entropy: Some(5.121851), approx_kl: 0.85369325, clipfrac: 0.7826087, first_abs_log_ratio: Some(0.0), old_logp_source: \"first-forward+scoring-pass\", sampler_gap: None, kl_ref: None, explained_variance: None, grad_norm: 12.3416195, epochs: 2, steps: 4, dropped_steps: 0, tokens: 139, skipped: 0, score_secs: 0.0, judge_states_secs: 0.0, prompt_heads_kept: 0, prompt_heads_computed: 12, secs: 0.0 }\n",
+        "params sum -3.0698060755534968e1 sumsq 1.5807712437591947e3 fnv 81e7e411d3061570\n",
+        "optimizer steps 8 sum -6.1583062785578846e-2 sumsq 2.878801139296525e-3 fnv 25381c4af65a042f\n",
+        "batch fnv 99ea0bd4a0f354cc"
+    ),
+];
+
+const VALUE_KL_FULL_V3: [&str; 2] = [
+    concat!(
+        "UpdateStats { policy_actor: Some(0.6974993), policy_editor: Some(-0.010691198), value: Some(0.10280845), judge: Some(0.51137155), total: 0.8455652, total_first: Some(1.1647192), entropy: Some(5.068853), approx_kl: 0.9617893, clipfrac: 0.73913044, first_abs_log_ratio: Some(0.0), old_logp_source: \"scoring-pass\", sampler_gap: None, kl_ref: Some(4.770091), explained_variance: Some(0.0), grad_norm: 17.29762, epochs: 2, steps: 4, dropped_steps: 0, tokens: 714, skipped: 0, score_secs: 0.0, judge_states_secs: 0.0, prompt_heads_kept: 0, prompt_heads_computed: 0, secs: 0.0 }\n",
+        "params sum -3.998139573499111e1 sumsq 1.5610261217940001e3 fnv 218f89a3e7d2e746\n",
+        "optimizer steps 4 sum -4.079579994552135e-2 sumsq 1.3866662680551622e-2 fnv 11c54e050761f987\n",
+        "batch fnv 4fdd168b63e3d826"
+    ),
+    concat!(
+        "UpdateStats { policy_actor: Some(22.780422), policy_editor: Some(0.23550358), value: Some(0.11742702), judge: Some(1.178495), total: 23.251722, total_first: Some(1.101016), entropy: Some(5.555701), approx_kl: 3.6474874, clipfrac: 0.6818182, first_abs_log_ratio: Some(0.0), old_logp_source: \"scoring-pass\", sampler_gap: None, kl_ref: Some(2.1745706), explained_variance: Some(-0.017769098), grad_norm: 801.71234, epochs: 2, steps: 4, dropped_steps: 0, tokens: 714, skipped: 0, score_secs: 0.0, judge_states_secs: 0.0, prompt_heads_kept: 0, prompt_heads_computed: 0, secs: 0.0 }\n",
+        "params sum -3.6735581128860176e1 sumsq 1.5767545563262372e3 fnv f8c8159f92d2a531\n",
+        "optimizer steps 8 sum -1.746235157186861e-1 sumsq 2.0889907495559242e-2 fnv aeeed93d7269c24b\n",
+        "batch fnv fe0f5778599dad0f"
     ),
 ];
