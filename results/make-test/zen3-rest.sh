@@ -1,3 +1,6 @@
+# What `make test` had left after recorded_update, on the same build. test-bins.txt lists the
+# test executables: `cargo test --workspace --release --no-run --message-format=json`, each
+# artifact's package folder, target name and executable.
 cd /tmp/cold
 s=$(date +%s)
 grep -E '^(transfer|verifier) ' /work/logs/test-bins.txt | while read dir name exe fresh; do

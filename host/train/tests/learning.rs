@@ -100,7 +100,8 @@ fn args() -> PpoArgs {
 
 /// One sampled episode per seed, with the current parameters, all of them open at once as
 /// in training's rollouts (decoded in batches of up to [`MAX_BATCH`]), returned in seed
-/// order. Decoding is batch-invariant, so each seed's answer is the one it gets alone.
+/// order. On this task each seed's batched answer was checked to be the one it gets alone
+/// (docs/training.md).
 fn rollouts(
     cfg: &SolveConfig,
     services: &Services,

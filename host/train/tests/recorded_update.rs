@@ -191,9 +191,9 @@ const VALUE_KL_FULL_V4: [&str; 2] = [
     ),
 ];
 
-// Recorded on an x86-64-v3 CPU (a Zen 3, AVX2 and no AVX-512) on the same code as the v4
-// recordings: the first update's scored batch is the same bits, and the f32 kernels' other
-// order of sums shows in what the update computes from it.
+// Recorded on an x86-64-v3 CPU (a Zen 3, AVX2 and no AVX-512) on the rewritten code, which
+// gives the v4 recordings' bits on v4 CPUs: the first update's scored batch is the same bits
+// as there, and the f32 kernels' other order of sums shows in what the update computes.
 const GROUP_DETACHED_V3: [&str; 2] = [
     concat!(
         "UpdateStats { policy_actor: Some(-0.3576027), policy_editor: Some(-0.010666672), value: None, judge: Some(1.0713632), total: -0.041527033, total_first: Some(0.8195025), entropy: Some(5.2544127), approx_kl: 0.84157944, clipfrac: 0.65217394, first_abs_log_ratio: Some(0.0), old_logp_source: \"first-forward+scoring-pass\", sampler_gap: None, kl_ref: None, explained_variance: None, grad_norm: 11.919051, epochs: 2, steps: 4, dropped_steps: 0, tokens: 139, skipped: 0, score_secs: 0.0, judge_states_secs: 0.0, prompt_heads_kept: 0, prompt_heads_computed: 9, secs: 0.0 }\n",
